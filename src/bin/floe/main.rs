@@ -1,0 +1,566 @@
+//! `floe`: the command-line front of the floe library (uses only its public API).
+
+mod input;
+mod output;
+mod quickstart;
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use floe::catalog::{Catalog, TableCreation};
+use floe::expr::parse_predicate;
+use floe::scan::{Scan, SnapshotSelector};
+use floe::spec::{parse_partition_spec, parse_schema, parse_sort_order, FormatVersion};
+use floe::storage::Storage;
+use floe::table::{ident_name, parse_ident};
+use floe::{Error, ErrorKind, Result, Table};
+use futures::TryStreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use output::{print_json, print_table, write_batches, Format};
+
+#[derive(Parser, Debug)]
+#[command(name = "floe", version, about = "Write and read Apache Iceberg tables (v2/v3) without a JVM")]
+struct Cli {
+    /// Catalog URI: sqlite:///path/catalog.db or file:///warehouse (Hadoop layout).
+    /// Default: SQLite at <warehouse>/catalog.db.
+    #[arg(long, global = true, env = "FLOE_CATALOG")]
+    catalog: Option<String>,
+    /// Warehouse directory (default ./warehouse).
+    #[arg(long, global = true, env = "FLOE_WAREHOUSE")]
+    warehouse: Option<String>,
+    /// Catalog name (the catalog_name column of the SQL catalog).
+    #[arg(long, global = true, default_value = "default")]
+    catalog_name: String,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Build a demo warehouse (a partitioned v2 table and a v3 table) and show how to open it.
+    Quickstart {
+        /// Where to build it.
+        #[arg(long, default_value = "warehouse")]
+        dir: String,
+        /// Rows per table.
+        #[arg(long, default_value_t = 200_000)]
+        rows: usize,
+    },
+    /// Create a table.
+    Create {
+        /// Table name (ns.table).
+        name: String,
+        /// Schema DDL, e.g. 'id long, name string, ts timestamptz'.
+        #[arg(long)]
+        schema: String,
+        /// Partition spec, e.g. 'day(ts), bucket(16,id)'.
+        #[arg(long)]
+        partition_by: Option<String>,
+        /// Sort order, e.g. 'id desc nulls last'.
+        #[arg(long)]
+        sort_by: Option<String>,
+        /// Table property k=v (repeatable).
+        #[arg(long = "property", value_parser = kv)]
+        properties: Vec<(String, String)>,
+        /// Format version (2 or 3).
+        #[arg(long, default_value_t = 2)]
+        format_version: u8,
+        /// Explicit table location.
+        #[arg(long)]
+        location: Option<String>,
+    },
+    /// Append Parquet or CSV files to a table in one snapshot.
+    Append {
+        /// Table name.
+        name: String,
+        /// Input files (.parquet, .csv).
+        #[arg(required = true)]
+        files: Vec<String>,
+    },
+    /// Read rows.
+    Scan {
+        /// Table name (or use --metadata).
+        name: Option<String>,
+        /// Read a metadata.json or table directory without a catalog.
+        #[arg(long)]
+        metadata: Option<String>,
+        /// Columns to return (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        columns: Option<Vec<String>>,
+        /// Row filter, e.g. "ts >= '2024-01-01' AND id IN (1,2)".
+        #[arg(long = "where")]
+        filter: Option<String>,
+        /// Snapshot id (time travel).
+        #[arg(long)]
+        snapshot: Option<i64>,
+        /// Branch or tag.
+        #[arg(long = "ref")]
+        reference: Option<String>,
+        /// Timestamp (RFC 3339 or ms since epoch): the snapshot current then.
+        #[arg(long)]
+        as_of: Option<String>,
+        /// Print only the row count.
+        #[arg(long)]
+        count: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Output file.
+        #[arg(short = 'o', long)]
+        output: Option<String>,
+        /// At most this many rows (table format defaults to 100).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// JSON output (same as --format json).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a table's schema, partitioning, sort order, properties and current snapshot.
+    Describe {
+        /// Table name (or use --metadata).
+        name: Option<String>,
+        /// Read a metadata.json or table directory without a catalog.
+        #[arg(long)]
+        metadata: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a table's snapshots.
+    Snapshots {
+        /// Table name (or use --metadata).
+        name: Option<String>,
+        /// Read a metadata.json or table directory without a catalog.
+        #[arg(long)]
+        metadata: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the data files of a snapshot.
+    Files {
+        /// Table name (or use --metadata).
+        name: Option<String>,
+        /// Read a metadata.json or table directory without a catalog.
+        #[arg(long)]
+        metadata: Option<String>,
+        /// Snapshot id (default current).
+        #[arg(long)]
+        snapshot: Option<i64>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List, create or drop namespaces.
+    Namespaces {
+        /// Create this namespace.
+        #[arg(long)]
+        create: Option<String>,
+        /// Drop this (empty) namespace.
+        #[arg(long)]
+        drop: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List tables (of one namespace or all).
+    Tables {
+        /// Namespace.
+        namespace: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rename a table.
+    Rename {
+        /// Current name.
+        from: String,
+        /// New name.
+        to: String,
+    },
+    /// Drop a table (with --purge, delete its files too).
+    Drop {
+        /// Table name.
+        name: String,
+        /// Delete data and metadata files.
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Register an existing metadata file as a table.
+    Register {
+        /// Table name.
+        name: String,
+        /// Metadata file location.
+        metadata: String,
+    },
+}
+
+fn kv(s: &str) -> std::result::Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).ok_or_else(|| format!("expected key=value, got '{s}'"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                eprintln!("  caused by: {s}");
+                src = s.source();
+            }
+            ExitCode::from(match e.kind() {
+                ErrorKind::InvalidInput => 2,
+                ErrorKind::NotFound => 3,
+                ErrorKind::Conflict | ErrorKind::CommitStateUnknown => 4,
+                _ => 1,
+            })
+        }
+    }
+}
+
+fn catalog(cli: &Cli) -> Result<Catalog> {
+    Catalog::open(cli.catalog.as_deref(), cli.warehouse.as_deref(), Some(&cli.catalog_name))
+}
+
+async fn load(cli: &Cli, name: Option<&str>, metadata: Option<&str>) -> Result<Table> {
+    match (name, metadata) {
+        (_, Some(m)) => {
+            let path = if m.starts_with('/') || m.contains(':') {
+                m.to_string()
+            } else {
+                std::env::current_dir().map(|d| d.join(m).to_string_lossy().to_string()).unwrap_or_else(|_| m.to_string())
+            };
+            Table::open_static(&Storage::new(), &path).await
+        }
+        (Some(n), None) => catalog(cli)?.load_table(&parse_ident(n)?).await,
+        (None, None) => Err(Error::new(ErrorKind::InvalidInput, "give a table NAME or --metadata PATH")),
+    }
+}
+
+fn spinner(msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}
+
+fn parse_time_ms(s: &str) -> Result<i64> {
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ms);
+    }
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|d| d.timestamp_millis())
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("--as-of '{s}': expected RFC 3339 or milliseconds ({e})")))
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match &cli.cmd {
+        Cmd::Quickstart { dir, rows } => quickstart::run(dir, *rows).await,
+        Cmd::Create { name, schema, partition_by, sort_by, properties, format_version, location } => {
+            let cat = catalog(&cli)?;
+            let ident = parse_ident(name)?;
+            let schema = parse_schema(schema)?;
+            let mut c = TableCreation::new(schema.clone());
+            if let Some(p) = partition_by {
+                c.partition_spec = parse_partition_spec(p, &schema)?;
+            }
+            if let Some(s) = sort_by {
+                c.sort_order = Some(parse_sort_order(s, &schema)?);
+            }
+            c.properties = properties.iter().cloned().collect::<HashMap<_, _>>();
+            c.format_version = match format_version {
+                1 => FormatVersion::V1,
+                2 => FormatVersion::V2,
+                3 => FormatVersion::V3,
+                v => return Err(Error::new(ErrorKind::InvalidInput, format!("--format-version {v}: expected 1, 2 or 3"))),
+            };
+            c.location = location.clone();
+            let t = cat.create_table(&ident, c).await?;
+            println!("created {} at {}", ident_name(&ident), t.metadata().location());
+            Ok(())
+        }
+        Cmd::Append { name, files } => {
+            let cat = catalog(&cli)?;
+            let table = cat.load_table(&parse_ident(name)?).await?;
+            let schema = Arc::new(iceberg_arrow_schema(&table)?);
+            // Open every input first: a bad file fails before anything is written.
+            let mut readers = Vec::new();
+            for f in files {
+                readers.push(input::read_file(f, &schema)?);
+            }
+            let started = Instant::now();
+            let pb = spinner(&format!("appending to {name}"));
+            let progress = floe::write::WriteProgress::new();
+            let p2 = progress.clone();
+            let pb2 = pb.clone();
+            let ticker = tokio::spawn(async move {
+                loop {
+                    pb2.set_message(format!("appending: {} rows", p2.rows()));
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            });
+            let r = floe::txn::append(&cat, &table, readers.into_iter().flatten(), Some(&progress)).await;
+            ticker.abort();
+            pb.finish_and_clear();
+            let r = r?;
+            let secs = started.elapsed().as_secs_f64();
+            println!(
+                "appended {} rows in {} files ({:.1} MB) to {} as snapshot {} in {:.2}s",
+                r.added_records,
+                r.added_files,
+                r.added_bytes as f64 / 1e6,
+                name,
+                r.snapshot_id.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+                secs
+            );
+            Ok(())
+        }
+        Cmd::Scan { name, metadata, columns, filter, snapshot, reference, as_of, count, format, output, limit, json } => {
+            let table = load(&cli, name.as_deref(), metadata.as_deref()).await?;
+            let mut scan = Scan::new(&table);
+            let sel = match (snapshot, reference, as_of) {
+                (Some(id), None, None) => SnapshotSelector::Id(*id),
+                (None, Some(r), None) => SnapshotSelector::Ref(r.clone()),
+                (None, None, Some(t)) => SnapshotSelector::AsOf(parse_time_ms(t)?),
+                (None, None, None) => SnapshotSelector::Current,
+                _ => return Err(Error::new(ErrorKind::InvalidInput, "give at most one of --snapshot, --ref, --as-of")),
+            };
+            scan = scan.snapshot(sel);
+            let schema = scan.schema()?;
+            if let Some(f) = filter {
+                scan = scan.filter(parse_predicate(f, &schema)?);
+            }
+            if let Some(c) = columns {
+                scan = scan.select(c.clone());
+            }
+            if *count {
+                let n = scan.count().await?;
+                if *json { print_json(&json!({"count": n})) } else { println!("{n}") }
+                return Ok(());
+            }
+            let format = if *json { Format::Json } else { *format };
+            let limit = limit.or(if format == Format::Table && output.is_none() { Some(100) } else { None });
+            let plan = scan.plan().await?;
+            let arrow_schema = Arc::new(floe_arrow_schema(&plan.schema, columns.as_deref())?);
+            let mut stream = scan.read(plan)?;
+            let mut batches = Vec::new();
+            let mut rows = 0usize;
+            while let Some(b) = stream.try_next().await? {
+                let b = match limit {
+                    Some(l) if rows + b.num_rows() > l => b.slice(0, l - rows),
+                    _ => b,
+                };
+                rows += b.num_rows();
+                batches.push(b);
+                if limit.is_some_and(|l| rows >= l) {
+                    break;
+                }
+            }
+            let out_schema = batches.first().map(|b| b.schema()).unwrap_or(arrow_schema);
+            write_batches(&batches, out_schema, format, output.as_deref())?;
+            if output.is_some() {
+                eprintln!("wrote {rows} rows to {}", output.as_deref().unwrap_or("-"));
+            }
+            Ok(())
+        }
+        Cmd::Describe { name, metadata, json } => {
+            let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
+            let md = t.metadata();
+            let v = json!({
+                "name": t.name(),
+                "location": md.location(),
+                "metadata_location": t.metadata_location(),
+                "format_version": md.format_version() as u8,
+                "uuid": md.uuid().to_string(),
+                "schema": md.current_schema().as_ref(),
+                "partition_spec": md.default_partition_spec().as_ref(),
+                "sort_order": md.default_sort_order().as_ref(),
+                "properties": md.properties(),
+                "current_snapshot_id": md.current_snapshot_id(),
+                "next_row_id": (md.format_version() as u8 >= 3).then(|| md.next_row_id()),
+            });
+            if *json {
+                print_json(&v);
+            } else {
+                println!("table         {}", t.name());
+                println!("location      {}", md.location());
+                println!("metadata      {}", t.metadata_location());
+                println!("format        v{}", md.format_version() as u8);
+                println!("schema        {}", schema_text(md.current_schema()));
+                let spec = md.default_partition_spec();
+                let spec_text: Vec<String> = spec.fields().iter().map(|f| format!("{}={}({})", f.name, f.transform, md.current_schema().name_by_field_id(f.source_id).unwrap_or("?"))).collect();
+                println!("partitioned   {}", if spec_text.is_empty() { "no".into() } else { spec_text.join(", ") });
+                let so = md.default_sort_order();
+                let so_text: Vec<String> = so.fields.iter().map(|f| format!("{}({}) {} {}", f.transform, md.current_schema().name_by_field_id(f.source_id).unwrap_or("?"), f.direction, f.null_order)).collect();
+                println!("sorted        {}", if so_text.is_empty() { "no".into() } else { so_text.join(", ") });
+                println!("snapshot      {}", md.current_snapshot_id().map(|s| s.to_string()).unwrap_or_else(|| "none".into()));
+                let mut props: Vec<_> = md.properties().iter().collect();
+                props.sort();
+                for (k, v) in props {
+                    println!("property      {k}={v}");
+                }
+            }
+            Ok(())
+        }
+        Cmd::Snapshots { name, metadata, json } => {
+            let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
+            let mut snaps: Vec<_> = t.metadata().snapshots().cloned().collect();
+            snaps.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
+            if *json {
+                let v: Vec<_> = snaps
+                    .iter()
+                    .map(|s| json!({
+                        "snapshot_id": s.snapshot_id(),
+                        "parent_snapshot_id": s.parent_snapshot_id(),
+                        "sequence_number": s.sequence_number(),
+                        "timestamp_ms": s.timestamp_ms(),
+                        "operation": s.summary().operation.as_str(),
+                        "summary": s.summary().additional_properties,
+                        "manifest_list": s.manifest_list(),
+                        "first_row_id": s.first_row_id(),
+                        "added_rows": s.added_rows_count(),
+                    }))
+                    .collect();
+                print_json(&json!(v));
+            } else {
+                let rows: Vec<Vec<String>> = snaps
+                    .iter()
+                    .map(|s| {
+                        let p = &s.summary().additional_properties;
+                        vec![
+                            s.snapshot_id().to_string(),
+                            s.sequence_number().to_string(),
+                            chrono::DateTime::from_timestamp_millis(s.timestamp_ms()).map(|d| d.to_rfc3339()).unwrap_or_default(),
+                            s.summary().operation.as_str().to_string(),
+                            p.get("added-records").cloned().unwrap_or_default(),
+                            p.get("total-records").cloned().unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                print_table(&["snapshot_id", "seq", "committed_at", "operation", "added_records", "total_records"], &rows);
+            }
+            Ok(())
+        }
+        Cmd::Files { name, metadata, snapshot, json } => {
+            let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
+            let mut scan = Scan::new(&t);
+            if let Some(s) = snapshot {
+                scan = scan.snapshot(SnapshotSelector::Id(*s));
+            }
+            let plan = scan.plan().await?;
+            if *json {
+                let v: Vec<_> = plan
+                    .files
+                    .iter()
+                    .map(|f| json!({
+                        "file_path": f.file.file_path(),
+                        "record_count": f.file.record_count(),
+                        "file_size_in_bytes": f.file.file_size_in_bytes(),
+                        "partition": f.spec.partition_to_path(&f.partition, t.metadata().current_schema().clone()),
+                        "spec_id": f.spec.spec_id(),
+                        "sequence_number": f.sequence_number,
+                    }))
+                    .collect();
+                print_json(&json!(v));
+            } else {
+                let rows: Vec<Vec<String>> = plan
+                    .files
+                    .iter()
+                    .map(|f| vec![
+                        f.file.file_path().to_string(),
+                        f.spec.partition_to_path(&f.partition, t.metadata().current_schema().clone()),
+                        f.file.record_count().to_string(),
+                        f.file.file_size_in_bytes().to_string(),
+                    ])
+                    .collect();
+                print_table(&["file_path", "partition", "records", "bytes"], &rows);
+            }
+            Ok(())
+        }
+        Cmd::Namespaces { create, drop, json } => {
+            let cat = catalog(&cli)?;
+            if let Some(ns) = create {
+                cat.create_namespace(ns, &[]).await?;
+                println!("created namespace {ns}");
+            }
+            if let Some(ns) = drop {
+                cat.drop_namespace(ns).await?;
+                println!("dropped namespace {ns}");
+            }
+            if create.is_none() && drop.is_none() {
+                let ns = cat.list_namespaces().await?;
+                if *json { print_json(&json!(ns)) } else { ns.iter().for_each(|n| println!("{n}")) }
+            }
+            Ok(())
+        }
+        Cmd::Tables { namespace, json } => {
+            let cat = catalog(&cli)?;
+            let nss = match namespace {
+                Some(n) => vec![n.clone()],
+                None => cat.list_namespaces().await?,
+            };
+            let mut names = Vec::new();
+            for ns in nss {
+                for t in cat.list_tables(&ns).await? {
+                    names.push(ident_name(&t));
+                }
+            }
+            if *json { print_json(&json!(names)) } else { names.iter().for_each(|n| println!("{n}")) }
+            Ok(())
+        }
+        Cmd::Rename { from, to } => {
+            catalog(&cli)?.rename_table(&parse_ident(from)?, &parse_ident(to)?).await?;
+            println!("renamed {from} to {to}");
+            Ok(())
+        }
+        Cmd::Drop { name, purge } => {
+            catalog(&cli)?.drop_table(&parse_ident(name)?, *purge).await?;
+            println!("dropped {name}{}", if *purge { " (files purged)" } else { "" });
+            Ok(())
+        }
+        Cmd::Register { name, metadata } => {
+            let t = catalog(&cli)?.register_table(&parse_ident(name)?, metadata).await?;
+            println!("registered {} at {}", t.name(), t.metadata_location());
+            Ok(())
+        }
+    }
+}
+
+fn iceberg_arrow_schema(t: &Table) -> Result<arrow::datatypes::Schema> {
+    floe_arrow_schema(t.metadata().current_schema(), None)
+}
+
+fn floe_arrow_schema(schema: &floe::spec::Schema, columns: Option<&[String]>) -> Result<arrow::datatypes::Schema> {
+    let full = floe::write::Conformer::new(schema, "")?.schema().as_ref().clone();
+    Ok(match columns {
+        None => full,
+        Some(cols) => {
+            let idx: Vec<usize> = cols.iter().filter_map(|c| full.index_of(c).ok()).collect();
+            full.project(&idx).map_err(|e| Error::new(ErrorKind::InvalidInput, e.to_string()))?
+        }
+    })
+}
+
+fn schema_text(s: &floe::spec::Schema) -> String {
+    s.as_struct()
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}{}", f.name, f.field_type, if f.required { " not null" } else { "" }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

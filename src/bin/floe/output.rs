@@ -1,0 +1,88 @@
+//! Rendering results: human tables or JSON (`--json`), and batches as table/CSV/JSON/Parquet.
+
+use std::io::Write;
+
+use arrow::array::RecordBatch;
+use floe::{Error, ErrorKind, Result};
+
+/// Output format of `scan`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned text table.
+    Table,
+    /// CSV with a header.
+    Csv,
+    /// One JSON object per row.
+    Json,
+    /// A Parquet file (needs -o).
+    Parquet,
+}
+
+fn io_err(e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Io, format!("writing output: {e}"))
+}
+
+/// Writes batches in `format` to `out`.
+pub fn write_batches(batches: &[RecordBatch], schema: arrow::datatypes::SchemaRef, format: Format, out: Option<&str>) -> Result<()> {
+    let mut sink: Box<dyn Write + Send> = match out {
+        Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?)),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    match format {
+        Format::Table => {
+            let s = arrow::util::pretty::pretty_format_batches(batches).map_err(io_err)?;
+            writeln!(sink, "{s}").map_err(io_err)?;
+        }
+        Format::Csv => {
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(sink);
+            for b in batches {
+                w.write(b).map_err(io_err)?;
+            }
+        }
+        Format::Json => {
+            let mut w = arrow::json::LineDelimitedWriter::new(sink);
+            for b in batches {
+                w.write(b).map_err(io_err)?;
+            }
+            w.finish().map_err(io_err)?;
+        }
+        Format::Parquet => {
+            if out.is_none() {
+                return Err(Error::new(ErrorKind::InvalidInput, "--format parquet needs -o FILE"));
+            }
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+                .build();
+            let mut w = parquet::arrow::ArrowWriter::try_new(sink, schema, Some(props)).map_err(io_err)?;
+            for b in batches {
+                w.write(b).map_err(io_err)?;
+            }
+            w.close().map_err(io_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Prints a JSON value.
+pub fn print_json(v: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// Prints rows as an aligned table.
+pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells.iter().enumerate().map(|(i, c)| format!("{:<w$}", c, w = widths[i])).collect::<Vec<_>>().join("  ")
+    };
+    println!("{}", line(header.iter().map(|s| s.to_string()).collect()));
+    for r in rows {
+        println!("{}", line(r.clone()));
+    }
+}

@@ -1,0 +1,415 @@
+//! Catalogs: where each table's current-metadata pointer lives, swapped atomically.
+//!
+//! * SQLite (the embedded default): pyiceberg `SqlCatalog` / Java `JdbcCatalog` schema.
+//! * Filesystem (Hadoop layout): `metadata/vN.metadata.json` created with a create-only put,
+//!   plus `metadata/version-hint.text`.
+
+mod fs;
+mod sql;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::{FormatVersion, Schema, SortOrder, TableIdent, TableMetadata};
+use crate::storage::{self, Storage};
+use crate::table::{ident_name, read_metadata, Table};
+
+/// The outcome of one attempt to swap a table's metadata pointer.
+#[derive(Debug)]
+pub enum CommitOutcome {
+    /// The new metadata is current; here is the table at that version.
+    Committed(Table),
+    /// Another writer moved the pointer first; nothing changed. Reload, re-validate, retry.
+    Conflict(String),
+    /// The swap may or may not have happened (for example the catalog became unreachable).
+    Unknown(Error),
+}
+
+/// What a new table looks like.
+#[derive(Debug, Clone)]
+pub struct TableCreation {
+    /// Schema (field ids are reassigned).
+    pub schema: Schema,
+    /// Partition spec (unpartitioned when empty).
+    pub partition_spec: UnboundPartitionSpec,
+    /// Sort order (unsorted when `None`).
+    pub sort_order: Option<SortOrder>,
+    /// Table properties (`format-version` here is honoured and removed).
+    pub properties: HashMap<String, String>,
+    /// Format version (2 by default).
+    pub format_version: FormatVersion,
+    /// Explicit location; default `<warehouse>/<namespace…>/<table>`.
+    pub location: Option<String>,
+}
+
+impl TableCreation {
+    /// A v2, unpartitioned, unsorted table of `schema`.
+    pub fn new(schema: Schema) -> Self {
+        Self {
+            schema,
+            partition_spec: UnboundPartitionSpec::builder().build(),
+            sort_order: None,
+            properties: HashMap::new(),
+            format_version: FormatVersion::V2,
+            location: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Sql(sql::SqlBackend),
+    Fs,
+}
+
+/// A catalog: SQLite (default) or filesystem.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    name: String,
+    warehouse: String,
+    storage: Storage,
+    backend: Backend,
+}
+
+fn ns_string(ident: &TableIdent) -> String {
+    ident.namespace().iter().cloned().collect::<Vec<_>>().join(".")
+}
+
+fn abs(path: &str) -> Result<PathBuf> {
+    let p = PathBuf::from(path);
+    let p = if p.is_absolute() {
+        p
+    } else {
+        std::env::current_dir().map_err(|e| Error::io("current directory").with_source(e))?.join(p)
+    };
+    Ok(p)
+}
+
+impl Catalog {
+    /// Opens a catalog from a URI:
+    /// `sqlite:///abs/catalog.db` or `sqlite:rel.db` (SQLite), `file:///dir` or `fs:dir`
+    /// (filesystem catalog rooted at the warehouse). `None` means SQLite at
+    /// `<warehouse>/catalog.db`. The warehouse defaults to `./warehouse` (SQLite: the directory
+    /// of the database file when a URI is given); the catalog name defaults to `default`.
+    pub fn open(uri: Option<&str>, warehouse: Option<&str>, name: Option<&str>) -> Result<Catalog> {
+        let name = name.unwrap_or("default").to_string();
+        let storage = Storage::new();
+        let (backend, wh) = match uri {
+            None => {
+                let wh = abs(warehouse.unwrap_or("warehouse"))?;
+                (Backend::Sql(sql::SqlBackend::open(wh.join("catalog.db"), name.clone())?), wh)
+            }
+            Some(u) if u.starts_with("sqlite:") || u.ends_with(".db") => {
+                let p = u.strip_prefix("sqlite://").or_else(|| u.strip_prefix("sqlite:")).unwrap_or(u);
+                let db = abs(p)?;
+                let wh = match warehouse {
+                    Some(w) => abs(w)?,
+                    None => db.parent().map(|p| p.to_path_buf()).unwrap_or_else(|| PathBuf::from("/")),
+                };
+                (Backend::Sql(sql::SqlBackend::open(db, name.clone())?), wh)
+            }
+            Some(u) if u.starts_with("file:") || u.starts_with("fs:") || u.starts_with('/') => {
+                let p = u.strip_prefix("fs:").unwrap_or(u);
+                let p = storage::local_path(p).map(str::to_string).unwrap_or_else(|| p.to_string());
+                let wh = abs(&p)?;
+                std::fs::create_dir_all(&wh).map_err(|e| Error::io(format!("creating warehouse {}", wh.display())).with_source(e))?;
+                (Backend::Fs, wh)
+            }
+            Some(u) => {
+                return Err(Error::unsupported(format!(
+                    "catalog URI '{u}' is not supported yet; use sqlite:///path/catalog.db or file:///warehouse"
+                )))
+            }
+        };
+        std::fs::create_dir_all(&wh).map_err(|e| Error::io(format!("creating warehouse {}", wh.display())).with_source(e))?;
+        Ok(Catalog { name, warehouse: storage::to_uri(&wh), storage, backend })
+    }
+
+    /// Catalog name (`catalog_name` column of the SQL catalog).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Warehouse URI (`file:///…`).
+    pub fn warehouse(&self) -> &str {
+        &self.warehouse
+    }
+    /// Storage of this catalog's tables.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    fn default_location(&self, ident: &TableIdent) -> String {
+        let mut loc = self.warehouse.clone();
+        for part in ident.namespace().iter() {
+            loc = storage::join(&loc, part);
+        }
+        storage::join(&loc, ident.name())
+    }
+
+    /// Namespaces (dotted).
+    pub async fn list_namespaces(&self) -> Result<Vec<String>> {
+        match &self.backend {
+            Backend::Sql(b) => {
+                let b = b.clone();
+                blocking(move || b.namespaces()).await
+            }
+            Backend::Fs => fs::namespaces(&self.storage, &self.warehouse).await,
+        }
+    }
+
+    /// Creates a namespace (no error if it exists).
+    pub async fn create_namespace(&self, ns: &str, props: &[(String, String)]) -> Result<()> {
+        match &self.backend {
+            Backend::Sql(b) => {
+                let (b, ns, props) = (b.clone(), ns.to_string(), props.to_vec());
+                blocking(move || b.create_namespace(&ns, &props)).await
+            }
+            Backend::Fs => fs::create_namespace(&self.warehouse, ns),
+        }
+    }
+
+    /// Drops an empty namespace.
+    pub async fn drop_namespace(&self, ns: &str) -> Result<()> {
+        if !self.list_namespaces().await?.iter().any(|n| n == ns) {
+            return Err(Error::not_found(format!("namespace '{ns}' does not exist")));
+        }
+        match &self.backend {
+            Backend::Sql(b) => {
+                let (b, ns) = (b.clone(), ns.to_string());
+                blocking(move || b.drop_namespace(&ns)).await
+            }
+            Backend::Fs => {
+                if !self.list_tables(ns).await?.is_empty() {
+                    return Err(Error::invalid(format!("namespace '{ns}' is not empty: drop its tables first")));
+                }
+                fs::drop_namespace(&self.warehouse, ns)
+            }
+        }
+    }
+
+    /// Tables of a namespace.
+    pub async fn list_tables(&self, ns: &str) -> Result<Vec<TableIdent>> {
+        let names = match &self.backend {
+            Backend::Sql(b) => {
+                let (b, n) = (b.clone(), ns.to_string());
+                blocking(move || b.tables(&n)).await?
+            }
+            Backend::Fs => fs::tables(&self.storage, &self.warehouse, ns).await?,
+        };
+        names
+            .into_iter()
+            .map(|t| {
+                let mut parts: Vec<String> = ns.split('.').map(str::to_string).collect();
+                parts.push(t);
+                TableIdent::from_strs(parts).map_err(Error::from)
+            })
+            .collect()
+    }
+
+    async fn pointer(&self, ident: &TableIdent) -> Result<Option<String>> {
+        match &self.backend {
+            Backend::Sql(b) => {
+                let (b, ns, n) = (b.clone(), ns_string(ident), ident.name().to_string());
+                blocking(move || b.pointer(&ns, &n)).await
+            }
+            Backend::Fs => fs::pointer(&self.storage, &self.default_location(ident)).await,
+        }
+    }
+
+    /// Loads a table's current metadata.
+    pub async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
+        let loc = self.pointer(ident).await?.ok_or_else(|| {
+            Error::not_found(format!("table {} does not exist in catalog '{}'", ident_name(ident), self.name))
+        })?;
+        let md = read_metadata(&self.storage, &loc).await.map_err(|e| e.context(format!("table {}", ident_name(ident))))?;
+        Ok(Table::new(ident.clone(), md, loc, self.storage.clone()))
+    }
+
+    /// Whether a table exists.
+    pub async fn table_exists(&self, ident: &TableIdent) -> Result<bool> {
+        Ok(self.pointer(ident).await?.is_some())
+    }
+
+    /// Creates a table (and its namespace when missing).
+    pub async fn create_table(&self, ident: &TableIdent, creation: TableCreation) -> Result<Table> {
+        let name = ident_name(ident);
+        if self.table_exists(ident).await? {
+            return Err(Error::new(ErrorKind::AlreadyExists, format!("table {name} already exists")));
+        }
+        let mut props = creation.properties.clone();
+        let mut fv = creation.format_version;
+        if let Some(v) = props.remove("format-version") {
+            fv = match v.trim() {
+                "1" => FormatVersion::V1,
+                "2" => FormatVersion::V2,
+                "3" => FormatVersion::V3,
+                _ => return Err(Error::invalid(format!("format-version '{v}' is not 1, 2 or 3"))),
+            };
+        }
+        crate::spec::TableProperties::parse(&props).map_err(|e| e.context(format!("creating {name}")))?;
+        let location = creation.location.clone().unwrap_or_else(|| self.default_location(ident));
+        let sort = creation.sort_order.clone().unwrap_or_else(SortOrder::unsorted_order);
+        let md = TableMetadataBuilder::new(creation.schema, creation.partition_spec, sort, location.clone(), fv, props)
+            .and_then(|b| b.build())
+            .map_err(|e| Error::invalid(format!("creating {name}: {e}")))?
+            .metadata;
+        let ns = ns_string(ident);
+        if !self.list_namespaces().await?.contains(&ns) {
+            self.create_namespace(&ns, &[]).await?;
+        }
+        match &self.backend {
+            Backend::Sql(b) => {
+                let meta_loc = sql_metadata_location(&location, None);
+                self.write_metadata(&meta_loc, &md).await?;
+                let (b, n, l) = (b.clone(), ident.name().to_string(), meta_loc.clone());
+                blocking(move || b.insert(&ns, &n, &l)).await?;
+                Ok(Table::new(ident.clone(), md, meta_loc, self.storage.clone()))
+            }
+            Backend::Fs => {
+                let meta_loc = fs::version_location(&location, 1);
+                self.storage.put_if_absent(&meta_loc, Bytes::from(serde_json::to_vec(&md)?)).await.map_err(|e| {
+                    if e.kind() == ErrorKind::AlreadyExists {
+                        Error::new(ErrorKind::AlreadyExists, format!("table {name} already exists"))
+                    } else {
+                        e
+                    }
+                })?;
+                fs::write_hint(&self.storage, &location, 1).await?;
+                Ok(Table::new(ident.clone(), md, meta_loc, self.storage.clone()))
+            }
+        }
+    }
+
+    /// Registers an existing metadata file as a new table.
+    pub async fn register_table(&self, ident: &TableIdent, metadata_location: &str) -> Result<Table> {
+        let md = read_metadata(&self.storage, metadata_location).await?;
+        match &self.backend {
+            Backend::Sql(b) => {
+                let ns = ns_string(ident);
+                if !self.list_namespaces().await?.contains(&ns) {
+                    self.create_namespace(&ns, &[]).await?;
+                }
+                let (b, n, l) = (b.clone(), ident.name().to_string(), metadata_location.to_string());
+                blocking(move || b.insert(&ns, &n, &l)).await?;
+                Ok(Table::new(ident.clone(), md, metadata_location.to_string(), self.storage.clone()))
+            }
+            Backend::Fs => Err(Error::unsupported("register_table is not available in a filesystem catalog")),
+        }
+    }
+
+    async fn write_metadata(&self, location: &str, md: &TableMetadata) -> Result<()> {
+        let bytes = Bytes::from(serde_json::to_vec(md)?);
+        self.storage.put_if_absent(location, bytes).await
+    }
+
+    /// Swaps `base`'s pointer to `new` metadata: the catalog's compare-and-swap.
+    pub async fn commit(&self, base: &Table, new: TableMetadata) -> CommitOutcome {
+        let ident = base.ident().clone();
+        match &self.backend {
+            Backend::Sql(b) => {
+                let loc = sql_metadata_location(new.location(), Some(base.metadata_location()));
+                if let Err(e) = self.write_metadata(&loc, &new).await {
+                    return CommitOutcome::Unknown(e.context("writing the new metadata file"));
+                }
+                let (b2, ns, n, old, l) =
+                    (b.clone(), ns_string(&ident), ident.name().to_string(), base.metadata_location().to_string(), loc.clone());
+                match blocking(move || b2.swap(&ns, &n, &old, &l)).await {
+                    Ok(sql::Swap::Done) => CommitOutcome::Committed(Table::new(ident, new, loc, self.storage.clone())),
+                    Ok(sql::Swap::Stale) => {
+                        let _ = self.storage.delete(&loc).await;
+                        CommitOutcome::Conflict(format!("table {} was changed by another writer", ident_name(&ident)))
+                    }
+                    Err(e) => CommitOutcome::Unknown(e),
+                }
+            }
+            Backend::Fs => {
+                let Some(v) = fs::version_of(base.metadata_location()) else {
+                    return CommitOutcome::Unknown(Error::invalid(format!(
+                        "'{}' is not a vN.metadata.json file", base.metadata_location()
+                    )));
+                };
+                let loc = fs::version_location(new.location(), v + 1);
+                let bytes = match serde_json::to_vec(&new) {
+                    Ok(b) => Bytes::from(b),
+                    Err(e) => return CommitOutcome::Unknown(e.into()),
+                };
+                match self.storage.put_if_absent(&loc, bytes).await {
+                    Ok(()) => {
+                        // The hint is advisory; readers fall back to listing.
+                        let _ = fs::write_hint(&self.storage, new.location(), v + 1).await;
+                        CommitOutcome::Committed(Table::new(ident, new, loc, self.storage.clone()))
+                    }
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                        CommitOutcome::Conflict(format!("table {} was changed by another writer", ident_name(&ident)))
+                    }
+                    Err(e) => CommitOutcome::Unknown(e),
+                }
+            }
+        }
+    }
+
+    /// Renames a table (SQL catalog only; Hadoop tables are named by their directory).
+    pub async fn rename_table(&self, from: &TableIdent, to: &TableIdent) -> Result<()> {
+        match &self.backend {
+            Backend::Sql(b) => {
+                let (b, a, an, z, zn) = (b.clone(), ns_string(from), from.name().to_string(), ns_string(to), to.name().to_string());
+                if !self.list_namespaces().await?.contains(&z) {
+                    self.create_namespace(&z, &[]).await?;
+                }
+                blocking(move || b.rename(&a, &an, &z, &zn)).await
+            }
+            Backend::Fs => Err(Error::unsupported("a filesystem (Hadoop) catalog cannot rename tables")),
+        }
+    }
+
+    /// Drops a table; with `purge`, deletes its files too (when `gc.enabled` is not false).
+    pub async fn drop_table(&self, ident: &TableIdent, purge: bool) -> Result<()> {
+        let table = self.load_table(ident).await?;
+        if let Backend::Sql(b) = &self.backend {
+            let (b, ns, n) = (b.clone(), ns_string(ident), ident.name().to_string());
+            if !blocking(move || b.delete(&ns, &n)).await? {
+                return Err(Error::not_found(format!("table {} does not exist", ident_name(ident))));
+            }
+        }
+        let gc = table.properties().map(|p| p.gc_enabled).unwrap_or(true);
+        if purge && gc {
+            self.storage.delete_prefix(table.metadata().location()).await?;
+        } else if matches!(self.backend, Backend::Fs) {
+            // A Hadoop table exists by its metadata directory.
+            self.storage.delete_prefix(&storage::join(table.metadata().location(), "metadata")).await?;
+        }
+        Ok(())
+    }
+}
+
+/// `<location>/metadata/NNNNN-<uuid>.metadata.json`, numbered after the previous one.
+fn sql_metadata_location(table_location: &str, previous: Option<&str>) -> String {
+    let next = previous
+        .and_then(|p| p.rsplit('/').next())
+        .and_then(|f| f.split('-').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .map(|n| n + 1)
+        .unwrap_or(if previous.is_some() { 1 } else { 0 });
+    storage::join(table_location, &format!("metadata/{next:05}-{}.metadata.json", uuid::Uuid::new_v4()))
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Error::io("catalog task failed").with_source(e))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_names_count_up() {
+        let a = sql_metadata_location("file:///w/t", None);
+        assert!(a.starts_with("file:///w/t/metadata/00000-"), "{a}");
+        let b = sql_metadata_location("file:///w/t", Some(&a));
+        assert!(b.starts_with("file:///w/t/metadata/00001-"), "{b}");
+    }
+}

@@ -1,0 +1,279 @@
+//! Inclusive pruning: may a partition, a manifest or a data file hold rows matching a
+//! predicate? "No" only when the metadata proves it.
+
+use std::cmp::Ordering;
+
+use iceberg::expr::{BoundPredicate, Predicate, PredicateOperator};
+use iceberg::spec::{DataFile, Datum, FieldSummary, PartitionSpec, PrimitiveLiteral, Schema, Struct, Literal, Type};
+
+use crate::error::Result;
+
+/// Projects a bound row predicate onto a partition spec (inclusive: true for every partition
+/// that may hold a matching row). Result refers to partition field names.
+pub fn project_to_partition(pred: &BoundPredicate, spec: &PartitionSpec) -> Result<Predicate> {
+    let p = pred.clone().rewrite_not();
+    project(&p, spec)
+}
+
+fn project(p: &BoundPredicate, spec: &PartitionSpec) -> Result<Predicate> {
+    Ok(match p {
+        BoundPredicate::AlwaysTrue => Predicate::AlwaysTrue,
+        BoundPredicate::AlwaysFalse => Predicate::AlwaysFalse,
+        BoundPredicate::And(e) => {
+            let [a, b] = e.inputs();
+            project(a, spec)?.and(project(b, spec)?)
+        }
+        BoundPredicate::Or(e) => {
+            let [a, b] = e.inputs();
+            project(a, spec)?.or(project(b, spec)?)
+        }
+        BoundPredicate::Not(_) => Predicate::AlwaysTrue,
+        leaf => {
+            let id = match leaf {
+                BoundPredicate::Unary(u) => u.term().field().id,
+                BoundPredicate::Binary(b) => b.term().field().id,
+                BoundPredicate::Set(s) => s.term().field().id,
+                _ => return Ok(Predicate::AlwaysTrue),
+            };
+            let mut out = Predicate::AlwaysTrue;
+            for f in spec.fields().iter().filter(|f| f.source_id == id) {
+                if let Some(q) = f.transform.project(&f.name, leaf)? {
+                    out = out.and(q);
+                }
+            }
+            out
+        }
+    })
+}
+
+fn lit_cmp(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> Option<Ordering> {
+    match (a, b) {
+        (PrimitiveLiteral::Int(x), PrimitiveLiteral::Long(y)) => (*x as i64).partial_cmp(y),
+        (PrimitiveLiteral::Long(x), PrimitiveLiteral::Int(y)) => x.partial_cmp(&(*y as i64)),
+        _ if std::mem::discriminant(a) == std::mem::discriminant(b) => a.partial_cmp(b),
+        _ => None,
+    }
+}
+
+/// Evaluates a partition predicate (from [`project_to_partition`]) on a partition tuple.
+pub fn partition_matches(p: &Predicate, spec: &PartitionSpec, partition: &Struct) -> bool {
+    let value = |name: &str| -> Option<Option<&PrimitiveLiteral>> {
+        let idx = spec.fields().iter().position(|f| f.name == name)?;
+        Some(match partition.fields().get(idx)? {
+            Some(Literal::Primitive(l)) => Some(l),
+            _ => None,
+        })
+    };
+    eval_unbound(p, &value)
+}
+
+fn eval_unbound<'a>(p: &Predicate, value: &dyn Fn(&str) -> Option<Option<&'a PrimitiveLiteral>>) -> bool {
+    match p {
+        Predicate::AlwaysTrue => true,
+        Predicate::AlwaysFalse => false,
+        Predicate::And(e) => {
+            let [a, b] = e.inputs();
+            eval_unbound(a, value) && eval_unbound(b, value)
+        }
+        Predicate::Or(e) => {
+            let [a, b] = e.inputs();
+            eval_unbound(a, value) || eval_unbound(b, value)
+        }
+        Predicate::Not(e) => {
+            let [a] = e.inputs();
+            !eval_unbound(a, value)
+        }
+        Predicate::Unary(u) => {
+            let Some(v) = value(u.term().name()) else { return true };
+            match u.op() {
+                PredicateOperator::IsNull => v.is_none(),
+                PredicateOperator::NotNull => v.is_some(),
+                PredicateOperator::IsNan => v.is_some_and(is_nan),
+                PredicateOperator::NotNan => !v.is_some_and(is_nan),
+                _ => true,
+            }
+        }
+        Predicate::Binary(b) => {
+            let Some(v) = value(b.term().name()) else { return true };
+            let Some(v) = v else { return false };
+            let lit = b.literal().literal();
+            let ord = lit_cmp(v, lit);
+            match (b.op(), ord) {
+                (PredicateOperator::StartsWith, _) => starts_with(v, lit).unwrap_or(true),
+                (PredicateOperator::NotStartsWith, _) => starts_with(v, lit).map(|x| !x).unwrap_or(true),
+                (_, None) => true,
+                (PredicateOperator::LessThan, Some(o)) => o == Ordering::Less,
+                (PredicateOperator::LessThanOrEq, Some(o)) => o != Ordering::Greater,
+                (PredicateOperator::GreaterThan, Some(o)) => o == Ordering::Greater,
+                (PredicateOperator::GreaterThanOrEq, Some(o)) => o != Ordering::Less,
+                (PredicateOperator::Eq, Some(o)) => o == Ordering::Equal,
+                (PredicateOperator::NotEq, Some(o)) => o != Ordering::Equal,
+                _ => true,
+            }
+        }
+        Predicate::Set(s) => {
+            let Some(v) = value(s.term().name()) else { return true };
+            let Some(v) = v else { return false };
+            let found = s.literals().iter().any(|d| lit_cmp(v, d.literal()) == Some(Ordering::Equal));
+            match s.op() {
+                PredicateOperator::In => found,
+                PredicateOperator::NotIn => !found,
+                _ => true,
+            }
+        }
+    }
+}
+
+fn is_nan(l: &PrimitiveLiteral) -> bool {
+    match l {
+        PrimitiveLiteral::Float(f) => f.is_nan(),
+        PrimitiveLiteral::Double(f) => f.is_nan(),
+        _ => false,
+    }
+}
+
+fn starts_with(v: &PrimitiveLiteral, prefix: &PrimitiveLiteral) -> Option<bool> {
+    match (v, prefix) {
+        (PrimitiveLiteral::String(a), PrimitiveLiteral::String(p)) => Some(a.starts_with(p.as_str())),
+        _ => None,
+    }
+}
+
+/// May a manifest whose partition summaries are `summaries` hold partitions matching `p`?
+pub fn manifest_may_match(p: &Predicate, spec: &PartitionSpec, schema: &Schema, summaries: Option<&[FieldSummary]>) -> bool {
+    let Some(summaries) = summaries else { return true };
+    let Ok(ptype) = spec.partition_type(schema) else { return true };
+    let bound = |name: &str| -> Option<(&FieldSummary, Option<Datum>, Option<Datum>)> {
+        let idx = spec.fields().iter().position(|f| f.name == name)?;
+        let s = summaries.get(idx)?;
+        let ty = match ptype.fields().get(idx)?.field_type.as_ref() {
+            Type::Primitive(p) => p.clone(),
+            _ => return None,
+        };
+        let lo = s.lower_bound.as_ref().and_then(|b| Datum::try_from_bytes(b, ty.clone()).ok());
+        let hi = s.upper_bound.as_ref().and_then(|b| Datum::try_from_bytes(b, ty).ok());
+        Some((s, lo, hi))
+    };
+    eval_range(p, &|name| bound(name).map(|(s, lo, hi)| Range { lo, hi, all_null: s.lower_bound.is_none() && s.contains_null, may_null: s.contains_null }))
+}
+
+/// A column's known value range.
+struct Range {
+    lo: Option<Datum>,
+    hi: Option<Datum>,
+    all_null: bool,
+    may_null: bool,
+}
+
+fn eval_range(p: &Predicate, r: &dyn Fn(&str) -> Option<Range>) -> bool {
+    match p {
+        Predicate::AlwaysTrue => true,
+        Predicate::AlwaysFalse => false,
+        Predicate::And(e) => {
+            let [a, b] = e.inputs();
+            eval_range(a, r) && eval_range(b, r)
+        }
+        Predicate::Or(e) => {
+            let [a, b] = e.inputs();
+            eval_range(a, r) || eval_range(b, r)
+        }
+        Predicate::Not(_) => true,
+        Predicate::Unary(u) => match (u.op(), r(u.term().name())) {
+            (PredicateOperator::IsNull, Some(x)) => x.may_null,
+            (PredicateOperator::NotNull, Some(x)) => !x.all_null,
+            _ => true,
+        },
+        Predicate::Binary(b) => match r(b.term().name()) {
+            Some(x) => range_binary(b.op(), b.literal(), &x),
+            None => true,
+        },
+        Predicate::Set(s) => match (s.op(), r(s.term().name())) {
+            (PredicateOperator::In, Some(x)) => s.literals().iter().any(|d| range_binary(PredicateOperator::Eq, d, &x)),
+            _ => true,
+        },
+    }
+}
+
+fn range_binary(op: PredicateOperator, v: &Datum, x: &Range) -> bool {
+    if x.all_null {
+        return matches!(op, PredicateOperator::NotEq | PredicateOperator::NotStartsWith);
+    }
+    let lo = x.lo.as_ref().and_then(|l| l.partial_cmp(v));
+    let hi = x.hi.as_ref().and_then(|h| h.partial_cmp(v));
+    match op {
+        PredicateOperator::LessThan => lo != Some(Ordering::Greater) && lo != Some(Ordering::Equal),
+        PredicateOperator::LessThanOrEq => lo != Some(Ordering::Greater),
+        PredicateOperator::GreaterThan => hi != Some(Ordering::Less) && hi != Some(Ordering::Equal),
+        PredicateOperator::GreaterThanOrEq => hi != Some(Ordering::Less),
+        PredicateOperator::Eq => lo != Some(Ordering::Greater) && hi != Some(Ordering::Less),
+        PredicateOperator::StartsWith => {
+            let (PrimitiveLiteral::String(p), lo, hi) = (v.literal(), x.lo.as_ref(), x.hi.as_ref()) else { return true };
+            let cut = |d: &Datum| match d.literal() {
+                PrimitiveLiteral::String(s) => Some(s.chars().take(p.chars().count()).collect::<String>()),
+                _ => None,
+            };
+            let lo_ok = lo.and_then(cut).is_none_or(|l| l.as_str() <= p.as_str());
+            let hi_ok = hi.and_then(cut).is_none_or(|h| h.as_str() >= p.as_str());
+            lo_ok && hi_ok
+        }
+        _ => true,
+    }
+}
+
+/// May `file` hold rows matching the bound predicate, judging by its column metrics?
+pub fn file_may_match(p: &BoundPredicate, file: &DataFile) -> bool {
+    let p = p.clone().rewrite_not();
+    eval_metrics(&p, file)
+}
+
+fn eval_metrics(p: &BoundPredicate, f: &DataFile) -> bool {
+    let range = |id: i32| -> Range {
+        let values = f.value_counts().get(&id).copied();
+        let nulls = f.null_value_counts().get(&id).copied();
+        Range {
+            lo: f.lower_bounds().get(&id).cloned(),
+            hi: f.upper_bounds().get(&id).cloned(),
+            all_null: matches!((values, nulls), (Some(v), Some(n)) if v == n && v > 0) || (values.is_some() && f.record_count() == 0),
+            may_null: nulls.is_none_or(|n| n > 0),
+        }
+    };
+    match p {
+        BoundPredicate::AlwaysTrue => true,
+        BoundPredicate::AlwaysFalse => false,
+        BoundPredicate::And(e) => {
+            let [a, b] = e.inputs();
+            eval_metrics(a, f) && eval_metrics(b, f)
+        }
+        BoundPredicate::Or(e) => {
+            let [a, b] = e.inputs();
+            eval_metrics(a, f) || eval_metrics(b, f)
+        }
+        BoundPredicate::Not(_) => true,
+        BoundPredicate::Unary(u) => {
+            let id = u.term().field().id;
+            let x = range(id);
+            match u.op() {
+                PredicateOperator::IsNull => x.may_null,
+                PredicateOperator::NotNull => !x.all_null,
+                PredicateOperator::IsNan => f.nan_value_counts().get(&id).is_none_or(|n| *n > 0),
+                PredicateOperator::NotNan => true,
+                _ => true,
+            }
+        }
+        BoundPredicate::Binary(b) => {
+            let x = range(b.term().field().id);
+            // NaN never appears in bounds: comparisons against floats stay conservative.
+            if matches!(b.literal().literal(), PrimitiveLiteral::Float(_) | PrimitiveLiteral::Double(_)) && !matches!(b.op(), PredicateOperator::Eq) {
+                return !x.all_null;
+            }
+            range_binary(b.op(), b.literal(), &x)
+        }
+        BoundPredicate::Set(s) => {
+            let x = range(s.term().field().id);
+            match s.op() {
+                PredicateOperator::In => s.literals().iter().any(|d| range_binary(PredicateOperator::Eq, d, &x)),
+                _ => true,
+            }
+        }
+    }
+}

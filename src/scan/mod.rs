@@ -1,0 +1,281 @@
+//! Scans: choose a snapshot, plan the files (pure, [`plan`]), read them to Arrow.
+
+mod plan;
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::expr::{Bind, BoundPredicate, Predicate};
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
+
+pub use plan::{plan_files, PlanStats, PlannedFile};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::{SchemaRef, Snapshot};
+use crate::table::Table;
+
+/// Which snapshot a scan reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum SnapshotSelector {
+    /// The current snapshot of `main`.
+    #[default]
+    Current,
+    /// A snapshot id.
+    Id(i64),
+    /// A branch or tag.
+    Ref(String),
+    /// The snapshot current at a time (milliseconds since the epoch).
+    AsOf(i64),
+}
+
+/// Stream of Arrow batches produced by a scan.
+pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
+
+/// A configured scan of a table.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    table: Table,
+    columns: Option<Vec<String>>,
+    filter: Option<Predicate>,
+    snapshot: SnapshotSelector,
+    batch_size: Option<usize>,
+    concurrency: usize,
+}
+
+/// What a planned scan will read.
+#[derive(Debug)]
+pub struct ScanPlan {
+    /// The snapshot read (`None` for an empty table).
+    pub snapshot: Option<Arc<Snapshot>>,
+    /// The schema rows are returned in.
+    pub schema: SchemaRef,
+    /// The files to read.
+    pub files: Vec<PlannedFile>,
+    /// Pruning counters.
+    pub stats: PlanStats,
+    tasks: Vec<FileScanTask>,
+}
+
+impl Scan {
+    /// A full scan of the current snapshot.
+    pub fn new(table: &Table) -> Self {
+        Self {
+            table: table.clone(),
+            columns: None,
+            filter: None,
+            snapshot: SnapshotSelector::Current,
+            batch_size: None,
+            concurrency: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        }
+    }
+    /// Selects columns by name (default: all).
+    pub fn select(mut self, columns: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.columns = Some(columns.into_iter().map(Into::into).collect());
+        self
+    }
+    /// Filters rows (see [`crate::expr::parse_predicate`]).
+    pub fn filter(mut self, predicate: Predicate) -> Self {
+        self.filter = Some(predicate);
+        self
+    }
+    /// Reads another snapshot.
+    pub fn snapshot(mut self, s: SnapshotSelector) -> Self {
+        self.snapshot = s;
+        self
+    }
+    /// Rows per batch.
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = Some(n);
+        self
+    }
+    /// Files read concurrently.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// The snapshot this scan selects.
+    pub fn resolve_snapshot(&self) -> Result<Option<Arc<Snapshot>>> {
+        let md = self.table.metadata();
+        let name = self.table.name();
+        Ok(match &self.snapshot {
+            SnapshotSelector::Current => md.current_snapshot().cloned(),
+            SnapshotSelector::Id(id) => Some(md.snapshot_by_id(*id).cloned().ok_or_else(|| {
+                Error::not_found(format!("table {name} has no snapshot {id}; `floe snapshots {name}` lists them"))
+            })?),
+            SnapshotSelector::Ref(r) => Some(md.snapshot_for_ref(r).cloned().ok_or_else(|| {
+                Error::not_found(format!("table {name} has no branch or tag '{r}'"))
+            })?),
+            SnapshotSelector::AsOf(ts) => {
+                let id = md
+                    .history()
+                    .iter()
+                    .filter(|l| l.timestamp_ms <= *ts)
+                    .max_by_key(|l| l.timestamp_ms)
+                    .map(|l| l.snapshot_id)
+                    .ok_or_else(|| Error::not_found(format!("table {name} has no snapshot at or before {ts} ms")))?;
+                Some(md.snapshot_by_id(id).cloned().ok_or_else(|| Error::corrupt(format!("table {name}: history names missing snapshot {id}")))?)
+            }
+        })
+    }
+
+    /// The schema rows are returned in: the snapshot's own schema when time travelling,
+    /// the current schema otherwise.
+    pub fn schema(&self) -> Result<SchemaRef> {
+        Ok(self.schema_of(&self.resolve_snapshot()?))
+    }
+
+    fn schema_of(&self, snapshot: &Option<Arc<Snapshot>>) -> SchemaRef {
+        let md = self.table.metadata();
+        match (&self.snapshot, snapshot) {
+            (SnapshotSelector::Current, _) | (_, None) => md.current_schema().clone(),
+            (_, Some(s)) => s.schema(md).unwrap_or_else(|_| md.current_schema().clone()),
+        }
+    }
+
+    /// Plans the scan: snapshot, schema, pruned file list.
+    pub async fn plan(&self) -> Result<ScanPlan> {
+        let md = self.table.metadata();
+        let name = self.table.name();
+        let snapshot = self.resolve_snapshot()?;
+        let schema = self.schema_of(&snapshot);
+        let project_ids: Vec<i32> = match &self.columns {
+            None => schema.as_struct().fields().iter().map(|f| f.id).collect(),
+            Some(cols) => cols
+                .iter()
+                .map(|c| {
+                    schema
+                        .field_by_name(c)
+                        .or_else(|| schema.field_by_name_case_insensitive(c))
+                        .map(|f| f.id)
+                        .ok_or_else(|| Error::invalid(format!("unknown column '{c}' in table {name}")))
+                })
+                .collect::<Result<_>>()?,
+        };
+        let bound: Option<BoundPredicate> = match &self.filter {
+            None => None,
+            Some(p) => Some(p.bind(schema.clone(), false).map_err(|e| Error::invalid(format!("filter on table {name}: {}", e.message())))?),
+        };
+        let Some(snap) = snapshot.clone() else {
+            return Ok(ScanPlan { snapshot: None, schema, files: vec![], stats: PlanStats::default(), tasks: vec![] });
+        };
+        let storage = self.table.storage();
+        let io = storage.file_io();
+        let list_bytes = storage.get(snap.manifest_list()).await.map_err(|e| e.context(format!("table {name}")))?;
+        let list = iceberg::spec::ManifestList::parse_with_version(&list_bytes, md.format_version())
+            .map_err(|e| Error::corrupt(format!("manifest list '{}' of table {name} is malformed: {e}", snap.manifest_list())))?;
+        let mut wanted = Vec::new();
+        for mf in list.entries() {
+            let spec = md.partition_spec_by_id(mf.partition_spec_id).cloned().ok_or_else(|| {
+                Error::corrupt(format!("manifest '{}' of table {name} uses unknown partition spec {}", mf.manifest_path, mf.partition_spec_id))
+            })?;
+            if mf.content == ManifestContentType::Data {
+                if let Some(b) = &bound {
+                    if !spec.is_unpartitioned() {
+                        let pp = crate::expr::project_to_partition(b, &spec)?;
+                        if !crate::expr::manifest_may_match(&pp, &spec, &schema, mf.partitions.as_deref()) {
+                            continue;
+                        }
+                    }
+                }
+            }
+            wanted.push((spec, mf.clone()));
+        }
+        let manifests: Vec<_> = futures::stream::iter(wanted)
+            .map(|(spec, mf)| {
+                let io = io.clone();
+                let name = name.clone();
+                async move {
+                    let m = mf.load_manifest(&io).await.map_err(|e| {
+                        let kind = if e.message().contains("missing") || e.message().contains("NotFound") { ErrorKind::NotFound } else { ErrorKind::Corrupt };
+                        Error::new(kind, format!("manifest '{}' of table {name} cannot be read: {}", mf.manifest_path, e.message())).with_source(e)
+                    })?;
+                    Ok::<_, Error>((spec, m))
+                }
+            })
+            .buffer_unordered(8)
+            .try_collect()
+            .await?;
+        let (files, stats) = plan_files(&manifests, &schema, bound.as_ref(), &name)?;
+        let name_mapping: Option<Arc<NameMapping>> = md
+            .properties()
+            .get("schema.name-mapping.default")
+            .and_then(|s| serde_json::from_str(s).ok())
+            .map(Arc::new);
+        let tasks = files
+            .iter()
+            .map(|p| {
+                if p.file.file_format() != DataFileFormat::Parquet {
+                    return Err(Error::unsupported(format!("data file '{}' of table {name} is {:?}; floe reads Parquet only", p.file.file_path(), p.file.file_format())));
+                }
+                Ok(FileScanTask {
+                    file_size_in_bytes: p.file.file_size_in_bytes(),
+                    start: 0,
+                    length: p.file.file_size_in_bytes(),
+                    record_count: Some(p.file.record_count()),
+                    data_file_path: p.file.file_path().to_string(),
+                    data_file_format: DataFileFormat::Parquet,
+                    schema: schema.clone(),
+                    project_field_ids: project_ids.clone(),
+                    predicate: bound.clone(),
+                    deletes: vec![],
+                    partition: Some(p.partition.clone()),
+                    partition_spec: Some(p.spec.clone()),
+                    name_mapping: name_mapping.clone(),
+                    case_sensitive: false,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ScanPlan { snapshot, schema, files, stats, tasks })
+    }
+
+    /// Runs the scan as a stream of Arrow batches.
+    pub async fn to_stream(&self) -> Result<BatchStream> {
+        let plan = self.plan().await?;
+        self.read(plan)
+    }
+
+    /// Reads a planned scan.
+    pub fn read(&self, plan: ScanPlan) -> Result<BatchStream> {
+        let mut b = ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::runtime::Runtime::current())
+            .with_data_file_concurrency_limit(self.concurrency)
+            .with_row_group_filtering_enabled(true)
+            .with_row_selection_enabled(true);
+        if let Some(n) = self.batch_size {
+            b = b.with_batch_size(n);
+        }
+        let reader = b.build();
+        let name = self.table.name();
+        let tasks = futures::stream::iter(plan.tasks.into_iter().map(Ok)).boxed();
+        let stream = reader.read(tasks)?.stream();
+        Ok(stream
+            .map_err(move |e| {
+                let msg = format!("reading table {name}: {}", e.message());
+                let kind = if msg.contains("not found") || msg.contains("missing") { ErrorKind::NotFound } else { ErrorKind::Corrupt };
+                Error::new(kind, msg).with_source(e)
+            })
+            .boxed())
+    }
+
+    /// Runs the scan and collects all batches.
+    pub async fn to_batches(&self) -> Result<Vec<RecordBatch>> {
+        self.to_stream().await?.try_collect().await
+    }
+
+    /// Counts matching rows (from metadata alone when there is no filter).
+    pub async fn count(&self) -> Result<u64> {
+        if self.filter.is_none() {
+            let plan = self.plan().await?;
+            return Ok(plan.files.iter().map(|f| f.file.record_count()).sum());
+        }
+        let mut s = self.clone().select(Vec::<String>::new()).to_stream().await?;
+        let mut n = 0u64;
+        while let Some(b) = s.next().await {
+            n += b?.num_rows() as u64;
+        }
+        Ok(n)
+    }
+}

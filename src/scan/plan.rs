@@ -1,0 +1,92 @@
+//! Scan planning over loaded manifests: which data files a scan reads. Pure: no I/O.
+
+use std::sync::Arc;
+
+use iceberg::expr::BoundPredicate;
+use iceberg::spec::{DataContentType, Manifest, ManifestStatus, PartitionSpec, Schema};
+
+use crate::error::{Error, Result};
+use crate::expr::{file_may_match, partition_matches, project_to_partition};
+use crate::spec::{DataFile, Struct};
+
+/// A data file the scan must read, with what planning knows about it.
+#[derive(Debug, Clone)]
+pub struct PlannedFile {
+    /// The data file entry.
+    pub file: DataFile,
+    /// Its partition spec.
+    pub spec: Arc<PartitionSpec>,
+    /// Its partition tuple.
+    pub partition: Struct,
+    /// Its data sequence number.
+    pub sequence_number: i64,
+}
+
+/// Counters of what planning skipped.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct PlanStats {
+    /// Live data files considered.
+    pub data_files: usize,
+    /// Files skipped by partition values.
+    pub pruned_by_partition: usize,
+    /// Files skipped by column metrics.
+    pub pruned_by_metrics: usize,
+}
+
+/// Plans a scan of `manifests` (data and delete manifests of one snapshot) for `filter`.
+///
+/// Delete files are not applied yet: a snapshot with live delete files is refused so that
+/// deleted rows are never returned.
+pub fn plan_files(
+    manifests: &[(Arc<PartitionSpec>, Manifest)],
+    _schema: &Schema,
+    filter: Option<&BoundPredicate>,
+    table: &str,
+) -> Result<(Vec<PlannedFile>, PlanStats)> {
+    let mut stats = PlanStats::default();
+    let mut deletes = 0usize;
+    let mut out = Vec::new();
+    for (spec, manifest) in manifests {
+        let part_pred = match filter {
+            Some(f) if !spec.is_unpartitioned() => Some(project_to_partition(f, spec)?),
+            _ => None,
+        };
+        for entry in manifest.entries() {
+            if entry.status() == ManifestStatus::Deleted {
+                continue;
+            }
+            let f = entry.data_file();
+            if f.content_type() != DataContentType::Data {
+                deletes += 1;
+                continue;
+            }
+            stats.data_files += 1;
+            if let Some(pp) = &part_pred {
+                if !partition_matches(pp, spec, f.partition()) {
+                    stats.pruned_by_partition += 1;
+                    continue;
+                }
+            }
+            if let Some(flt) = filter {
+                if !file_may_match(flt, f) {
+                    stats.pruned_by_metrics += 1;
+                    continue;
+                }
+            }
+            out.push(PlannedFile {
+                file: f.clone(),
+                spec: spec.clone(),
+                partition: f.partition().clone(),
+                sequence_number: entry.sequence_number().unwrap_or(0),
+            });
+        }
+    }
+    if deletes > 0 {
+        return Err(Error::unsupported(format!(
+            "table {table}: the snapshot has {deletes} live delete file(s) (position/equality deletes or deletion vectors); \
+             this floe version cannot apply them yet and refuses to return rows that may be deleted. \
+             Compact the table with an engine that can, or read it with DuckDB/Spark"
+        )));
+    }
+    Ok((out, stats))
+}

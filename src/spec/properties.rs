@@ -1,0 +1,183 @@
+//! Typed table properties, under Iceberg Java's names and defaults.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+
+/// Column metrics mode (`write.metadata.metrics.default` / `.column.<name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsMode {
+    /// No metrics.
+    None,
+    /// Value, null and NaN counts only.
+    Counts,
+    /// Counts plus lower/upper bounds truncated to N characters/bytes.
+    Truncate(usize),
+    /// Counts plus full bounds.
+    Full,
+}
+
+impl MetricsMode {
+    /// Parses `none`, `counts`, `full`, `truncate(N)`.
+    pub fn parse(s: &str) -> Result<Self> {
+        let l = s.trim().to_ascii_lowercase();
+        Ok(match l.as_str() {
+            "none" => Self::None,
+            "counts" => Self::Counts,
+            "full" => Self::Full,
+            _ => {
+                let n = l
+                    .strip_prefix("truncate(")
+                    .and_then(|r| r.strip_suffix(')'))
+                    .and_then(|n| n.trim().parse().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| Error::invalid(format!("metrics mode '{s}': expected none, counts, full or truncate(N)")))?;
+                Self::Truncate(n)
+            }
+        })
+    }
+}
+
+/// Row-level write mode (`write.delete.mode`, `write.update.mode`, `write.merge.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Rewrite the data files that hold affected rows (default).
+    CopyOnWrite,
+    /// Write delete files / deletion vectors next to the data.
+    MergeOnRead,
+}
+
+/// The properties floe honours, parsed once.
+#[derive(Debug, Clone)]
+pub struct TableProperties {
+    /// `write.target-file-size-bytes` (512 MiB).
+    pub target_file_size_bytes: u64,
+    /// `write.parquet.compression-codec` (zstd).
+    pub parquet_compression: String,
+    /// `write.parquet.compression-level` (unset: codec default; floe uses 1 for zstd).
+    pub parquet_compression_level: Option<i32>,
+    /// `write.parquet.row-group-size-bytes` (128 MiB).
+    pub parquet_row_group_size_bytes: u64,
+    /// `write.parquet.page-size-bytes` (1 MiB).
+    pub parquet_page_size_bytes: usize,
+    /// `write.metadata.metrics.default` (truncate(16)).
+    pub metrics_default: MetricsMode,
+    /// `write.metadata.metrics.column.<name>` overrides.
+    pub metrics_columns: HashMap<String, MetricsMode>,
+    /// `write.metadata.metrics.max-inferred-column-defaults` (100).
+    pub metrics_max_inferred_columns: usize,
+    /// `commit.retry.num-retries` (4).
+    pub commit_num_retries: u32,
+    /// `commit.retry.min-wait-ms` (100).
+    pub commit_min_wait_ms: u64,
+    /// `commit.retry.max-wait-ms` (60000).
+    pub commit_max_wait_ms: u64,
+    /// `commit.retry.total-timeout-ms` (1800000).
+    pub commit_total_timeout_ms: u64,
+    /// `write.delete.mode`.
+    pub delete_mode: WriteMode,
+    /// `write.update.mode`.
+    pub update_mode: WriteMode,
+    /// `write.merge.mode`.
+    pub merge_mode: WriteMode,
+    /// `gc.enabled` (true).
+    pub gc_enabled: bool,
+    /// `write.data.path` (`<location>/data`).
+    pub data_path: Option<String>,
+    /// `write.metadata.previous-versions-max` (100).
+    pub metadata_previous_versions_max: usize,
+}
+
+fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str, d: T) -> Result<T> {
+    match p.get(k) {
+        None => Ok(d),
+        Some(v) => v.trim().parse().map_err(|_| Error::invalid(format!("table property {k}='{v}' is not a valid number"))),
+    }
+}
+
+fn mode(p: &HashMap<String, String>, k: &str) -> Result<WriteMode> {
+    match p.get(k).map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("copy-on-write") => Ok(WriteMode::CopyOnWrite),
+        Some("merge-on-read") => Ok(WriteMode::MergeOnRead),
+        Some(v) => Err(Error::invalid(format!("table property {k}='{v}': expected copy-on-write or merge-on-read"))),
+    }
+}
+
+impl TableProperties {
+    /// Parses the properties map; an invalid value is an error naming the property.
+    pub fn parse(p: &HashMap<String, String>) -> Result<Self> {
+        let mut metrics_columns = HashMap::new();
+        for (k, v) in p {
+            if let Some(col) = k.strip_prefix("write.metadata.metrics.column.") {
+                metrics_columns.insert(col.to_string(), MetricsMode::parse(v)?);
+            }
+        }
+        let codec = p.get("write.parquet.compression-codec").map(|s| s.to_ascii_lowercase()).unwrap_or_else(|| "zstd".into());
+        if !matches!(codec.as_str(), "zstd" | "snappy" | "gzip" | "lz4" | "brotli" | "uncompressed" | "none") {
+            return Err(Error::invalid(format!("write.parquet.compression-codec='{codec}' is not supported (zstd, snappy, gzip, lz4, brotli, uncompressed)")));
+        }
+        Ok(Self {
+            target_file_size_bytes: num(p, "write.target-file-size-bytes", 512 * 1024 * 1024)?,
+            parquet_compression: codec,
+            parquet_compression_level: p.get("write.parquet.compression-level").map(|v| v.parse()).transpose().map_err(|_| Error::invalid("write.parquet.compression-level is not a number"))?,
+            parquet_row_group_size_bytes: num(p, "write.parquet.row-group-size-bytes", 128 * 1024 * 1024)?,
+            parquet_page_size_bytes: num(p, "write.parquet.page-size-bytes", 1024 * 1024)?,
+            metrics_default: p.get("write.metadata.metrics.default").map(|v| MetricsMode::parse(v)).transpose()?.unwrap_or(MetricsMode::Truncate(16)),
+            metrics_columns,
+            metrics_max_inferred_columns: num(p, "write.metadata.metrics.max-inferred-column-defaults", 100)?,
+            commit_num_retries: num(p, "commit.retry.num-retries", 4)?,
+            commit_min_wait_ms: num(p, "commit.retry.min-wait-ms", 100)?,
+            commit_max_wait_ms: num(p, "commit.retry.max-wait-ms", 60_000)?,
+            commit_total_timeout_ms: num(p, "commit.retry.total-timeout-ms", 1_800_000)?,
+            delete_mode: mode(p, "write.delete.mode")?,
+            update_mode: mode(p, "write.update.mode")?,
+            merge_mode: mode(p, "write.merge.mode")?,
+            gc_enabled: p.get("gc.enabled").map(|v| v.trim() != "false").unwrap_or(true),
+            data_path: p.get("write.data.path").cloned(),
+            metadata_previous_versions_max: num(p, "write.metadata.previous-versions-max", 100)?,
+        })
+    }
+
+    /// The metrics mode of a top-level or nested column (by full name).
+    pub fn metrics_mode(&self, column: &str, column_index: usize) -> MetricsMode {
+        if let Some(m) = self.metrics_columns.get(column) {
+            return *m;
+        }
+        if column_index >= self.metrics_max_inferred_columns && self.metrics_default == MetricsMode::Truncate(16) {
+            return MetricsMode::None;
+        }
+        self.metrics_default
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let p = TableProperties::parse(&HashMap::new()).unwrap();
+        assert_eq!(p.target_file_size_bytes, 536_870_912);
+        assert_eq!(p.metrics_default, MetricsMode::Truncate(16));
+        assert_eq!(p.delete_mode, WriteMode::CopyOnWrite);
+        let m: HashMap<_, _> = [
+            ("write.metadata.metrics.column.s", "none"),
+            ("write.delete.mode", "merge-on-read"),
+            ("write.target-file-size-bytes", "1000"),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        let p = TableProperties::parse(&m).unwrap();
+        assert_eq!(p.metrics_mode("s", 0), MetricsMode::None);
+        assert_eq!(p.delete_mode, WriteMode::MergeOnRead);
+        assert_eq!(p.target_file_size_bytes, 1000);
+    }
+
+    #[test]
+    fn bad_values_name_the_property() {
+        let m: HashMap<_, _> = [("write.target-file-size-bytes".to_string(), "big".to_string())].into();
+        assert!(TableProperties::parse(&m).unwrap_err().to_string().contains("write.target-file-size-bytes"));
+        assert!(MetricsMode::parse("truncate(0)").is_err());
+    }
+}

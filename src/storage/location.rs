@@ -1,0 +1,80 @@
+//! Location strings as peers write them, and their mapping to object-store paths.
+//!
+//! Local files appear in three forms (`/abs/path`, `file:/abs/path`, `file:///abs/path`);
+//! all of them name the same object.
+
+use crate::error::{Error, Result};
+
+/// A location resolved to a store kind and a key inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Resolved {
+    /// A local file; the key is the absolute path without its leading `/`.
+    Local(String),
+}
+
+/// Resolves any accepted location form.
+pub(crate) fn resolve(location: &str) -> Result<Resolved> {
+    let path = local_path(location).ok_or_else(|| {
+        Error::unsupported(format!(
+            "location '{location}' uses a scheme floe cannot open yet; use a local path or file:// URI"
+        ))
+    })?;
+    Ok(Resolved::Local(path.trim_start_matches('/').to_string()))
+}
+
+/// The absolute local path of a `file:` / plain location, or `None` for other schemes.
+pub fn local_path(location: &str) -> Option<&str> {
+    if let Some(rest) = location.strip_prefix("file://") {
+        // file:///abs -> /abs ; file://localhost/abs -> /abs
+        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+        return rest.starts_with('/').then_some(rest);
+    }
+    if let Some(rest) = location.strip_prefix("file:") {
+        return rest.starts_with('/').then_some(rest);
+    }
+    location.starts_with('/').then_some(location)
+}
+
+/// Canonical form floe writes into metadata for a local directory: `file:///abs/path`.
+pub fn to_uri(path: &std::path::Path) -> String {
+    let s = path.to_string_lossy();
+    let s = s.trim_end_matches('/');
+    format!("file://{s}")
+}
+
+/// Joins a location and a relative child with exactly one `/`.
+pub fn join(base: &str, child: &str) -> String {
+    format!("{}/{}", base.trim_end_matches('/'), child.trim_start_matches('/'))
+}
+
+/// Rewrites `location` when it starts with `from` (in any local form) to start with `to`.
+pub(crate) fn relocate(location: &str, from: &str, to: &str) -> Option<String> {
+    let (loc, base) = (local_path(location)?, local_path(from)?);
+    let base = base.trim_end_matches('/');
+    let rest = loc.strip_prefix(base)?;
+    (rest.is_empty() || rest.starts_with('/')).then(|| join(to, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_local_forms_resolve_alike() {
+        let want = Resolved::Local("tmp/t/data/a.parquet".into());
+        for l in ["/tmp/t/data/a.parquet", "file:/tmp/t/data/a.parquet", "file:///tmp/t/data/a.parquet"] {
+            assert_eq!(resolve(l).unwrap(), want, "{l}");
+        }
+        assert!(resolve("s3://b/k").is_err());
+        assert!(resolve("relative/x").is_err());
+    }
+
+    #[test]
+    fn relocation_by_prefix() {
+        assert_eq!(
+            relocate("file:/tmp/x/t/data/a.parquet", "file:///tmp/x/t", "/new/t").as_deref(),
+            Some("/new/t/data/a.parquet")
+        );
+        assert_eq!(relocate("/tmp/x/tt/a", "/tmp/x/t", "/new"), None);
+    }
+}

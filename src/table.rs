@@ -1,0 +1,194 @@
+//! [`Table`]: an identifier, its current metadata, where that metadata lives, and storage.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::{Snapshot, TableIdent, TableMetadata, TableProperties};
+use crate::storage::{self, Storage};
+
+/// A loaded table (immutable view of one metadata version).
+#[derive(Debug, Clone)]
+pub struct Table {
+    ident: TableIdent,
+    metadata: Arc<TableMetadata>,
+    metadata_location: String,
+    storage: Storage,
+}
+
+impl Table {
+    /// Assembles a table from parts.
+    pub fn new(ident: TableIdent, metadata: TableMetadata, metadata_location: String, storage: Storage) -> Self {
+        Self { ident, metadata: Arc::new(metadata), metadata_location, storage }
+    }
+
+    /// The table identifier.
+    pub fn ident(&self) -> &TableIdent {
+        &self.ident
+    }
+    /// The current metadata.
+    pub fn metadata(&self) -> &TableMetadata {
+        &self.metadata
+    }
+    /// Shared handle to the current metadata.
+    pub fn metadata_ref(&self) -> Arc<TableMetadata> {
+        self.metadata.clone()
+    }
+    /// Location of the current metadata file.
+    pub fn metadata_location(&self) -> &str {
+        &self.metadata_location
+    }
+    /// Storage used for this table's files.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+    /// Parsed table properties.
+    pub fn properties(&self) -> Result<TableProperties> {
+        TableProperties::parse(self.metadata.properties()).map_err(|e| e.context(self.name()))
+    }
+    /// Dotted display name.
+    pub fn name(&self) -> String {
+        ident_name(&self.ident)
+    }
+    /// The current snapshot of `main`, if any.
+    pub fn current_snapshot(&self) -> Option<&Arc<Snapshot>> {
+        self.metadata.current_snapshot()
+    }
+
+    /// Opens a table without a catalog from a `*.metadata.json` path or a table directory
+    /// (`metadata/version-hint.text`, else the highest `vN` / `NNNNN-` version). A table whose
+    /// files were moved since it was written is read from where it lies (read-only).
+    pub async fn open_static(storage: &Storage, path: &str) -> Result<Table> {
+        let (meta_loc, dir) = if path.ends_with(".metadata.json") || path.ends_with(".metadata.json.gz") {
+            let dir = path.rsplit_once("/metadata/").map(|(d, _)| d.to_string());
+            (path.to_string(), dir)
+        } else {
+            (find_latest_metadata(storage, path).await?, Some(path.trim_end_matches('/').to_string()))
+        };
+        let metadata = read_metadata(storage, &meta_loc).await?;
+        let mut st = storage.clone();
+        if let Some(dir) = dir {
+            let loc = metadata.location().to_string();
+            let same = match (storage::local_path(&loc), storage::local_path(&dir)) {
+                (Some(a), Some(b)) => a.trim_end_matches('/') == b.trim_end_matches('/'),
+                _ => loc == dir,
+            };
+            if !same {
+                st = storage.relocated(&loc, &dir);
+            }
+        }
+        let name = meta_loc.rsplit('/').nth(2).unwrap_or("table").to_string();
+        let ident = TableIdent::from_strs(["static", name.as_str()]).map_err(Error::from)?;
+        Ok(Table::new(ident, metadata, meta_loc, st))
+    }
+}
+
+/// `ns1.ns2.table`.
+pub fn ident_name(ident: &TableIdent) -> String {
+    let mut parts: Vec<String> = ident.namespace().iter().cloned().collect();
+    parts.push(ident.name().to_string());
+    parts.join(".")
+}
+
+/// Parses `ns.table` (the last dot separates the table name); a bare name goes to `default`.
+pub fn parse_ident(name: &str) -> Result<TableIdent> {
+    let parts: Vec<&str> = name.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(Error::invalid(format!("table name '{name}' has an empty part")));
+    }
+    let parts = if parts.len() == 1 { vec!["default", parts[0]] } else { parts };
+    TableIdent::from_strs(parts).map_err(Error::from)
+}
+
+/// Reads and parses a metadata JSON file (plain or gzip), naming the file on failure.
+pub async fn read_metadata(storage: &Storage, location: &str) -> Result<TableMetadata> {
+    let bytes = storage.get(location).await.map_err(|e| {
+        if e.kind() == ErrorKind::NotFound {
+            Error::not_found(format!(
+                "metadata file '{location}' does not exist; the catalog points at a deleted file — \
+                 restore it or re-register the table with a surviving metadata file"
+            ))
+        } else {
+            e
+        }
+    })?;
+    parse_metadata(location, &bytes)
+}
+
+fn parse_metadata(location: &str, bytes: &Bytes) -> Result<TableMetadata> {
+    let raw: Vec<u8>;
+    let data: &[u8] = if location.ends_with(".gz") || bytes.starts_with(&[0x1f, 0x8b]) {
+        use std::io::Read;
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .map_err(|e| Error::corrupt(format!("metadata file '{location}' is not valid gzip")).with_source(e))?;
+        raw = out;
+        &raw
+    } else {
+        bytes
+    };
+    serde_json::from_slice(data).map_err(|e| {
+        Error::corrupt(format!(
+            "metadata file '{location}' is malformed or truncated ({e}); restore it from a backup or \
+             point the catalog at the previous metadata file"
+        ))
+        .with_source(e)
+    })
+}
+
+/// Finds the current metadata file of a table directory.
+pub async fn find_latest_metadata(storage: &Storage, dir: &str) -> Result<String> {
+    let mdir = storage::join(dir, "metadata");
+    let hint = storage::join(&mdir, "version-hint.text");
+    if let Ok(b) = storage.get(&hint).await {
+        let text = String::from_utf8_lossy(&b).trim().to_string();
+        if let Ok(n) = text.parse::<u64>() {
+            let cand = storage::join(&mdir, &format!("v{n}.metadata.json"));
+            if storage.exists(&cand).await? {
+                return Ok(cand);
+            }
+        }
+    }
+    let files = storage.list(&mdir).await?;
+    let mut best: Option<(u64, String)> = None;
+    for f in files {
+        let Some(name) = f.location.rsplit('/').next() else { continue };
+        if name.starts_with('.') || !(name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz")) {
+            continue;
+        }
+        let v = name
+            .strip_prefix('v')
+            .and_then(|r| r.split('.').next())
+            .and_then(|n| n.parse().ok())
+            .or_else(|| name.split('-').next().and_then(|n| n.parse().ok()));
+        if let Some(v) = v {
+            if best.as_ref().map(|(b, _)| v > *b).unwrap_or(true) {
+                best = Some((v, f.location.clone()));
+            }
+        }
+    }
+    best.map(|(_, l)| l).ok_or_else(|| {
+        Error::not_found(format!("no metadata file found under '{mdir}': is '{dir}' an Iceberg table directory?"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idents() {
+        assert_eq!(ident_name(&parse_ident("a.b.c").unwrap()), "a.b.c");
+        assert_eq!(ident_name(&parse_ident("t").unwrap()), "default.t");
+        assert!(parse_ident("a..b").is_err());
+    }
+
+    #[test]
+    fn truncated_metadata_is_corrupt() {
+        let e = parse_metadata("/x/v1.metadata.json", &Bytes::from_static(b"{\"format-version\": 2, ")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Corrupt);
+        assert!(e.to_string().contains("/x/v1.metadata.json"));
+    }
+}

@@ -1,0 +1,99 @@
+//! The commit loop: produce against the latest base, swap, and on conflict reload,
+//! re-validate against every snapshot committed since, and retry within `commit.retry.*`.
+
+use std::time::{Duration, Instant};
+
+use crate::catalog::{Catalog, CommitOutcome};
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::{Snapshot, TableMetadata};
+use crate::table::Table;
+
+use super::producer::SnapshotProducer;
+
+/// Checks a staged change's preconditions against the snapshots committed since its base.
+///
+/// `since` are the snapshots on `main` after the operation's starting snapshot, oldest first.
+/// Returning an error of kind [`ErrorKind::Conflict`] aborts the commit (nothing is committed).
+pub trait Validation: Send + Sync {
+    /// Validates `since` (committed after the starting snapshot) in `current`.
+    fn validate(&self, current: &TableMetadata, since: &[&Snapshot]) -> Result<()>;
+}
+
+/// No preconditions (appends).
+pub struct NoValidation;
+
+impl Validation for NoValidation {
+    fn validate(&self, _: &TableMetadata, _: &[&Snapshot]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Snapshots on `main` committed after `start` (exclusive), oldest first.
+pub fn snapshots_since(md: &TableMetadata, start: Option<i64>) -> Result<Vec<&Snapshot>> {
+    let mut out = Vec::new();
+    let mut cur = md.current_snapshot().map(|s| s.as_ref());
+    while let Some(s) = cur {
+        if Some(s.snapshot_id()) == start {
+            out.reverse();
+            return Ok(out);
+        }
+        out.push(s);
+        cur = s.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p)).map(|s| s.as_ref());
+    }
+    if start.is_some() {
+        return Err(Error::new(
+            ErrorKind::Conflict,
+            "the snapshot this change started from is no longer an ancestor of main (rolled back or expired); redo the operation",
+        ));
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// Commits `producer` onto `table` through `catalog`, retrying conflicts per the table's
+/// `commit.retry.*` properties. Returns the table at the committed version.
+pub async fn commit(
+    catalog: &Catalog,
+    table: &Table,
+    producer: &mut SnapshotProducer,
+    validation: &dyn Validation,
+) -> Result<Table> {
+    let props = table.properties()?;
+    let start_snapshot = table.current_snapshot().map(|s| s.snapshot_id());
+    let started = Instant::now();
+    let mut base = table.clone();
+    let mut attempt = 0u32;
+    loop {
+        let since = snapshots_since(base.metadata(), start_snapshot)?;
+        validation.validate(base.metadata(), &since)?;
+        let next = producer.produce(&base).await?;
+        match catalog.commit(&base, next).await {
+            CommitOutcome::Committed(t) => return Ok(t),
+            CommitOutcome::Unknown(e) => {
+                return Err(Error::new(
+                    ErrorKind::CommitStateUnknown,
+                    format!(
+                        "commit to table {} may or may not have happened; reload the table and check snapshot {} before retrying",
+                        table.name(),
+                        producer.snapshot_id()
+                    ),
+                )
+                .with_source(e))
+            }
+            CommitOutcome::Conflict(msg) => {
+                attempt += 1;
+                let elapsed = started.elapsed().as_millis() as u64;
+                if attempt > props.commit_num_retries || elapsed > props.commit_total_timeout_ms {
+                    return Err(Error::new(
+                        ErrorKind::Conflict,
+                        format!("{msg}; gave up after {attempt} attempts (commit.retry.num-retries={})", props.commit_num_retries),
+                    ));
+                }
+                let wait = (props.commit_min_wait_ms.saturating_mul(1 << (attempt - 1).min(20))).min(props.commit_max_wait_ms);
+                let jitter = rand::random::<u64>() % (wait / 10 + 1);
+                tokio::time::sleep(Duration::from_millis(wait + jitter)).await;
+                base = catalog.load_table(table.ident()).await?;
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Transactions: the snapshot producer, the commit loop with conflict validation, and the
+//! operations built on them.
+
+mod commit;
+mod producer;
+mod summary;
+
+use arrow_array::RecordBatch;
+use iceberg::spec::Operation;
+
+pub use commit::{commit, snapshots_since, NoValidation, Validation};
+pub use producer::{new_snapshot_id, SnapshotProducer};
+pub use summary::SummaryCounts;
+
+use crate::catalog::Catalog;
+use crate::error::Result;
+use crate::table::Table;
+use crate::write::{DataWriter, WriteProgress};
+
+/// What an append committed.
+#[derive(Debug, Clone)]
+pub struct AppendResult {
+    /// The table at the new version.
+    pub table: Table,
+    /// The new snapshot id (`None` if there was nothing to append).
+    pub snapshot_id: Option<i64>,
+    /// Data files added.
+    pub added_files: usize,
+    /// Rows added.
+    pub added_records: u64,
+    /// Bytes added.
+    pub added_bytes: u64,
+}
+
+/// Appends Arrow batches to a table as one `append` snapshot.
+///
+/// Batches are written as Parquet data files (partitioned, sorted and rolled as the table's
+/// spec, sort order and `write.*` properties say), then committed. Memory stays bounded by
+/// the open files' buffers, not by the input size.
+pub async fn append<I>(catalog: &Catalog, table: &Table, batches: I, progress: Option<&WriteProgress>) -> Result<AppendResult>
+where
+    I: IntoIterator<Item = Result<RecordBatch>>,
+{
+    let mut w = DataWriter::new(table)?;
+    for b in batches {
+        w.write(b?).await?;
+        if let Some(p) = progress {
+            p.set_rows(w.rows_written());
+        }
+    }
+    let files = w.close().await?;
+    append_files(catalog, table, files).await
+}
+
+/// Commits already-written data files as one `append` snapshot.
+pub async fn append_files(catalog: &Catalog, table: &Table, files: Vec<iceberg::spec::DataFile>) -> Result<AppendResult> {
+    if files.is_empty() {
+        return Ok(AppendResult { table: table.clone(), snapshot_id: None, added_files: 0, added_records: 0, added_bytes: 0 });
+    }
+    let added_records = files.iter().map(|f| f.record_count()).sum();
+    let added_bytes = files.iter().map(|f| f.file_size_in_bytes()).sum();
+    let added_files = files.len();
+    let mut producer = SnapshotProducer::new(Operation::Append, files);
+    let t = commit(catalog, table, &mut producer, &NoValidation).await?;
+    Ok(AppendResult { table: t, snapshot_id: Some(producer.snapshot_id()), added_files, added_records, added_bytes })
+}

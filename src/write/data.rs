@@ -1,0 +1,286 @@
+//! Arrow batches → Parquet data files: partitioned by the spec, sorted by the sort order,
+//! rolled at `write.target-file-size-bytes`, encoded on parallel lanes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::{DataFile, DataFileFormat, PartitionKey, SortDirection, SortOrder, NullOrder};
+use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder};
+use iceberg::writer::CurrentFileStatus;
+use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::conform::Conformer;
+use super::metrics::finish_data_file;
+use crate::error::{Error, Result};
+use crate::spec::{SchemaRef, TableProperties};
+use crate::storage::{join, Storage};
+use crate::table::Table;
+
+/// Rows buffered per partition before a sort when the table has a sort order.
+const SORT_BUFFER_ROWS: usize = 1_000_000;
+/// Rows written to one lane before more lanes are used (keeps small appends in one file).
+const SINGLE_LANE_ROWS: u64 = 1_000_000;
+
+fn writer_properties(p: &TableProperties) -> Result<WriterProperties> {
+    let level = p.parquet_compression_level;
+    let codec = match p.parquet_compression.as_str() {
+        "zstd" => Compression::ZSTD(ZstdLevel::try_new(level.unwrap_or(1)).map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?),
+        "snappy" => Compression::SNAPPY,
+        "gzip" => Compression::GZIP(GzipLevel::try_new(level.unwrap_or(6) as u32).map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?),
+        "lz4" => Compression::LZ4_RAW,
+        "brotli" => Compression::BROTLI(BrotliLevel::try_new(level.unwrap_or(1) as u32).map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?),
+        _ => Compression::UNCOMPRESSED,
+    };
+    Ok(WriterProperties::builder()
+        .set_compression(codec)
+        .set_max_row_group_bytes(Some(p.parquet_row_group_size_bytes as usize))
+        .set_max_row_group_row_count(None)
+        .set_data_page_size_limit(p.parquet_page_size_bytes)
+        .build())
+}
+
+/// Shared, immutable settings of one write.
+struct Settings {
+    schema: SchemaRef,
+    spec: Arc<iceberg::spec::PartitionSpec>,
+    sort: Option<Arc<SortOrder>>,
+    props: TableProperties,
+    builder: ParquetWriterBuilder,
+    data_path: String,
+    storage: Storage,
+    commit_uuid: uuid::Uuid,
+}
+
+/// Writes data files for one table; commits nothing (see [`crate::txn::append_files`]).
+pub struct DataWriter {
+    conformer: Conformer,
+    lanes: Vec<(Option<mpsc::Sender<RecordBatch>>, JoinHandle<Result<Vec<DataFile>>>)>,
+    next_lane: usize,
+    rows: u64,
+}
+
+impl DataWriter {
+    /// A writer for the table's current schema, default spec and sort order.
+    pub fn new(table: &Table) -> Result<Self> {
+        let lanes = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8);
+        Self::with_lanes(table, lanes)
+    }
+
+    /// A writer encoding on `lanes` parallel tasks (each writes its own files).
+    pub fn with_lanes(table: &Table, lanes: usize) -> Result<Self> {
+        let md = table.metadata();
+        let props = table.properties()?;
+        let schema = md.current_schema().clone();
+        let sort = md.default_sort_order();
+        let sort = (!sort.fields.is_empty()).then(|| sort.clone());
+        let data_path = props.data_path.clone().unwrap_or_else(|| join(md.location(), "data"));
+        let settings = Arc::new(Settings {
+            builder: ParquetWriterBuilder::new(writer_properties(&props)?, schema.clone()),
+            schema: schema.clone(),
+            spec: md.default_partition_spec().clone(),
+            sort,
+            props,
+            data_path,
+            storage: table.storage().clone(),
+            commit_uuid: uuid::Uuid::new_v4(),
+        });
+        let lanes = (0..lanes.max(1))
+            .map(|i| {
+                let (tx, rx) = mpsc::channel(2);
+                let s = settings.clone();
+                (Some(tx), tokio::spawn(run_lane(s, i, rx)))
+            })
+            .collect();
+        Ok(Self { conformer: Conformer::new(&schema, &table.name())?, lanes, next_lane: 0, rows: 0 })
+    }
+
+    /// Rows accepted so far.
+    pub fn rows_written(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes one batch (columns matched to the table schema by name).
+    pub async fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let batch = self.conformer.conform(&batch)?;
+        self.rows += batch.num_rows() as u64;
+        let lane = if self.rows <= SINGLE_LANE_ROWS { 0 } else { self.next_lane % self.lanes.len() };
+        self.next_lane += 1;
+        let sent = match &self.lanes[lane].0 {
+            Some(tx) => tx.send(batch).await.is_ok(),
+            None => false,
+        };
+        if !sent {
+            // The lane stopped: surface its error.
+            let (tx, handle) = &mut self.lanes[lane];
+            tx.take();
+            let r = handle.await.map_err(|e| Error::io("writer lane panicked").with_source(e))?;
+            r?;
+            return Err(Error::io("writer lane stopped unexpectedly"));
+        }
+        Ok(())
+    }
+
+    /// Flushes and closes every file; returns the data files written.
+    pub async fn close(mut self) -> Result<Vec<DataFile>> {
+        let mut files = Vec::new();
+        let mut first_err = None;
+        for (tx, handle) in self.lanes.iter_mut() {
+            tx.take();
+            match handle.await {
+                Ok(Ok(f)) => files.extend(f),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_err.get_or_insert(Error::io("writer lane panicked").with_source(e));
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        Ok(files)
+    }
+}
+
+/// One open partition: the rolling Parquet writer and the sort buffer.
+struct PartitionWriter {
+    key: Option<PartitionKey>,
+    current: Option<ParquetWriter>,
+    buffer: Vec<RecordBatch>,
+    buffered_rows: usize,
+    files: Vec<DataFile>,
+}
+
+async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<RecordBatch>) -> Result<Vec<DataFile>> {
+    let splitter = if s.spec.is_unpartitioned() {
+        None
+    } else {
+        Some(RecordBatchPartitionSplitter::try_new_with_computed_values(s.schema.clone(), s.spec.clone())?)
+    };
+    let mut parts: HashMap<String, PartitionWriter> = HashMap::new();
+    let mut file_seq = 0usize;
+    let result: Result<()> = async {
+        while let Some(batch) = rx.recv().await {
+            let pieces: Vec<(Option<PartitionKey>, RecordBatch)> = match &splitter {
+                None => vec![(None, batch)],
+                Some(sp) => sp.split(&batch)?.into_iter().map(|(k, b)| (Some(k), b)).collect(),
+            };
+            for (key, b) in pieces {
+                let id = key.as_ref().map(|k| k.to_path()).unwrap_or_default();
+                let pw = parts.entry(id).or_insert_with(|| PartitionWriter {
+                    key,
+                    current: None,
+                    buffer: Vec::new(),
+                    buffered_rows: 0,
+                    files: Vec::new(),
+                });
+                if s.sort.is_some() {
+                    pw.buffered_rows += b.num_rows();
+                    pw.buffer.push(b);
+                    if pw.buffered_rows >= SORT_BUFFER_ROWS {
+                        flush_sorted(&s, lane, &mut file_seq, pw).await?;
+                    }
+                } else {
+                    write_rolling(&s, lane, &mut file_seq, pw, &b).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+    .await;
+    result?;
+    let mut files = Vec::new();
+    for (_, mut pw) in parts {
+        if s.sort.is_some() {
+            flush_sorted(&s, lane, &mut file_seq, &mut pw).await?;
+        }
+        close_current(&s, &mut pw).await?;
+        files.extend(pw.files);
+    }
+    Ok(files)
+}
+
+async fn flush_sorted(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter) -> Result<()> {
+    if pw.buffer.is_empty() {
+        return Ok(());
+    }
+    let batch = arrow_select::concat::concat_batches(&pw.buffer[0].schema(), &pw.buffer)?;
+    pw.buffer.clear();
+    pw.buffered_rows = 0;
+    let sorted = sort_batch(&batch, s.sort.as_deref().expect("sort order present"), &s.schema)?;
+    write_rolling(s, lane, seq, pw, &sorted).await
+}
+
+/// Sorts a batch by a sort order (transforms applied to top-level source columns).
+pub(crate) fn sort_batch(batch: &RecordBatch, order: &SortOrder, schema: &iceberg::spec::Schema) -> Result<RecordBatch> {
+    let mut cols = Vec::new();
+    for f in &order.fields {
+        let name = schema.name_by_field_id(f.source_id).ok_or_else(|| Error::invalid(format!("sort field {} is not in the schema", f.source_id)))?;
+        let idx = batch.schema().index_of(name).map_err(|_| Error::unsupported(format!("sorting by nested column '{name}' is not supported")))?;
+        let func = iceberg::transform::create_transform_function(&f.transform)?;
+        let values: ArrayRef = func.transform(batch.column(idx).clone())?;
+        cols.push(SortColumn {
+            values,
+            options: Some(SortOptions {
+                descending: f.direction == SortDirection::Descending,
+                nulls_first: f.null_order == NullOrder::First,
+            }),
+        });
+    }
+    if cols.is_empty() {
+        return Ok(batch.clone());
+    }
+    let idx = lexsort_to_indices(&cols, None)?;
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
+}
+
+async fn write_rolling(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter, b: &RecordBatch) -> Result<()> {
+    if pw.current.is_none() {
+        let dir = match &pw.key {
+            Some(k) => join(&s.data_path, &k.to_path()),
+            None => s.data_path.clone(),
+        };
+        let path = join(&dir, &format!("{lane:05}-{}-{}-{:05}.parquet", *seq, s.commit_uuid, lane));
+        *seq += 1;
+        let out = s.storage.file_io().new_output(&path)?;
+        pw.current = Some(s.builder.clone().build(out).await?);
+    }
+    let w = pw.current.as_mut().expect("writer opened above");
+    w.write(b).await?;
+    if w.current_written_size() as u64 >= s.props.target_file_size_bytes {
+        close_current(s, pw).await?;
+    }
+    Ok(())
+}
+
+async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
+    let Some(w) = pw.current.take() else { return Ok(()) };
+    for mut fb in w.close().await? {
+        fb.content(iceberg::spec::DataContentType::Data).file_format(DataFileFormat::Parquet);
+        match &pw.key {
+            Some(k) => fb.partition(k.data().clone()),
+            None => fb.partition(iceberg::spec::Struct::empty()),
+        };
+        if let Some(o) = &s.sort {
+            fb.sort_order_id(o.order_id as i32);
+        }
+        let f = fb.build().map_err(|e| Error::io(format!("building data file entry: {e}")))?;
+        pw.files.push(finish_data_file(f, &s.schema, &s.props, s.spec.spec_id())?);
+    }
+    Ok(())
+}

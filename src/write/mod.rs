@@ -1,0 +1,10 @@
+//! Writers: Arrow → Parquet data files. Nothing here commits; see [`crate::txn`].
+
+mod conform;
+mod data;
+mod metrics;
+mod progress;
+
+pub use conform::Conformer;
+pub use data::DataWriter;
+pub use progress::WriteProgress;

@@ -91,7 +91,8 @@ fn abs(path: &str) -> Result<PathBuf> {
 
 impl Catalog {
     /// Opens a catalog from a URI:
-    /// `sqlite:///abs/catalog.db` or `sqlite:rel.db` (SQLite), `file:///dir` or `fs:dir`
+    /// `sqlite:////abs/catalog.db` (SQLAlchemy form, as pyiceberg writes it), `sqlite:/abs.db`
+    /// or `sqlite:rel.db` (SQLite), `file:///dir` or `fs:dir`
     /// (filesystem catalog rooted at the warehouse). `None` means SQLite at
     /// `<warehouse>/catalog.db`. The warehouse defaults to `./warehouse` (SQLite: the directory
     /// of the database file when a URI is given); the catalog name defaults to `default`.
@@ -104,7 +105,13 @@ impl Catalog {
                 (Backend::Sql(sql::SqlBackend::open(wh.join("catalog.db"), name.clone())?), wh)
             }
             Some(u) if u.starts_with("sqlite:") || u.ends_with(".db") => {
-                let p = u.strip_prefix("sqlite://").or_else(|| u.strip_prefix("sqlite:")).unwrap_or(u);
+                // SQLAlchemy/pyiceberg form: sqlite:////abs.db (absolute), sqlite:///rel.db
+                // (relative); also sqlite:/abs.db, sqlite:rel.db and a bare *.db path.
+                let p = u
+                    .strip_prefix("sqlite:///")
+                    .or_else(|| u.strip_prefix("sqlite://"))
+                    .or_else(|| u.strip_prefix("sqlite:"))
+                    .unwrap_or(u);
                 let db = abs(p)?;
                 let wh = match warehouse {
                     Some(w) => abs(w)?,

@@ -84,22 +84,6 @@ impl SqlBackend {
         Ok(r)
     }
 
-    pub(crate) fn namespace_exists(&self, ns: &str) -> Result<bool> {
-        Ok(self.namespaces()?.iter().any(|n| n == ns))
-    }
-
-    pub(crate) fn namespace_properties(&self, ns: &str) -> Result<Vec<(String, String)>> {
-        let c = self.conn()?;
-        let mut st = c
-            .prepare("SELECT property_key, property_value FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2 ORDER BY 1")
-            .map_err(|e| self.err("namespace properties", e))?;
-        let r = st
-            .query_map(params![self.catalog, ns], |r| Ok((r.get(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))
-            .and_then(|m| m.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(|e| self.err("namespace properties", e))?;
-        Ok(r)
-    }
-
     pub(crate) fn create_namespace(&self, ns: &str, props: &[(String, String)]) -> Result<()> {
         let c = self.conn()?;
         let mut props = props.to_vec();

@@ -377,7 +377,7 @@ mod tests {
             ("d = '2024-13-45'", "not a valid date"),
             ("tags = 'a'", "only primitive"),
             ("id = NULL", "IS NULL"),
-            ("price = 1.234", "decimal(10,2)"),
+            ("price = 1.234", "decimal(10, 2)"),
             ("name = 'x", "unterminated"),
         ];
         for (e, want) in cases {

@@ -240,7 +240,7 @@ impl Scan {
 
     /// Reads a planned scan.
     pub fn read(&self, plan: ScanPlan) -> Result<BatchStream> {
-        let mut b = ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::runtime::Runtime::current())
+        let mut b = ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::Runtime::current())
             .with_data_file_concurrency_limit(self.concurrency)
             .with_row_group_filtering_enabled(true)
             .with_row_selection_enabled(true);

@@ -93,8 +93,9 @@ impl Parser<'_> {
         if n == 0 {
             return Err(self.err("expected a column name"));
         }
+        let name = r[..n].to_string();
         self.pos += n;
-        Ok(r[..n].to_string())
+        Ok(name)
     }
     fn keyword(&mut self, kw: &str) -> bool {
         let r = self.rest();

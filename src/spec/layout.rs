@@ -149,9 +149,9 @@ mod tests {
 
     #[test]
     fn every_transform() {
-        let s = parse_schema("id long, name string, ts timestamptz, d date").unwrap();
+        let s = parse_schema("id long, name string, ts timestamptz, d date, t2 timestamp, d2 date, t3 timestamptz").unwrap();
         let spec = parse_partition_spec(
-            "identity(d), bucket(16,id), truncate(4, name), year(ts), months(ts), day(ts), hour(ts), void(id), name",
+            "identity(d), bucket(16,id), truncate(4, name), year(ts), months(d2), day(t2), hour(t3), void(id), name",
             &s,
         )
         .unwrap();

@@ -24,7 +24,8 @@ baseline_duckdb.py can scan them).
 
 Prints one JSON object on stdout:
   {"append_unpartitioned_s", "append_day_s", "scan_to_arrow_s", "rows",
-   "runs": {name: [seconds per repeat]}, "load_s", "repeat", "versions",
+   "runs": {name: [wall seconds per repeat]}, "cpu_runs": {name: [process CPU
+   seconds (user+sys, all threads) per repeat]}, "load_s", "repeat", "versions",
    "unpartitioned_metadata", "day_metadata", "tables": {...file counts/bytes...}}
 """
 
@@ -119,13 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     tables: dict[str, dict] = {}
     unpart_meta = day_meta = None
 
+    cpu_runs: dict[str, list[float]] = {k: [] for k in runs}
+
     def timed(name: str, fn):
         gc.collect()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         res = fn()
         dt = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         runs[name].append(dt)
-        log(f"{name} #{len(runs[name])}: {dt:.3f}s")
+        cpu_runs[name].append(cpu)
+        log(f"{name} #{len(runs[name])}: {dt:.3f}s wall, {cpu:.3f}s cpu")
         return res
 
     for r in range(args.repeat):
@@ -154,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "rows": rows,
             "runs": {k: [round(x, 4) for x in v] for k, v in runs.items()},
+            "cpu_runs": {k: [round(x, 4) for x in v] for k, v in cpu_runs.items()},
             "repeat": args.repeat,
             "load_s": round(load_s, 4),
             "input_files": files,

@@ -8,7 +8,7 @@
 # Environment:
 #   FLOE_PEERS_DIR       cache root (default: $HOME/.cache/floe/peers); venv in $FLOE_PEERS_DIR/venv
 #   FLOE_PEERS_NO_SPARK  =1 skips pyspark and the Iceberg Spark runtime
-#   FLOE_PEERS_PYTHON    interpreter used to create the venv (default: python3)
+#   FLOE_PEERS_BASE_PYTHON  interpreter used to create the venv (default: python3)
 #   FLOE_PEERS_FORCE     =1 re-installs and re-verifies even when the stamp matches
 #
 # Idempotent: a stamp holding a hash of the pin files is written after a
@@ -21,7 +21,7 @@ peers_dir="${FLOE_PEERS_DIR:-$HOME/.cache/floe/peers}"
 venv="$peers_dir/venv"
 py="$venv/bin/python"
 no_spark="${FLOE_PEERS_NO_SPARK:-0}"
-base_python="${FLOE_PEERS_PYTHON:-python3}"
+base_python="${FLOE_PEERS_BASE_PYTHON:-python3}"
 
 log() { echo "[floe-peers] $*" >&2; }
 

@@ -26,7 +26,7 @@ fn io_err(e: impl std::fmt::Display) -> Error {
 pub fn write_batches(batches: &[RecordBatch], schema: arrow::datatypes::SchemaRef, format: Format, out: Option<&str>) -> Result<()> {
     let mut sink: Box<dyn Write + Send> = match out {
         Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?)),
-        None => Box::new(std::io::stdout().lock()),
+        None => Box::new(std::io::stdout()),
     };
     match format {
         Format::Table => {

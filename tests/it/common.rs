@@ -1,0 +1,186 @@
+//! Shared helpers: temporary catalogs, deterministic data, the peer harness.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, ListBuilder, RecordBatch,
+    StringArray, StringBuilder, TimestampMicrosecondArray,
+};
+use arrow::datatypes::{DataType, Field, Schema};
+use floe::catalog::Catalog;
+use floe::scan::{Scan, SnapshotSelector};
+use floe::Table;
+
+/// A temporary warehouse with a SQLite catalog.
+pub fn sqlite_catalog() -> (tempfile::TempDir, Catalog) {
+    let dir = tempfile::tempdir().unwrap();
+    let cat = Catalog::open(None, Some(dir.path().to_str().unwrap()), None).unwrap();
+    (dir, cat)
+}
+
+/// A temporary warehouse with a filesystem (Hadoop) catalog.
+pub fn fs_catalog() -> (tempfile::TempDir, Catalog) {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = format!("file://{}", dir.path().display());
+    let cat = Catalog::open(Some(&uri), None, None).unwrap();
+    (dir, cat)
+}
+
+pub const WIDE_DDL: &str = "id long not null, k long, a double, name string, cat string, ts timestamptz, \
+                            d date, price decimal(10,2), flag boolean, small int, tags list<string>";
+
+/// Deterministic rows `[start, start+n)` for [`WIDE_DDL`].
+pub fn wide_batch(start: i64, n: usize) -> RecordBatch {
+    let ids: Vec<i64> = (start..start + n as i64).collect();
+    let k: Vec<Option<i64>> = ids.iter().map(|i| if i % 17 == 0 { None } else { Some((i * 7919) % 1000) }).collect();
+    let a: Vec<f64> = ids.iter().map(|i| *i as f64 * 0.5).collect();
+    let name: Vec<Option<String>> = ids.iter().map(|i| if i % 11 == 0 { None } else { Some(format!("name-{:05}-é", i % 997)) }).collect();
+    let cat: Vec<&str> = ids.iter().map(|i| ["alpha", "beta", "gamma", "delta"][(*i % 4) as usize]).collect();
+    let ts: Vec<i64> = ids.iter().map(|i| 1_704_067_200_000_000 + i * 3_600_000_000 / 7).collect();
+    let d: Vec<i32> = ids.iter().map(|i| 19_723 + (*i as i32 % 40)).collect();
+    let price: Vec<i128> = ids.iter().map(|i| (*i as i128 * 137) % 100_000).collect();
+    let flag: Vec<bool> = ids.iter().map(|i| i % 3 == 0).collect();
+    let small: Vec<i32> = ids.iter().map(|i| (*i % 100) as i32).collect();
+    let mut tags = ListBuilder::new(StringBuilder::new());
+    for i in &ids {
+        for j in 0..(*i % 3) {
+            tags.values().append_value(format!("t{j}"));
+        }
+        tags.append(i % 5 != 0);
+    }
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(ids)),
+        Arc::new(Int64Array::from(k)),
+        Arc::new(Float64Array::from(a)),
+        Arc::new(StringArray::from(name)),
+        Arc::new(StringArray::from(cat)),
+        Arc::new(TimestampMicrosecondArray::from(ts).with_timezone("UTC")),
+        Arc::new(Date32Array::from(d)),
+        Arc::new(Decimal128Array::from(price).with_precision_and_scale(10, 2).unwrap()),
+        Arc::new(BooleanArray::from(flag)),
+        Arc::new(Int32Array::from(small)),
+        Arc::new(tags.finish()),
+    ];
+    let fields: Vec<Field> = cols
+        .iter()
+        .zip(["id", "k", "a", "name", "cat", "ts", "d", "price", "flag", "small", "tags"])
+        .map(|(c, n)| Field::new(n, c.data_type().clone(), n != "id"))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+}
+
+/// A tiny `id long, v string` batch.
+pub fn id_batch(ids: std::ops::Range<i64>) -> RecordBatch {
+    let v: Vec<String> = ids.clone().map(|i| format!("v{i}")).collect();
+    RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("v", DataType::Utf8, true)])),
+        vec![Arc::new(Int64Array::from(ids.collect::<Vec<_>>())), Arc::new(StringArray::from(v))],
+    )
+    .unwrap()
+}
+
+/// Rows of a scan, collected.
+pub async fn scan_rows(t: &Table, sel: SnapshotSelector) -> Vec<RecordBatch> {
+    Scan::new(t).snapshot(sel).to_batches().await.unwrap()
+}
+
+pub fn count(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(|b| b.num_rows()).sum()
+}
+
+/// Sum of an Int64 column named `col`.
+pub fn sum_i64(batches: &[RecordBatch], col: &str) -> i64 {
+    batches
+        .iter()
+        .map(|b| {
+            let c = b.column(b.schema().index_of(col).unwrap());
+            let a = c.as_any().downcast_ref::<Int64Array>().unwrap();
+            a.iter().flatten().sum::<i64>()
+        })
+        .sum()
+}
+
+/// Writes batches to a Parquet file (the expected rows for the peer checker).
+pub fn write_parquet(path: &Path, batches: &[RecordBatch]) {
+    let schema = batches.first().map(|b| b.schema()).expect("at least one batch");
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(f, schema, None).unwrap();
+    for b in batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+}
+
+/// The peers' Python, installed by tools/peers/setup.sh (the test command sets it).
+pub fn peers_python() -> Option<PathBuf> {
+    if std::env::var("FLOE_SKIP_PEERS").as_deref() == Ok("1") {
+        eprintln!("FLOE_SKIP_PEERS=1: peer checks skipped");
+        return None;
+    }
+    let p = std::env::var("FLOE_PEERS_PYTHON").ok().map(PathBuf::from).or_else(|| {
+        let home = std::env::var("HOME").ok()?;
+        let p = PathBuf::from(home).join(".cache/floe/peers/venv/bin/python");
+        p.exists().then_some(p)
+    });
+    match p {
+        Some(p) => Some(p),
+        None => panic!("peer engines not installed: run `bash tools/test.sh` (or set FLOE_SKIP_PEERS=1 to skip interop)"),
+    }
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// One peer check: the table at `metadata` (optionally a snapshot) must hold `expected`.
+#[derive(serde::Serialize, Clone, Debug)]
+pub struct Check {
+    pub name: String,
+    pub metadata: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<i64>,
+    pub expected: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engines: Option<Vec<String>>,
+}
+
+/// Runs the peer checker over `checks`; panics with its report unless every engine agrees.
+pub fn peer_check(python: &Path, work: &Path, checks: &[Check]) {
+    let file = work.join(format!("checks-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, serde_json::to_vec_pretty(checks).unwrap()).unwrap();
+    let out = Command::new(python)
+        .arg(repo().join("tools/peers/peer_check.py"))
+        .arg(&file)
+        .output()
+        .expect("run peer_check.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<serde_json::Value> = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let compared = lines.iter().filter(|l| l.get("skipped").is_none()).count();
+    assert!(
+        out.status.success() && compared > 0,
+        "peer check failed (status {:?}):\n{stdout}\n--- stderr (tail) ---\n{}",
+        out.status,
+        stderr.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+    for l in &lines {
+        eprintln!("peer: {l}");
+    }
+}
+
+/// Scans `t` at `snapshot` with floe and writes the rows as the expected Parquet.
+pub async fn floe_expected(t: &Table, snapshot: Option<i64>, path: &Path) -> usize {
+    let sel = snapshot.map(SnapshotSelector::Id).unwrap_or_default();
+    let batches = scan_rows(t, sel).await;
+    let n = count(&batches);
+    if n == 0 {
+        // An empty table: write an empty file with the scan schema.
+        let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(t.metadata().current_schema()).unwrap());
+        write_parquet(path, &[RecordBatch::new_empty(schema)]);
+    } else {
+        write_parquet(path, &batches);
+    }
+    n
+}

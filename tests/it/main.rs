@@ -1,0 +1,9 @@
+//! floe's integration tests: one binary, one module per area.
+
+mod append_scan;
+mod bad_input;
+mod catalog;
+mod cli;
+mod common;
+mod fixtures;
+mod interop;

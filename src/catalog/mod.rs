@@ -258,6 +258,7 @@ impl Catalog {
             };
         }
         crate::spec::TableProperties::parse(&props).map_err(|e| e.context(format!("creating {name}")))?;
+        check_features(&creation.schema, fv).map_err(|e| e.context(format!("creating {name}")))?;
         let location = creation.location.clone().unwrap_or_else(|| self.default_location(ident));
         let sort = creation.sort_order.clone().unwrap_or_else(SortOrder::unsorted_order);
         let md = TableMetadataBuilder::new(creation.schema, creation.partition_spec, sort, location.clone(), fv, props)
@@ -391,6 +392,28 @@ impl Catalog {
         }
         Ok(())
     }
+}
+
+/// Refuses schema features the format version does not have (v3-only types and defaults).
+fn check_features(schema: &Schema, fv: FormatVersion) -> Result<()> {
+    use crate::spec::{PrimitiveType, Type};
+    if fv == FormatVersion::V3 {
+        return Ok(());
+    }
+    for f in schema.field_id_to_fields().values() {
+        if let Type::Primitive(PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs) = f.field_type.as_ref() {
+            return Err(Error::invalid(format!(
+                "column '{}' has type {} which needs format-version 3; create the table with --format-version 3",
+                f.name, f.field_type
+            )));
+        }
+        if f.initial_default.is_some() || f.write_default.is_some() {
+            return Err(Error::invalid(format!(
+                "column '{}' has a default value, which needs format-version 3", f.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `<location>/metadata/NNNNN-<uuid>.metadata.json`, numbered after the previous one.

@@ -157,7 +157,7 @@ impl Scan {
         };
         let bound: Option<BoundPredicate> = match &self.filter {
             None => None,
-            Some(p) => Some(p.bind(schema.clone(), false).map_err(|e| Error::invalid(format!("filter on table {name}: {}", e.message())))?),
+            Some(p) => Some(p.bind(schema.clone(), false).map_err(|e| Error::invalid(format!("filter on table {name}: {}", e.message())))?.rewrite_not()),
         };
         let Some(snap) = snapshot.clone() else {
             return Ok(ScanPlan { snapshot: None, schema, files: vec![], stats: PlanStats::default(), tasks: vec![] });

@@ -249,7 +249,20 @@ pub(crate) fn sort_batch(batch: &RecordBatch, order: &SortOrder, schema: &iceber
     Ok(RecordBatch::try_new(batch.schema(), columns)?)
 }
 
+/// Rows handed to the Parquet writer at a time; the roll check runs between chunks.
+const ROLL_CHECK_ROWS: usize = 8192;
+
 async fn write_rolling(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter, b: &RecordBatch) -> Result<()> {
+    let mut offset = 0;
+    while offset < b.num_rows() {
+        let len = ROLL_CHECK_ROWS.min(b.num_rows() - offset);
+        write_chunk(s, lane, seq, pw, &b.slice(offset, len)).await?;
+        offset += len;
+    }
+    Ok(())
+}
+
+async fn write_chunk(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter, b: &RecordBatch) -> Result<()> {
     if pw.current.is_none() {
         let dir = match &pw.key {
             Some(k) => join(&s.data_path, &k.to_path()),

@@ -76,13 +76,13 @@ async fn partitioned_append_scan_prune_and_time_travel() {
 #[tokio::test]
 async fn sorted_rolled_files_with_truncated_metrics() {
     let (_d, cat) = sqlite_catalog();
-    let schema = parse_schema("id long, name string").unwrap();
+    let schema = parse_schema("id long, v string").unwrap();
     let mut c = TableCreation::new(schema.clone());
     c.sort_order = Some(parse_sort_order("id desc", &schema).unwrap());
     c.properties = HashMap::from([
         ("write.target-file-size-bytes".to_string(), "20000".to_string()),
         ("write.parquet.row-group-size-bytes".to_string(), "8000".to_string()),
-        ("write.metadata.metrics.column.name".to_string(), "truncate(4)".to_string()),
+        ("write.metadata.metrics.column.v".to_string(), "truncate(4)".to_string()),
     ]);
     let t = cat.create_table(&parse_ident("db.sorted").unwrap(), c).await.unwrap();
     let batches: Vec<_> = (0..10).map(|i| Ok(id_batch(i * 3000..(i + 1) * 3000))).collect();
@@ -91,7 +91,7 @@ async fn sorted_rolled_files_with_truncated_metrics() {
     let plan = Scan::new(&r.table).plan().await.unwrap();
     for f in &plan.files {
         assert_eq!(f.file.sort_order_id(), Some(1));
-        let lo = f.file.lower_bounds().get(&2).expect("name lower bound");
+        let lo = f.file.lower_bounds().get(&2).expect("v lower bound");
         let lo = format!("{lo}");
         assert!(lo.trim_matches('"').chars().count() <= 4, "bound not truncated: {lo}");
     }

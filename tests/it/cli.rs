@@ -70,7 +70,7 @@ fn every_command_end_to_end() {
     assert!(pq_out.exists());
     // Catalog-less read of the metadata file.
     let meta = desc["metadata_location"].as_str().unwrap().to_string();
-    assert_eq!(ok(&wh, &["scan", "--metadata", &meta, "--count"]).trim(), "80");
+    assert_eq!(ok(&wh, &["scan", "--metadata", &meta, "--count"]).trim(), "110");
     ok(&wh, &["rename", "db.events", "db.events2"]);
     ok(&wh, &["drop", "db.events2", "--purge"]);
     assert!(!ok(&wh, &["tables"]).contains("events"));

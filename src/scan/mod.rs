@@ -17,6 +17,29 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::spec::{SchemaRef, Snapshot};
 use crate::table::Table;
 
+/// Expands run-end-encoded columns (the iceberg reader uses them for constant partition
+/// values) so callers always get plain Arrow arrays.
+fn plain_batch(b: RecordBatch) -> iceberg::Result<RecordBatch> {
+    use arrow_schema::{DataType, Field, Schema};
+    if !b.schema().fields().iter().any(|f| matches!(f.data_type(), DataType::RunEndEncoded(_, _))) {
+        return Ok(b);
+    }
+    let err = |e: arrow_schema::ArrowError| iceberg::Error::new(iceberg::ErrorKind::Unexpected, "expanding run-end-encoded column").with_source(e);
+    let mut fields = Vec::new();
+    let mut cols = Vec::new();
+    for (f, c) in b.schema().fields().iter().zip(b.columns()) {
+        if let DataType::RunEndEncoded(_, values) = f.data_type() {
+            let plain = arrow_cast::cast(c, values.data_type()).map_err(err)?;
+            fields.push(Arc::new(Field::new(f.name(), values.data_type().clone(), f.is_nullable()).with_metadata(f.metadata().clone())));
+            cols.push(plain);
+        } else {
+            fields.push(f.clone());
+            cols.push(c.clone());
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, b.schema().metadata().clone())), cols).map_err(err)
+}
+
 /// Which snapshot a scan reads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum SnapshotSelector {
@@ -252,6 +275,7 @@ impl Scan {
         let tasks = futures::stream::iter(plan.tasks.into_iter().map(Ok)).boxed();
         let stream = reader.read(tasks)?.stream();
         Ok(stream
+            .map(|r| r.and_then(plain_batch))
             .map_err(move |e| {
                 let msg = format!("reading table {name}: {}", e.message());
                 let kind = if msg.contains("not found") || msg.contains("missing") { ErrorKind::NotFound } else { ErrorKind::Corrupt };

@@ -69,7 +69,8 @@ ALL_ENGINES = ["duckdb", "pyiceberg", "spark"]
 def _is_uuid_type(t) -> bool:
     if t is None:
         return False
-    if isinstance(t, pa.ExtensionType) and t.extension_name in ("arrow.uuid", "uuid"):
+    # pyarrow's built-in uuid type is a BaseExtensionType, not an ExtensionType subclass.
+    if getattr(t, "extension_name", None) in ("arrow.uuid", "uuid"):
         return True
     # Iceberg uuid surfaces as fixed_size_binary(16) in several engines; treating
     # every fixed[16] as a uuid is harmless since both sides get the same rule.
@@ -77,7 +78,7 @@ def _is_uuid_type(t) -> bool:
 
 
 def _storage(t):
-    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+    return t.storage_type if hasattr(t, "storage_type") else t
 
 
 def _ts_str(v: dt.datetime) -> str:

@@ -66,3 +66,71 @@ async fn peers_read_floe_tables_row_for_row() {
     checks.extend(checks_for(&t, &s, work.path(), "plain").await);
     peer_check(&py, work.path(), &checks);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory() {
+    let Some(py) = peers_python() else { return };
+    if std::env::var("FLOE_PEERS_NO_SPARK").as_deref() == Ok("1") {
+        eprintln!("FLOE_PEERS_NO_SPARK=1: skipped");
+        return;
+    }
+    let (dir, fs) = fs_catalog();
+    let schema = parse_schema("id long, v string").unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    c.partition_spec = parse_partition_spec("bucket(4, id)", &schema).unwrap();
+    let t = fs.create_table(&parse_ident("db.shared").unwrap(), c).await.unwrap();
+    append(&fs, &t, vec![Ok(id_batch(0..20))], None).await.unwrap();
+    let out = std::process::Command::new(&py)
+        .arg(repo().join("tools/peers/spark_write.py"))
+        .arg(dir.path())
+        .arg("db.shared")
+        .arg("(100, 'spark-a'), (101, 'spark-b')")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "spark write failed:\n{}", String::from_utf8_lossy(&out.stderr).lines().rev().take(30).collect::<Vec<_>>().join("\n"));
+    // floe sees Spark's commit (v3.metadata.json via version-hint) and appends after it.
+    let t = fs.load_table(&parse_ident("db.shared").unwrap()).await.unwrap();
+    assert_eq!(t.metadata().snapshots().len(), 2);
+    let r = append(&fs, &t, vec![Ok(id_batch(20..25))], None).await.unwrap();
+    let rows = scan_rows(&r.table, floe::scan::SnapshotSelector::Current).await;
+    assert_eq!(count(&rows), 27);
+    assert_eq!(sum_i64(&rows, "id"), (0..25).sum::<i64>() + 201);
+    // DuckDB and Spark read the table directory (version-hint.text), pyiceberg the metadata file.
+    let work = tempfile::tempdir().unwrap();
+    let exp = work.path().join("shared.parquet");
+    floe_expected(&r.table, None, &exp).await;
+    let table_dir = dir.path().join("db/shared");
+    peer_check(
+        &py,
+        work.path(),
+        &[Check {
+            name: "hadoop-dir".into(),
+            metadata: r.table.metadata_location().to_string(),
+            snapshot_id: None,
+            expected: exp.to_string_lossy().to_string(),
+            engines: None,
+        }],
+    );
+    let checks = serde_json::json!([{ "name": "dir", "table_dir": table_dir, "expected": exp, "engines": ["duckdb", "spark"] }]);
+    let f = work.path().join("dir.json");
+    std::fs::write(&f, checks.to_string()).unwrap();
+    let o = std::process::Command::new(&py).arg(repo().join("tools/peers/peer_check.py")).arg(&f).output().unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr).lines().rev().take(20).collect::<Vec<_>>().join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_read_the_quickstart_warehouse() {
+    let Some(py) = peers_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("qs");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_floe")).args(["quickstart", "--rows", "30000", "--dir"]).arg(&wh).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cat = Catalog::open(None, Some(wh.to_str().unwrap()), None).unwrap();
+    let mut checks = Vec::new();
+    for name in ["demo.events", "demo.events_v3"] {
+        let t = cat.load_table(&parse_ident(name).unwrap()).await.unwrap();
+        let snaps: Vec<i64> = t.metadata().snapshots().map(|s| s.snapshot_id()).collect();
+        checks.extend(checks_for(&t, &snaps, dir.path(), name).await);
+    }
+    peer_check(&py, dir.path(), &checks);
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Spark keeps writing a table floe created in a filesystem (Hadoop) catalog.
+
+    python spark_write.py WAREHOUSE NS.TABLE SQL_VALUES
+
+Runs `INSERT INTO local.NS.TABLE VALUES <SQL_VALUES>` through Spark's hadoop catalog rooted
+at WAREHOUSE, then prints {"rows": <count after>, "snapshots": <n>} as one JSON line.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import floe_peers  # noqa: E402
+
+
+def main(argv):
+    warehouse, table, values = argv[1], argv[2], argv[3]
+    spark = floe_peers.spark_session(warehouse=warehouse, app="floe-spark-write")
+    try:
+        spark.sql(f"INSERT INTO local.{table} VALUES {values}")
+        rows = spark.sql(f"SELECT count(*) AS n FROM local.{table}").collect()[0]["n"]
+        snaps = spark.sql(f"SELECT count(*) AS n FROM local.{table}.snapshots").collect()[0]["n"]
+        print(json.dumps({"rows": rows, "snapshots": snaps}))
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

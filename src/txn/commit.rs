@@ -63,10 +63,21 @@ pub async fn commit(
     let started = Instant::now();
     let mut base = table.clone();
     let mut attempt = 0u32;
+    let storage = table.storage().clone();
     loop {
-        let since = snapshots_since(base.metadata(), start_snapshot)?;
-        validation.validate(base.metadata(), &since)?;
-        let next = producer.produce(&base).await?;
+        let attempt_result = async {
+            let since = snapshots_since(base.metadata(), start_snapshot)?;
+            validation.validate(base.metadata(), &since)?;
+            producer.produce(&base).await
+        }
+        .await;
+        let next = match attempt_result {
+            Ok(n) => n,
+            Err(e) => {
+                producer.abort(&storage).await;
+                return Err(e);
+            }
+        };
         match catalog.commit(&base, next).await {
             CommitOutcome::Committed(t) => return Ok(t),
             CommitOutcome::Unknown(e) => {
@@ -81,9 +92,11 @@ pub async fn commit(
                 .with_source(e))
             }
             CommitOutcome::Conflict(msg) => {
+                producer.discard_attempt(&storage).await;
                 attempt += 1;
                 let elapsed = started.elapsed().as_millis() as u64;
                 if attempt > props.commit_num_retries || elapsed > props.commit_total_timeout_ms {
+                    producer.abort(&storage).await;
                     return Err(Error::new(
                         ErrorKind::Conflict,
                         format!("{msg}; gave up after {attempt} attempts (commit.retry.num-retries={})", props.commit_num_retries),
@@ -92,7 +105,13 @@ pub async fn commit(
                 let wait = (props.commit_min_wait_ms.saturating_mul(1 << (attempt - 1).min(20))).min(props.commit_max_wait_ms);
                 let jitter = rand::random::<u64>() % (wait / 10 + 1);
                 tokio::time::sleep(Duration::from_millis(wait + jitter)).await;
-                base = catalog.load_table(table.ident()).await?;
+                base = match catalog.load_table(table.ident()).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        producer.abort(&storage).await;
+                        return Err(e);
+                    }
+                };
             }
         }
     }

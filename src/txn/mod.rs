@@ -43,13 +43,31 @@ where
 {
     let mut w = DataWriter::new(table)?;
     for b in batches {
-        w.write(b?).await?;
+        let r = match b {
+            Ok(b) => w.write(b).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            w.abort(table.storage()).await;
+            return Err(e);
+        }
         if let Some(p) = progress {
             p.set_rows(w.rows_written());
         }
     }
     let files = w.close().await?;
-    append_files(catalog, table, files).await
+    let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
+    match append_files(catalog, table, files).await {
+        Ok(r) => Ok(r),
+        Err(e) if e.kind() != crate::ErrorKind::CommitStateUnknown => {
+            // Not committed: the written files would only be orphans.
+            for p in paths {
+                let _ = table.storage().delete(&p).await;
+            }
+            Err(e)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Commits already-written data files as one `append` snapshot.

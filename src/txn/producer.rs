@@ -25,6 +25,7 @@ pub struct SnapshotProducer {
     added_manifests: Option<Vec<ManifestFile>>,
     properties: HashMap<String, String>,
     attempt: u32,
+    last_list: Option<String>,
 }
 
 /// A positive random snapshot id, as Iceberg Java derives them.
@@ -45,6 +46,7 @@ impl SnapshotProducer {
             added_manifests: None,
             properties: HashMap::new(),
             attempt: 0,
+            last_list: None,
         }
     }
 
@@ -94,6 +96,21 @@ impl SnapshotProducer {
         Ok(out)
     }
 
+    /// Deletes the manifest list of the last (failed) attempt.
+    pub async fn discard_attempt(&mut self, storage: &crate::storage::Storage) {
+        if let Some(l) = self.last_list.take() {
+            let _ = storage.delete(&l).await;
+        }
+    }
+
+    /// Deletes every file this producer wrote (the change was not committed).
+    pub async fn abort(&mut self, storage: &crate::storage::Storage) {
+        self.discard_attempt(storage).await;
+        for m in self.added_manifests.take().unwrap_or_default() {
+            let _ = storage.delete(&m.manifest_path).await;
+        }
+    }
+
     /// Produces the next metadata of `base` with this snapshot on `main`.
     pub async fn produce(&mut self, base: &Table) -> Result<TableMetadata> {
         let md = base.metadata();
@@ -113,6 +130,7 @@ impl SnapshotProducer {
             &format!("metadata/snap-{}-{}-{}.avro", self.snapshot_id, self.attempt, self.commit_uuid),
         );
         self.attempt += 1;
+        self.last_list = Some(list_path.clone());
         let writer = io.new_output(&list_path)?.writer().await?;
         let parent_id = parent.as_ref().map(|p| p.snapshot_id());
         let first_row_id = md.next_row_id();

@@ -129,6 +129,15 @@ impl DataWriter {
         Ok(())
     }
 
+    /// Stops writing and deletes every file written so far (nothing was committed).
+    pub async fn abort(self, storage: &Storage) {
+        if let Ok(files) = self.close().await {
+            for f in files {
+                let _ = storage.delete(f.file_path()).await;
+            }
+        }
+    }
+
     /// Flushes and closes every file; returns the data files written.
     pub async fn close(mut self) -> Result<Vec<DataFile>> {
         let mut files = Vec::new();

@@ -141,3 +141,29 @@ async fn relocated_table_reads_from_where_it_lies() {
     let st = floe::table::Table::open_static(cat.storage(), moved.join("metadata").join(meta).to_str().unwrap()).await.unwrap();
     assert_eq!(sum_i64(&scan_rows(&st, SnapshotSelector::Current).await, "id"), (0..42).sum::<i64>());
 }
+
+#[tokio::test]
+async fn failed_append_commits_nothing_and_leaves_no_files() {
+    let (dir, cat) = sqlite_catalog();
+    let t = cat.create_table(&parse_ident("db.fail").unwrap(), TableCreation::new(parse_schema("id long, v string").unwrap())).await.unwrap();
+    let bad = floe::Error::new(floe::ErrorKind::InvalidInput, "input broke half-way");
+    let r = append(&cat, &t, vec![Ok(id_batch(0..100)), Ok(id_batch(100..200)), Err(bad)], None).await;
+    assert_eq!(r.unwrap_err().kind(), floe::ErrorKind::InvalidInput);
+    let t = cat.load_table(&parse_ident("db.fail").unwrap()).await.unwrap();
+    assert!(t.current_snapshot().is_none(), "nothing committed");
+    let data = dir.path().join("db/fail/data");
+    let left: Vec<_> = walk(&data);
+    assert!(left.is_empty(), "orphan files left: {left:?}");
+}
+
+fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}

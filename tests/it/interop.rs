@@ -116,6 +116,25 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
     std::fs::write(&f, checks.to_string()).unwrap();
     let o = std::process::Command::new(&py).arg(repo().join("tools/peers/peer_check.py")).arg(&f).output().unwrap();
     assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr).lines().rev().take(20).collect::<Vec<_>>().join("\n"));
+
+    // Spark writes a merge-on-read delete: floe refuses that snapshot (it cannot apply delete
+    // files yet) instead of returning deleted rows, and still reads the snapshots before it.
+    let before = r.snapshot_id.unwrap();
+    let out = std::process::Command::new(&py)
+        .arg(repo().join("tools/peers/spark_write.py"))
+        .arg(dir.path())
+        .arg("db.shared")
+        .arg("")
+        .arg("ALTER TABLE {t} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+        .arg("DELETE FROM {t} WHERE id = 5")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "spark delete failed:\n{}", String::from_utf8_lossy(&out.stderr).lines().rev().take(30).collect::<Vec<_>>().join("\n"));
+    let t = fs.load_table(&parse_ident("db.shared").unwrap()).await.unwrap();
+    let err = floe::scan::Scan::new(&t).to_batches().await.unwrap_err();
+    assert_eq!(err.kind(), floe::ErrorKind::Unsupported, "{err:?}");
+    assert!(err.to_string().contains("delete file"), "{err}");
+    assert_eq!(count(&scan_rows(&t, floe::scan::SnapshotSelector::Id(before)).await), 27);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Spark keeps writing a table floe created in a filesystem (Hadoop) catalog.
 
-    python spark_write.py WAREHOUSE NS.TABLE SQL_VALUES
+    python spark_write.py WAREHOUSE NS.TABLE SQL_VALUES [STATEMENT ...]
 
-Runs `INSERT INTO local.NS.TABLE VALUES <SQL_VALUES>` through Spark's hadoop catalog rooted
-at WAREHOUSE, then prints {"rows": <count after>, "snapshots": <n>} as one JSON line.
+Runs `INSERT INTO local.NS.TABLE VALUES <SQL_VALUES>` (skipped when SQL_VALUES is empty), then
+each further STATEMENT (`{t}` stands for local.NS.TABLE), through Spark's hadoop catalog
+rooted at WAREHOUSE, then prints {"rows": <count after>, "snapshots": <n>} as one JSON line.
 """
 
 import json
@@ -20,7 +21,10 @@ def main(argv):
     warehouse, table, values = argv[1], argv[2], argv[3]
     spark = floe_peers.spark_session(warehouse=warehouse, app="floe-spark-write")
     try:
-        spark.sql(f"INSERT INTO local.{table} VALUES {values}")
+        if values:
+            spark.sql(f"INSERT INTO local.{table} VALUES {values}")
+        for stmt in argv[4:]:
+            spark.sql(stmt.replace("{t}", f"local.{table}"))
         rows = spark.sql(f"SELECT count(*) AS n FROM local.{table}").collect()[0]["n"]
         snaps = spark.sql(f"SELECT count(*) AS n FROM local.{table}.snapshots").collect()[0]["n"]
         print(json.dumps({"rows": rows, "snapshots": snaps}))

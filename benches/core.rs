@@ -1,0 +1,195 @@
+//! Append and scan throughput against named baselines, ratios printed in the same run.
+//!
+//! `cargo bench --bench core` (env: `FLOE_BENCH_ROWS`, default 10,000,000; `FLOE_BENCH_DIR`,
+//! default `~/.cache/floe/bench`; `FLOE_PEERS_PYTHON` for the pyiceberg/DuckDB baselines,
+//! installed by `tools/peers/setup.sh`).
+//!
+//! Baselines: the raw `parquet` ArrowWriter writing the same batches as 2 files on 2 threads;
+//! the raw `ParquetRecordBatchReader` reading the same files on 2 threads; pyiceberg 0.12
+//! `append` / `scan().to_arrow()`; DuckDB 1.5.5 `iceberg_scan` reading every column.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use floe::catalog::{Catalog, TableCreation};
+use floe::scan::Scan;
+use floe::spec::{parse_partition_spec, parse_schema};
+use floe::table::parse_ident;
+use futures::StreamExt;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+const DDL: &str = "id long, k long, a double, b double, s1 string, s2 string, ts timestamp, d date";
+
+fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut best = f64::MAX;
+    let mut last = None;
+    for _ in 0..n {
+        let t = Instant::now();
+        let r = f();
+        best = best.min(t.elapsed().as_secs_f64());
+        last = Some(r);
+    }
+    (best, last.expect("n > 0"))
+}
+
+fn python() -> Option<PathBuf> {
+    std::env::var("FLOE_PEERS_PYTHON").ok().map(PathBuf::from).or_else(|| {
+        let p = PathBuf::from(std::env::var("HOME").ok()?).join(".cache/floe/peers/venv/bin/python");
+        p.exists().then_some(p)
+    })
+}
+
+fn run_json(py: &Path, args: &[&str]) -> Option<serde_json::Value> {
+    let out = Command::new(py).args(args).output().ok()?;
+    if !out.status.success() {
+        eprintln!("baseline {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        return None;
+    }
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.lines().rev().find_map(|l| serde_json::from_str(l).ok())
+}
+
+fn load(files: &[PathBuf]) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    for f in files {
+        let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).unwrap()).unwrap().with_batch_size(65536).build().unwrap();
+        out.extend(r.map(|b| b.unwrap()));
+    }
+    out
+}
+
+fn raw_write(batches: &[RecordBatch], dir: &Path) -> u64 {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let half = batches.len() / 2;
+    let parts = [&batches[..half], &batches[half..]];
+    std::thread::scope(|s| {
+        let hs: Vec<_> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| {
+                s.spawn(move || {
+                    let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap())).build();
+                    let f = std::fs::File::create(dir.join(format!("raw-{i}.parquet"))).unwrap();
+                    let mut w = ArrowWriter::try_new(f, part[0].schema(), Some(props)).unwrap();
+                    for b in part.iter() {
+                        w.write(b).unwrap();
+                    }
+                    w.close().unwrap();
+                    part.iter().map(|b| b.num_rows() as u64).sum::<u64>()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    })
+}
+
+fn raw_read(files: &[String]) -> u64 {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = files
+            .iter()
+            .map(|f| {
+                s.spawn(move || {
+                    let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f.trim_start_matches("file://")).unwrap()).unwrap().build().unwrap();
+                    r.map(|b| b.unwrap().num_rows() as u64).sum::<u64>()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    })
+}
+
+fn line(name: &str, secs: f64, base_name: &str, base: Option<f64>, target: f64) {
+    match base {
+        Some(b) => {
+            let ratio = b / secs;
+            let verdict = if ratio >= target { "ok" } else { "BELOW TARGET" };
+            println!("{name:<38} {secs:>7.2}s   vs {base_name:<34} {b:>7.2}s   ratio {ratio:>5.2}x (target >= {target}x) {verdict}");
+        }
+        None => println!("{name:<38} {secs:>7.2}s   vs {base_name:<34}    n/a"),
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let rows: usize = std::env::var("FLOE_BENCH_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000_000);
+    let base = std::env::var("FLOE_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/floe/bench"));
+    let data = base.join(format!("data-{rows}"));
+    let py = python().expect("peers python: run tools/peers/setup.sh first");
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    run_json(&py, &[repo.join("tools/bench/gen_data.py").to_str().unwrap(), data.to_str().unwrap(), "--rows", &rows.to_string(), "--files", "2"]).expect("generate data");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&data).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "parquet")).collect();
+    files.sort();
+    let batches = load(&files);
+    let n: usize = batches.iter().map(|b| b.num_rows()).sum();
+    println!("floe core benchmark: {n} rows x 8 columns, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let work = base.join("work");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+
+    let (raw_w, _) = best(2, || raw_write(&batches, &work.join("raw")));
+
+    let cat = Catalog::open(None, Some(work.join("wh").to_str().unwrap()), None).unwrap();
+    let schema = parse_schema(DDL).unwrap();
+    let mut counter = 0;
+    let mut append = |partition: Option<&str>| {
+        counter += 1;
+        let name = format!("bench.t{counter}");
+        let mut c = TableCreation::new(schema.clone());
+        if let Some(p) = partition {
+            c.partition_spec = parse_partition_spec(p, &schema).unwrap();
+        }
+        let t = rt.block_on(cat.create_table(&parse_ident(&name).unwrap(), c)).unwrap();
+        let input: Vec<_> = batches.iter().cloned().map(Ok).collect();
+        let start = Instant::now();
+        let r = rt.block_on(floe::txn::append(&cat, &t, input, None)).unwrap();
+        (start.elapsed().as_secs_f64(), r.table)
+    };
+    let (mut floe_unpart, mut t_unpart) = append(None);
+    let (s2, t2) = append(None);
+    if s2 < floe_unpart {
+        floe_unpart = s2;
+        t_unpart = t2;
+    }
+    let (floe_day, _) = append(Some("day(ts)"));
+
+    let plan = rt.block_on(Scan::new(&t_unpart).plan()).unwrap();
+    let data_files: Vec<String> = plan.files.iter().map(|f| f.file.file_path().to_string()).collect();
+    let (raw_r, raw_rows) = best(3, || raw_read(&data_files));
+    let (floe_scan, scan_rows) = best(3, || {
+        rt.block_on(async {
+            let mut s = Scan::new(&t_unpart).concurrency(2).to_stream().await.unwrap();
+            let mut n = 0u64;
+            while let Some(b) = s.next().await {
+                n += b.unwrap().num_rows() as u64;
+            }
+            n
+        })
+    });
+    assert_eq!(scan_rows, raw_rows);
+    assert_eq!(scan_rows as usize, n);
+
+    let meta = t_unpart.metadata_location().to_string();
+    let duck = run_json(&py, &[repo.join("tools/bench/baseline_duckdb.py").to_str().unwrap(), "--metadata", &meta, "--threads", "2"]);
+    let pyice = run_json(&py, &[repo.join("tools/bench/baseline_pyiceberg.py").to_str().unwrap(), "--data", data.to_str().unwrap(), "--work", work.join("pyiceberg").to_str().unwrap()]);
+    let f = |v: &Option<serde_json::Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(|x| x.as_f64());
+
+    println!();
+    line("floe append, unpartitioned", floe_unpart, "raw ArrowWriter, 2 files/2 threads", Some(raw_w), 0.9);
+    line("floe append, unpartitioned", floe_unpart, "pyiceberg append", f(&pyice, "append_unpartitioned_s"), 1.2);
+    line("floe append, day(ts)", floe_day, "pyiceberg append, day(ts)", f(&pyice, "append_day_s"), 3.0);
+    line("floe scan, all columns, 2 threads", floe_scan, "raw ParquetRecordBatchReader, 2 thr", Some(raw_r), 0.9);
+    line("floe scan, all columns, 2 threads", floe_scan, "DuckDB iceberg_scan max(every col)", f(&duck, "duckdb_scan_s"), 1.3);
+    line("floe scan, all columns, 2 threads", floe_scan, "pyiceberg scan().to_arrow()", f(&pyice, "scan_to_arrow_s"), 1.8);
+    let _ = Arc::new(());
+}

@@ -90,7 +90,7 @@ impl Scan {
             columns: None,
             filter: None,
             snapshot: SnapshotSelector::Current,
-            batch_size: None,
+            batch_size: Some(8192),
             concurrency: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
         }
     }
@@ -109,7 +109,7 @@ impl Scan {
         self.snapshot = s;
         self
     }
-    /// Rows per batch.
+    /// Rows per batch (default 8192).
     pub fn batch_size(mut self, n: usize) -> Self {
         self.batch_size = Some(n);
         self

@@ -42,6 +42,13 @@ pub fn parse_schema(ddl: &str) -> Result<Schema> {
     Schema::builder().with_fields(fields).build().map_err(|e| Error::invalid(format!("schema '{ddl}': {e}")))
 }
 
+/// Converts an Arrow schema (for example a Parquet file's) into an Iceberg schema with fresh
+/// field ids; field ids present in the Arrow metadata are ignored.
+pub fn schema_from_arrow(schema: &arrow_schema::Schema) -> Result<Schema> {
+    let plain = iceberg::arrow::strip_metadata_from_schema(schema).map_err(|e| Error::invalid(format!("arrow schema: {e}")))?;
+    iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&plain).map_err(|e| Error::invalid(format!("arrow schema cannot be an Iceberg schema: {e}")))
+}
+
 struct Parser<'a> {
     s: &'a str,
     pos: usize,

@@ -5,7 +5,7 @@ mod ddl;
 mod layout;
 mod properties;
 
-pub use ddl::parse_schema;
+pub use ddl::{parse_schema, schema_from_arrow};
 pub use layout::{parse_partition_spec, parse_sort_order};
 pub use properties::{MetricsMode, TableProperties, WriteMode};
 

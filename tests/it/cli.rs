@@ -59,6 +59,14 @@ fn every_command_end_to_end() {
     ok(&wh, &["append", "db.events", &pq]);
     assert_eq!(ok(&wh, &["scan", "db.events", "--count"]).trim(), "110");
     assert_eq!(ok(&wh, &["scan", "db.events", "--count", "--snapshot", &first.to_string()]).trim(), "80");
+    // Time travel by timestamp: now is the current state, before the first commit nothing.
+    let now = chrono_now_ms();
+    assert_eq!(ok(&wh, &["scan", "db.events", "--count", "--as-of", &now.to_string()]).trim(), "110");
+    assert!(!floe(&wh, &["scan", "db.events", "--count", "--as-of", "2001-01-01T00:00:00Z"]).status.success());
+    // A table whose schema comes from a Parquet file.
+    ok(&wh, &["create", "db.like", "--schema-from", &pq]);
+    ok(&wh, &["append", "db.like", &pq]);
+    assert_eq!(ok(&wh, &["scan", "db.like", "--count"]).trim(), "30");
     let desc: serde_json::Value = serde_json::from_str(&ok(&wh, &["describe", "db.events", "--json"])).unwrap();
     assert_eq!(desc["format_version"], 2);
     let files: serde_json::Value = serde_json::from_str(&ok(&wh, &["files", "db.events", "--json"])).unwrap();
@@ -123,4 +131,8 @@ fn two_processes_append_concurrently_and_both_land() {
         let snaps: serde_json::Value = serde_json::from_str(&ok(&wh, &a.iter().map(String::as_str).collect::<Vec<_>>())).unwrap();
         assert_eq!(snaps.as_array().unwrap().len(), rounds * 2);
     }
+}
+
+fn chrono_now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }

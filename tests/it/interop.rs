@@ -67,6 +67,19 @@ async fn peers_read_floe_tables_row_for_row() {
     peer_check(&py, work.path(), &checks);
 }
 
+/// Runs an INSERT of `values` (if any) and `statements` through Spark's hadoop catalog.
+fn spark_write(py: &std::path::Path, warehouse: &std::path::Path, table: &str, values: &str, statements: &[&str]) {
+    let out = std::process::Command::new(py)
+        .arg(repo().join("tools/peers/spark_write.py"))
+        .arg(warehouse)
+        .arg(table)
+        .arg(values)
+        .args(statements)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "spark failed:\n{}", String::from_utf8_lossy(&out.stderr).lines().rev().take(30).collect::<Vec<_>>().join("\n"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory() {
     let Some(py) = peers_python() else { return };
@@ -80,14 +93,7 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
     c.partition_spec = parse_partition_spec("bucket(4, id)", &schema).unwrap();
     let t = fs.create_table(&parse_ident("db.shared").unwrap(), c).await.unwrap();
     append(&fs, &t, vec![Ok(id_batch(0..20))], None).await.unwrap();
-    let out = std::process::Command::new(&py)
-        .arg(repo().join("tools/peers/spark_write.py"))
-        .arg(dir.path())
-        .arg("db.shared")
-        .arg("(100, 'spark-a'), (101, 'spark-b')")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "spark write failed:\n{}", String::from_utf8_lossy(&out.stderr).lines().rev().take(30).collect::<Vec<_>>().join("\n"));
+    spark_write(&py, dir.path(), "db.shared", "(100, 'spark-a'), (101, 'spark-b')", &[]);
     // floe sees Spark's commit (v3.metadata.json via version-hint) and appends after it.
     let t = fs.load_table(&parse_ident("db.shared").unwrap()).await.unwrap();
     assert_eq!(t.metadata().snapshots().len(), 2);
@@ -120,16 +126,13 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
     // Spark writes a merge-on-read delete: floe refuses that snapshot (it cannot apply delete
     // files yet) instead of returning deleted rows, and still reads the snapshots before it.
     let before = r.snapshot_id.unwrap();
-    let out = std::process::Command::new(&py)
-        .arg(repo().join("tools/peers/spark_write.py"))
-        .arg(dir.path())
-        .arg("db.shared")
-        .arg("")
-        .arg("ALTER TABLE {t} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
-        .arg("DELETE FROM {t} WHERE id = 5")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "spark delete failed:\n{}", String::from_utf8_lossy(&out.stderr).lines().rev().take(30).collect::<Vec<_>>().join("\n"));
+    spark_write(
+        &py,
+        dir.path(),
+        "db.shared",
+        "",
+        &["ALTER TABLE {t} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')", "DELETE FROM {t} WHERE id = 5"],
+    );
     let t = fs.load_table(&parse_ident("db.shared").unwrap()).await.unwrap();
     let err = floe::scan::Scan::new(&t).to_batches().await.unwrap_err();
     assert_eq!(err.kind(), floe::ErrorKind::Unsupported, "{err:?}");

@@ -47,3 +47,11 @@ pub fn read_file(path: &str, table_schema: &SchemaRef) -> Result<Box<dyn Iterato
     let p = path.to_string();
     Ok(Box::new(reader.map(move |r| r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{p}: {e}"))))))
 }
+
+/// The Arrow schema of a Parquet file.
+pub fn parquet_schema(path: &str) -> Result<SchemaRef> {
+    let file = File::open(path).map_err(|e| Error::new(floe::ErrorKind::NotFound, format!("cannot open '{path}': {e}")))?;
+    let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("'{path}' is not a readable Parquet file: {e}")))?;
+    Ok(b.schema().clone())
+}

@@ -56,8 +56,11 @@ enum Cmd {
         /// Table name (ns.table).
         name: String,
         /// Schema DDL, e.g. 'id long, name string, ts timestamptz'.
-        #[arg(long)]
-        schema: String,
+        #[arg(long, required_unless_present = "schema_from")]
+        schema: Option<String>,
+        /// Take the schema from a Parquet file instead.
+        #[arg(long, conflicts_with = "schema")]
+        schema_from: Option<String>,
         /// Partition spec, e.g. 'day(ts), bucket(16,id)'.
         #[arg(long)]
         partition_by: Option<String>,
@@ -271,10 +274,14 @@ fn parse_time_ms(s: &str) -> Result<i64> {
 async fn run(cli: Cli) -> Result<()> {
     match &cli.cmd {
         Cmd::Quickstart { dir, rows } => quickstart::run(dir, *rows).await,
-        Cmd::Create { name, schema, partition_by, sort_by, properties, format_version, location } => {
+        Cmd::Create { name, schema, schema_from, partition_by, sort_by, properties, format_version, location } => {
             let cat = catalog(&cli)?;
             let ident = parse_ident(name)?;
-            let schema = parse_schema(schema)?;
+            let schema = match (schema, schema_from) {
+                (Some(ddl), _) => parse_schema(ddl)?,
+                (None, Some(file)) => floe::spec::schema_from_arrow(input::parquet_schema(file)?.as_ref())?,
+                (None, None) => return Err(Error::new(ErrorKind::InvalidInput, "give --schema DDL or --schema-from FILE.parquet")),
+            };
             let mut c = TableCreation::new(schema.clone());
             if let Some(p) = partition_by {
                 c.partition_spec = parse_partition_spec(p, &schema)?;

@@ -26,4 +26,4 @@ export FLOE_PEERS_PYTHON="$peer_python"
 echo "peers python: $FLOE_PEERS_PYTHON"
 
 echo "== cargo test"
-cargo test --all-targets -- --test-threads "${FLOE_TEST_THREADS:-2}"
+cargo test -- --test-threads "${FLOE_TEST_THREADS:-2}"

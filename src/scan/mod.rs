@@ -266,7 +266,7 @@ impl Scan {
         let mut b = ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::Runtime::current())
             .with_data_file_concurrency_limit(self.concurrency)
             .with_row_group_filtering_enabled(true)
-            .with_row_selection_enabled(true);
+            .with_row_selection_enabled(self.filter.is_some());
         if let Some(n) = self.batch_size {
             b = b.with_batch_size(n);
         }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
-use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::{DataFile, DataFileFormat, PartitionKey, SortDirection, SortOrder, NullOrder};
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder};
 use iceberg::writer::CurrentFileStatus;
@@ -16,6 +15,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::conform::Conformer;
+use super::partition::Partitioner;
 use super::metrics::finish_data_file;
 use crate::error::{Error, Result};
 use crate::spec::{SchemaRef, TableProperties};
@@ -25,7 +25,7 @@ use crate::table::Table;
 /// Rows buffered per partition before a sort when the table has a sort order.
 const SORT_BUFFER_ROWS: usize = 1_000_000;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
-const SINGLE_LANE_ROWS: u64 = 1_000_000;
+const SINGLE_LANE_ROWS: u64 = 200_000;
 
 fn writer_properties(p: &TableProperties) -> Result<WriterProperties> {
     let level = p.parquet_compression_level;
@@ -60,9 +60,10 @@ struct Settings {
 /// Writes data files for one table; commits nothing (see [`crate::txn::append_files`]).
 pub struct DataWriter {
     conformer: Conformer,
-    lanes: Vec<(Option<mpsc::Sender<RecordBatch>>, JoinHandle<Result<Vec<DataFile>>>)>,
+    lanes: Vec<(Option<mpsc::Sender<RecordBatch>>, Option<JoinHandle<Result<Vec<DataFile>>>>)>,
     next_lane: usize,
     rows: u64,
+    orphans: Vec<DataFile>,
 }
 
 impl DataWriter {
@@ -94,10 +95,10 @@ impl DataWriter {
             .map(|i| {
                 let (tx, rx) = mpsc::channel(2);
                 let s = settings.clone();
-                (Some(tx), tokio::spawn(run_lane(s, i, rx)))
+                (Some(tx), Some(tokio::spawn(run_lane(s, i, rx))))
             })
             .collect();
-        Ok(Self { conformer: Conformer::new(&schema, &table.name())?, lanes, next_lane: 0, rows: 0 })
+        Ok(Self { conformer: Conformer::new(&schema, &table.name())?, lanes, next_lane: 0, rows: 0, orphans: Vec::new() })
     }
 
     /// Rows accepted so far.
@@ -122,8 +123,11 @@ impl DataWriter {
             // The lane stopped: surface its error.
             let (tx, handle) = &mut self.lanes[lane];
             tx.take();
-            let r = handle.await.map_err(|e| Error::io("writer lane panicked").with_source(e))?;
-            r?;
+            if let Some(h) = handle.take() {
+                let files = h.await.map_err(|e| Error::io("writer lane panicked").with_source(e))??;
+                // Keep what it wrote so abort() can delete it.
+                self.orphans.extend(files);
+            }
             return Err(Error::io("writer lane stopped unexpectedly"));
         }
         Ok(())
@@ -142,8 +146,10 @@ impl DataWriter {
     pub async fn close(mut self) -> Result<Vec<DataFile>> {
         let mut files = Vec::new();
         let mut first_err = None;
+        files.append(&mut self.orphans);
         for (tx, handle) in self.lanes.iter_mut() {
             tx.take();
+            let Some(handle) = handle.take() else { continue };
             match handle.await {
                 Ok(Ok(f)) => files.extend(f),
                 Ok(Err(e)) => {
@@ -174,7 +180,7 @@ async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<RecordBa
     let splitter = if s.spec.is_unpartitioned() {
         None
     } else {
-        Some(RecordBatchPartitionSplitter::try_new_with_computed_values(s.schema.clone(), s.spec.clone())?)
+        Some(Partitioner::new(&s.spec, s.schema.clone())?)
     };
     let mut parts: HashMap<String, PartitionWriter> = HashMap::new();
     let mut file_seq = 0usize;
@@ -258,13 +264,16 @@ pub(crate) fn sort_batch(batch: &RecordBatch, order: &SortOrder, schema: &iceber
     Ok(RecordBatch::try_new(batch.schema(), columns)?)
 }
 
-/// Rows handed to the Parquet writer at a time; the roll check runs between chunks.
-const ROLL_CHECK_ROWS: usize = 8192;
+/// Fewest rows handed to the Parquet writer at a time; the roll check runs between chunks.
+const ROLL_CHECK_ROWS: usize = 1024;
 
 async fn write_rolling(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter, b: &RecordBatch) -> Result<()> {
+    // Check for rolling often enough that a file overshoots its target by at most ~1/8.
+    let bytes_per_row = (b.get_array_memory_size() / b.num_rows().max(1)).max(1) as u64;
+    let chunk = ((s.props.target_file_size_bytes / 8) / bytes_per_row).max(ROLL_CHECK_ROWS as u64) as usize;
     let mut offset = 0;
     while offset < b.num_rows() {
-        let len = ROLL_CHECK_ROWS.min(b.num_rows() - offset);
+        let len = chunk.min(b.num_rows() - offset);
         write_chunk(s, lane, seq, pw, &b.slice(offset, len)).await?;
         offset += len;
     }

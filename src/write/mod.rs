@@ -3,6 +3,7 @@
 mod conform;
 mod data;
 mod metrics;
+mod partition;
 mod progress;
 
 pub use conform::Conformer;

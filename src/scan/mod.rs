@@ -40,6 +40,17 @@ fn plain_batch(b: RecordBatch) -> iceberg::Result<RecordBatch> {
     RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, b.schema().metadata().clone())), cols).map_err(err)
 }
 
+fn read_error(table: &str, path: &str, e: iceberg::Error) -> Error {
+    let msg = format!("reading data file '{path}' of table {table}: {}", e.message());
+    let lower = msg.to_ascii_lowercase();
+    let kind = if lower.contains("not found") || lower.contains("missing") || lower.contains("no such file") {
+        ErrorKind::NotFound
+    } else {
+        ErrorKind::Corrupt
+    };
+    Error::new(kind, msg).with_source(e)
+}
+
 /// Which snapshot a scan reads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum SnapshotSelector {
@@ -261,10 +272,11 @@ impl Scan {
         self.read(plan)
     }
 
-    /// Reads a planned scan.
+    /// Reads a planned scan: each file is decoded on its own task (at most `concurrency` at
+    /// a time), so decoding uses every worker thread. Batch order across files is unspecified.
     pub fn read(&self, plan: ScanPlan) -> Result<BatchStream> {
         let mut b = ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::Runtime::current())
-            .with_data_file_concurrency_limit(self.concurrency)
+            .with_data_file_concurrency_limit(1)
             .with_row_group_filtering_enabled(true)
             .with_row_selection_enabled(self.filter.is_some());
         if let Some(n) = self.batch_size {
@@ -272,16 +284,38 @@ impl Scan {
         }
         let reader = b.build();
         let name = self.table.name();
-        let tasks = futures::stream::iter(plan.tasks.into_iter().map(Ok)).boxed();
-        let stream = reader.read(tasks)?.stream();
-        Ok(stream
-            .map(|r| r.and_then(plain_batch))
-            .map_err(move |e| {
-                let msg = format!("reading table {name}: {}", e.message());
-                let kind = if msg.contains("not found") || msg.contains("missing") { ErrorKind::NotFound } else { ErrorKind::Corrupt };
-                Error::new(kind, msg).with_source(e)
-            })
-            .boxed())
+        let concurrency = self.concurrency;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(concurrency * 2);
+        tokio::spawn(async move {
+            let permits = Arc::new(tokio::sync::Semaphore::new(concurrency));
+            for task in plan.tasks {
+                let Ok(permit) = permits.clone().acquire_owned().await else { return };
+                if tx.is_closed() {
+                    return;
+                }
+                let (reader, tx, name) = (reader.clone(), tx.clone(), name.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let path = task.data_file_path.clone();
+                    let one = futures::stream::iter([Ok(task)]).boxed();
+                    let mut stream = match reader.read(one) {
+                        Ok(r) => r.stream(),
+                        Err(e) => {
+                            let _ = tx.send(Err(read_error(&name, &path, e))).await;
+                            return;
+                        }
+                    };
+                    while let Some(item) = stream.next().await {
+                        let item = item.and_then(plain_batch).map_err(|e| read_error(&name, &path, e));
+                        let stop = item.is_err();
+                        if tx.send(item).await.is_err() || stop {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Ok(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).boxed())
     }
 
     /// Runs the scan and collects all batches.

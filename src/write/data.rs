@@ -24,6 +24,10 @@ use crate::table::Table;
 
 /// Rows buffered per partition before a sort when the table has a sort order.
 const SORT_BUFFER_ROWS: usize = 1_000_000;
+/// Rows buffered per partition before writing when the table is unsorted.
+const WRITE_BUFFER_ROWS: usize = 65_536;
+/// Buffered bytes per lane above which every partition's buffer is written out.
+const LANE_BUFFER_BYTES: usize = 256 * 1024 * 1024;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
 const SINGLE_LANE_ROWS: u64 = 200_000;
 
@@ -173,6 +177,7 @@ struct PartitionWriter {
     current: Option<ParquetWriter>,
     buffer: Vec<RecordBatch>,
     buffered_rows: usize,
+    buffered_bytes: usize,
     files: Vec<DataFile>,
 }
 
@@ -184,6 +189,7 @@ async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<RecordBa
     };
     let mut parts: HashMap<String, PartitionWriter> = HashMap::new();
     let mut file_seq = 0usize;
+    let mut lane_bytes = 0usize;
     let result: Result<()> = async {
         while let Some(batch) = rx.recv().await {
             let pieces: Vec<(Option<PartitionKey>, RecordBatch)> = match &splitter {
@@ -197,17 +203,26 @@ async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<RecordBa
                     current: None,
                     buffer: Vec::new(),
                     buffered_rows: 0,
+                    buffered_bytes: 0,
                     files: Vec::new(),
                 });
-                if s.sort.is_some() {
-                    pw.buffered_rows += b.num_rows();
-                    pw.buffer.push(b);
-                    if pw.buffered_rows >= SORT_BUFFER_ROWS {
-                        flush_sorted(&s, lane, &mut file_seq, pw).await?;
-                    }
-                } else {
-                    write_rolling(&s, lane, &mut file_seq, pw, &b).await?;
+                // Small pieces are buffered per partition and written in larger runs (sorted
+                // first when the table has a sort order).
+                pw.buffered_rows += b.num_rows();
+                lane_bytes += b.get_array_memory_size();
+                pw.buffered_bytes += b.get_array_memory_size();
+                pw.buffer.push(b);
+                let limit = if s.sort.is_some() { SORT_BUFFER_ROWS } else { WRITE_BUFFER_ROWS };
+                if pw.buffered_rows >= limit {
+                    lane_bytes -= pw.buffered_bytes;
+                    flush_buffer(&s, lane, &mut file_seq, pw).await?;
                 }
+            }
+            if lane_bytes > LANE_BUFFER_BYTES {
+                for pw in parts.values_mut() {
+                    flush_buffer(&s, lane, &mut file_seq, pw).await?;
+                }
+                lane_bytes = 0;
             }
         }
         Ok(())
@@ -216,24 +231,30 @@ async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<RecordBa
     result?;
     let mut files = Vec::new();
     for (_, mut pw) in parts {
-        if s.sort.is_some() {
-            flush_sorted(&s, lane, &mut file_seq, &mut pw).await?;
-        }
+        flush_buffer(&s, lane, &mut file_seq, &mut pw).await?;
         close_current(&s, &mut pw).await?;
         files.extend(pw.files);
     }
     Ok(files)
 }
 
-async fn flush_sorted(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter) -> Result<()> {
+async fn flush_buffer(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter) -> Result<()> {
     if pw.buffer.is_empty() {
         return Ok(());
     }
-    let batch = arrow_select::concat::concat_batches(&pw.buffer[0].schema(), &pw.buffer)?;
+    let batch = if pw.buffer.len() == 1 {
+        pw.buffer.remove(0)
+    } else {
+        arrow_select::concat::concat_batches(&pw.buffer[0].schema(), &pw.buffer)?
+    };
     pw.buffer.clear();
     pw.buffered_rows = 0;
-    let sorted = sort_batch(&batch, s.sort.as_deref().expect("sort order present"), &s.schema)?;
-    write_rolling(s, lane, seq, pw, &sorted).await
+    pw.buffered_bytes = 0;
+    let batch = match s.sort.as_deref() {
+        Some(order) => sort_batch(&batch, order, &s.schema)?,
+        None => batch,
+    };
+    write_rolling(s, lane, seq, pw, &batch).await
 }
 
 /// Sorts a batch by a sort order (transforms applied to top-level source columns).

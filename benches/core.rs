@@ -162,14 +162,19 @@ fn main() {
         floe_unpart = s2;
         t_unpart = t2;
     }
-    let (floe_day, _) = append(Some("day(ts)"));
+    let quick = std::env::var("FLOE_BENCH_QUICK").is_ok();
+    let floe_day = if quick { f64::NAN } else { append(Some("day(ts)")).0 };
 
     let plan = rt.block_on(Scan::new(&t_unpart).plan()).unwrap();
     let data_files: Vec<String> = plan.files.iter().map(|f| f.file.file_path().to_string()).collect();
     let (raw_r, raw_rows) = best(3, || raw_read(&data_files));
     let (floe_scan, scan_rows) = best(3, || {
         rt.block_on(async {
-            let mut s = Scan::new(&t_unpart).concurrency(2).to_stream().await.unwrap();
+            let mut scan = Scan::new(&t_unpart).concurrency(2);
+            if let Some(bs) = std::env::var("FLOE_BENCH_BATCH").ok().and_then(|v| v.parse().ok()) {
+                scan = scan.batch_size(bs);
+            }
+            let mut s = scan.to_stream().await.unwrap();
             let mut n = 0u64;
             while let Some(b) = s.next().await {
                 n += b.unwrap().num_rows() as u64;
@@ -182,7 +187,7 @@ fn main() {
 
     let meta = t_unpart.metadata_location().to_string();
     let duck = run_json(&py, &[repo.join("tools/bench/baseline_duckdb.py").to_str().unwrap(), "--metadata", &meta, "--threads", "2"]);
-    let pyice = run_json(&py, &[repo.join("tools/bench/baseline_pyiceberg.py").to_str().unwrap(), "--data", data.to_str().unwrap(), "--work", work.join("pyiceberg").to_str().unwrap()]);
+    let pyice = if quick { None } else { run_json(&py, &[repo.join("tools/bench/baseline_pyiceberg.py").to_str().unwrap(), "--data", data.to_str().unwrap(), "--work", work.join("pyiceberg").to_str().unwrap()]) };
     let f = |v: &Option<serde_json::Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(|x| x.as_f64());
 
     println!();

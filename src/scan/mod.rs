@@ -1,5 +1,6 @@
 //! Scans: choose a snapshot, plan the files (pure, [`plan`]), read them to Arrow.
 
+mod direct;
 mod plan;
 
 use std::sync::Arc;
@@ -285,6 +286,21 @@ impl Scan {
         let reader = b.build();
         let name = self.table.name();
         let concurrency = self.concurrency;
+        // The direct path serves unfiltered scans of delete-free files.
+        let direct_target: Option<arrow_schema::SchemaRef> = match (&self.filter, plan.tasks.first()) {
+            (None, Some(t)) => {
+                let full = iceberg::arrow::schema_to_arrow_schema(&plan.schema)?;
+                let idx: Vec<usize> = t
+                    .project_field_ids
+                    .iter()
+                    .filter_map(|id| plan.schema.as_struct().fields().iter().position(|f| f.id == *id))
+                    .collect();
+                (idx.len() == t.project_field_ids.len()).then(|| full.project(&idx).ok().map(Arc::new)).flatten()
+            }
+            _ => None,
+        };
+        let storage = self.table.storage().clone();
+        let batch_size = self.batch_size.unwrap_or(8192);
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(concurrency * 2);
         tokio::spawn(async move {
             let permits = Arc::new(tokio::sync::Semaphore::new(concurrency));
@@ -294,9 +310,29 @@ impl Scan {
                     return;
                 }
                 let (reader, tx, name) = (reader.clone(), tx.clone(), name.clone());
+                let (direct_target, storage) = (direct_target.clone(), storage.clone());
                 tokio::spawn(async move {
                     let _permit = permit;
                     let path = task.data_file_path.clone();
+                    if let (Some(target), true) = (&direct_target, task.deletes.is_empty()) {
+                        match direct::open(&storage, &path, task.file_size_in_bytes, target, batch_size).await {
+                            Ok(Some(mut stream)) => {
+                                while let Some(item) = stream.next().await {
+                                    let stop = item.is_err();
+                                    let item = item.map_err(|e| e.context(format!("table {name}")));
+                                    if tx.send(item).await.is_err() || stop {
+                                        return;
+                                    }
+                                }
+                                return;
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                let _ = tx.send(Err(e.context(format!("table {name}")))).await;
+                                return;
+                            }
+                        }
+                    }
                     let one = futures::stream::iter([Ok(task)]).boxed();
                     let mut stream = match reader.read(one) {
                         Ok(r) => r.stream(),

@@ -1,0 +1,139 @@
+//! The direct read path: a delete-free, unfiltered scan of a file whose columns carry the
+//! table's field ids with the table's types is decoded straight by the async Parquet reader
+//! (no per-batch schema transformation). Anything else goes through the general reader.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow_array::{make_array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use parquet::arrow::{ProjectionMask, PARQUET_FIELD_ID_META_KEY};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+
+/// Byte ranges of one Parquet file through [`Storage`].
+struct StoreFile {
+    storage: Storage,
+    path: String,
+    size: u64,
+}
+
+fn perr(e: Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+impl AsyncFileReader for StoreFile {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move { self.storage.get_range(&self.path, range).await.map_err(perr) }.boxed()
+    }
+
+    fn get_metadata<'a>(&'a mut self, _options: Option<&'a ArrowReaderOptions>) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let tail_len = 8u64;
+            if self.size < tail_len {
+                return Err(ParquetError::General(format!("'{}' is too small to be Parquet", self.path)));
+            }
+            // One read for the footer and (usually) all of the metadata.
+            let guess = self.size.min(64 * 1024);
+            let tail = self.storage.get_range(&self.path, self.size - guess..self.size).await.map_err(perr)?;
+            let footer: [u8; 8] = tail[tail.len() - 8..].try_into().map_err(|_| ParquetError::General("short footer".into()))?;
+            let len = parquet::file::metadata::FooterTail::try_new(&footer)?.metadata_length() as u64;
+            let meta = if len + 8 <= guess {
+                let start = (guess - 8 - len) as usize;
+                ParquetMetaDataReader::decode_metadata(&tail[start..tail.len() - 8])?
+            } else {
+                if len + 8 > self.size {
+                    return Err(ParquetError::General(format!("'{}' has a corrupt footer", self.path)));
+                }
+                let buf = self.storage.get_range(&self.path, self.size - 8 - len..self.size - 8).await.map_err(perr)?;
+                ParquetMetaDataReader::decode_metadata(&buf)?
+            };
+            Ok(Arc::new(meta))
+        }
+        .boxed()
+    }
+}
+
+/// Whether two types have the same physical layout (field names/metadata may differ).
+fn same_layout(a: &DataType, b: &DataType) -> bool {
+    match (a, b) {
+        (DataType::List(x), DataType::List(y)) | (DataType::LargeList(x), DataType::LargeList(y)) => same_layout(x.data_type(), y.data_type()),
+        (DataType::Map(x, s1), DataType::Map(y, s2)) => s1 == s2 && same_layout(x.data_type(), y.data_type()),
+        (DataType::Struct(x), DataType::Struct(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| same_layout(p.data_type(), q.data_type()))
+        }
+        _ => a == b,
+    }
+}
+
+/// A stream of `target`-shaped batches of the file, or `None` when the file needs the general
+/// reader (missing field ids, other types, schema evolution).
+pub(super) async fn open(
+    storage: &Storage,
+    path: &str,
+    size: u64,
+    target: &ArrowSchemaRef,
+    batch_size: usize,
+) -> Result<Option<futures::stream::BoxStream<'static, Result<RecordBatch>>>> {
+    let mut file = StoreFile { storage: storage.clone(), path: path.to_string(), size };
+    let meta = file.get_metadata(None).await.map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))?;
+    let options = ArrowReaderOptions::new();
+    let arm = ArrowReaderMetadata::try_new(meta, options).map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))?;
+    let file_schema = arm.schema().clone();
+    // Target column i comes from file root column roots[i].
+    let mut roots = Vec::with_capacity(target.fields().len());
+    for tf in target.fields() {
+        let id = tf.metadata().get(PARQUET_FIELD_ID_META_KEY);
+        let found = file_schema.fields().iter().position(|ff| ff.metadata().get(PARQUET_FIELD_ID_META_KEY) == id && id.is_some());
+        match found {
+            Some(i) if same_layout(file_schema.field(i).data_type(), tf.data_type()) => roots.push(i),
+            _ => return Ok(None),
+        }
+    }
+    let mut sorted = roots.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != roots.len() {
+        return Ok(None);
+    }
+    let mask = ProjectionMask::roots(arm.parquet_schema(), sorted.iter().copied());
+    // Position of each target column within the projected (file-ordered) output.
+    let order: Vec<usize> = roots.iter().map(|r| sorted.iter().position(|s| s == r).unwrap_or(0)).collect();
+    let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(file, arm)
+        .with_projection(mask)
+        .with_batch_size(batch_size)
+        .build()
+        .map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))?;
+    let target = target.clone();
+    let p = path.to_string();
+    Ok(Some(
+        stream
+            .map(move |b| {
+                let b = b.map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))?;
+                let cols = order
+                    .iter()
+                    .zip(target.fields())
+                    .map(|(i, f)| relabel(b.column(*i), f.data_type()))
+                    .collect::<Result<Vec<_>>>()?;
+                let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                RecordBatch::try_new_with_options(target.clone(), cols, &opts).map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))
+            })
+            .boxed(),
+    ))
+}
+
+fn relabel(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    if a.data_type() == to {
+        return Ok(a.clone());
+    }
+    let data = a.to_data().into_builder().data_type(to.clone()).build().map_err(|e| Error::corrupt(format!("column layout: {e}")))?;
+    Ok(make_array(data))
+}

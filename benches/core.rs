@@ -156,6 +156,11 @@ fn main() {
         let r = rt.block_on(floe::txn::append(&cat, &t, input, None)).unwrap();
         (start.elapsed().as_secs_f64(), r.table)
     };
+    if std::env::var("FLOE_BENCH_DAY_ONLY").is_ok() {
+        let (secs, _) = append(Some("day(ts)"));
+        println!("floe append day(ts): {secs:.2}s");
+        return;
+    }
     let (mut floe_unpart, mut t_unpart) = append(None);
     let (s2, t2) = append(None);
     if s2 < floe_unpart {

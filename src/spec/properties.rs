@@ -60,6 +60,8 @@ pub struct TableProperties {
     pub parquet_row_group_size_bytes: u64,
     /// `write.parquet.page-size-bytes` (1 MiB).
     pub parquet_page_size_bytes: usize,
+    /// `write.parquet.dict-size-bytes` (2 MiB).
+    pub parquet_dict_size_bytes: usize,
     /// `write.metadata.metrics.default` (truncate(16)).
     pub metrics_default: MetricsMode,
     /// `write.metadata.metrics.column.<name>` overrides.
@@ -122,6 +124,7 @@ impl TableProperties {
             parquet_compression_level: p.get("write.parquet.compression-level").map(|v| v.parse()).transpose().map_err(|_| Error::invalid("write.parquet.compression-level is not a number"))?,
             parquet_row_group_size_bytes: num(p, "write.parquet.row-group-size-bytes", 128 * 1024 * 1024)?,
             parquet_page_size_bytes: num(p, "write.parquet.page-size-bytes", 1024 * 1024)?,
+            parquet_dict_size_bytes: num(p, "write.parquet.dict-size-bytes", 2 * 1024 * 1024)?,
             metrics_default: p.get("write.metadata.metrics.default").map(|v| MetricsMode::parse(v)).transpose()?.unwrap_or(MetricsMode::Truncate(16)),
             metrics_columns,
             metrics_max_inferred_columns: num(p, "write.metadata.metrics.max-inferred-column-defaults", 100)?,

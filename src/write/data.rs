@@ -31,7 +31,41 @@ const LANE_BUFFER_BYTES: usize = 256 * 1024 * 1024;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
 const SINGLE_LANE_ROWS: u64 = 200_000;
 
-fn writer_properties(p: &TableProperties) -> Result<WriterProperties> {
+/// Top-level columns whose sampled values are mostly distinct: a dictionary would only cost
+/// time (the Parquet writer would fall back to plain encoding after filling it), and with
+/// many small files (one per partition) that cost is paid on nearly every value.
+fn high_cardinality_columns(sample: &RecordBatch) -> Vec<String> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType};
+    use arrow_schema::{DataType, TimeUnit};
+    use std::collections::HashSet;
+    let n = sample.num_rows().min(8192);
+    if n < 1024 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (f, c) in sample.schema().fields().iter().zip(sample.columns()) {
+        let c = c.slice(0, n);
+        let distinct = match f.data_type() {
+            DataType::Utf8 => c.as_string::<i32>().iter().collect::<HashSet<_>>().len(),
+            DataType::LargeUtf8 => c.as_string::<i64>().iter().collect::<HashSet<_>>().len(),
+            DataType::Binary => c.as_binary::<i32>().iter().collect::<HashSet<_>>().len(),
+            DataType::Int32 => c.as_primitive::<Int32Type>().iter().collect::<HashSet<_>>().len(),
+            DataType::Date32 => c.as_primitive::<Date32Type>().iter().collect::<HashSet<_>>().len(),
+            DataType::Int64 => c.as_primitive::<Int64Type>().iter().collect::<HashSet<_>>().len(),
+            DataType::Timestamp(TimeUnit::Microsecond, _) => c.as_primitive::<TimestampMicrosecondType>().iter().collect::<HashSet<_>>().len(),
+            DataType::Float64 => c.as_primitive::<Float64Type>().iter().map(|v| v.map(f64::to_bits)).collect::<HashSet<_>>().len(),
+            DataType::Float32 => c.as_primitive::<Float32Type>().iter().map(|v| v.map(f32::to_bits)).collect::<HashSet<_>>().len(),
+            _ => continue,
+        };
+        if distinct * 2 > n {
+            out.push(f.name().clone());
+        }
+    }
+    out
+}
+
+fn writer_properties(p: &TableProperties, plain_columns: &[String]) -> Result<WriterProperties> {
     let level = p.parquet_compression_level;
     let codec = match p.parquet_compression.as_str() {
         "zstd" => Compression::ZSTD(ZstdLevel::try_new(level.unwrap_or(1)).map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?),
@@ -41,12 +75,27 @@ fn writer_properties(p: &TableProperties) -> Result<WriterProperties> {
         "brotli" => Compression::BROTLI(BrotliLevel::try_new(level.unwrap_or(1) as u32).map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?),
         _ => Compression::UNCOMPRESSED,
     };
-    Ok(WriterProperties::builder()
+    let mut b = WriterProperties::builder()
         .set_compression(codec)
         .set_max_row_group_bytes(Some(p.parquet_row_group_size_bytes as usize))
         .set_max_row_group_row_count(None)
         .set_data_page_size_limit(p.parquet_page_size_bytes)
-        .build())
+        .set_dictionary_page_size_limit(p.parquet_dict_size_bytes);
+    for c in plain_columns {
+        b = b.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(c.as_str()), false);
+    }
+    Ok(b.build())
+}
+
+/// What a writer knows before its first batch.
+struct Pending {
+    schema: SchemaRef,
+    spec: Arc<iceberg::spec::PartitionSpec>,
+    sort: Option<Arc<SortOrder>>,
+    props: TableProperties,
+    data_path: String,
+    storage: Storage,
+    lanes: usize,
 }
 
 /// Shared, immutable settings of one write.
@@ -64,6 +113,7 @@ struct Settings {
 /// Writes data files for one table; commits nothing (see [`crate::txn::append_files`]).
 pub struct DataWriter {
     conformer: Conformer,
+    pending: Option<Pending>,
     lanes: Vec<(Option<mpsc::Sender<RecordBatch>>, Option<JoinHandle<Result<Vec<DataFile>>>>)>,
     next_lane: usize,
     rows: u64,
@@ -85,24 +135,41 @@ impl DataWriter {
         let sort = md.default_sort_order();
         let sort = (!sort.fields.is_empty()).then(|| sort.clone());
         let data_path = props.data_path.clone().unwrap_or_else(|| join(md.location(), "data"));
-        let settings = Arc::new(Settings {
-            builder: ParquetWriterBuilder::new(writer_properties(&props)?, schema.clone()),
+        // Checked now so that a bad property fails before any data is read.
+        writer_properties(&props, &[])?;
+        let pending = Pending {
             schema: schema.clone(),
             spec: md.default_partition_spec().clone(),
             sort,
             props,
             data_path,
             storage: table.storage().clone(),
+            lanes: lanes.max(1),
+        };
+        Ok(Self { conformer: Conformer::new(&schema, &table.name())?, pending: Some(pending), lanes: Vec::new(), next_lane: 0, rows: 0, orphans: Vec::new() })
+    }
+
+    /// Starts the lanes, with encodings chosen from the first batch.
+    fn start(&mut self, first: &RecordBatch) -> Result<()> {
+        let Some(p) = self.pending.take() else { return Ok(()) };
+        let plain = high_cardinality_columns(first);
+        let settings = Arc::new(Settings {
+            builder: ParquetWriterBuilder::new(writer_properties(&p.props, &plain)?, p.schema.clone()),
+            schema: p.schema,
+            spec: p.spec,
+            sort: p.sort,
+            props: p.props,
+            data_path: p.data_path,
+            storage: p.storage,
             commit_uuid: uuid::Uuid::new_v4(),
         });
-        let lanes = (0..lanes.max(1))
+        self.lanes = (0..p.lanes)
             .map(|i| {
                 let (tx, rx) = mpsc::channel(2);
-                let s = settings.clone();
-                (Some(tx), Some(tokio::spawn(run_lane(s, i, rx))))
+                (Some(tx), Some(tokio::spawn(run_lane(settings.clone(), i, rx))))
             })
             .collect();
-        Ok(Self { conformer: Conformer::new(&schema, &table.name())?, lanes, next_lane: 0, rows: 0, orphans: Vec::new() })
+        Ok(())
     }
 
     /// Rows accepted so far.
@@ -116,6 +183,7 @@ impl DataWriter {
             return Ok(());
         }
         let batch = self.conformer.conform(&batch)?;
+        self.start(&batch)?;
         self.rows += batch.num_rows() as u64;
         let lane = if self.rows <= SINGLE_LANE_ROWS { 0 } else { self.next_lane % self.lanes.len() };
         self.next_lane += 1;

@@ -172,8 +172,9 @@ fn main() {
 
     let plan = rt.block_on(Scan::new(&t_unpart).plan()).unwrap();
     let data_files: Vec<String> = plan.files.iter().map(|f| f.file.file_path().to_string()).collect();
-    let (raw_r, raw_rows) = best(3, || raw_read(&data_files));
-    let (floe_scan, scan_rows) = best(3, || {
+    let (raw_r, raw_rows) = best(5, || raw_read(&data_files));
+    let loops = std::env::var("FLOE_BENCH_SCAN_LOOPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let (floe_scan, scan_rows) = best(loops, || {
         rt.block_on(async {
             let mut scan = Scan::new(&t_unpart).concurrency(2);
             if let Some(bs) = std::env::var("FLOE_BENCH_BATCH").ok().and_then(|v| v.parse().ok()) {

@@ -16,6 +16,7 @@
 //! | [`write`] | Arrow to Parquet data files (partitioned, sorted, rolled); commits nothing | yes |
 //! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`] | yes |
 
+mod arrow_layout;
 pub mod catalog;
 pub mod error;
 pub mod expr;

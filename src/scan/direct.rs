@@ -5,8 +5,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow_array::{make_array, ArrayRef, RecordBatch};
-use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef as ArrowSchemaRef;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -16,6 +16,7 @@ use parquet::arrow::{ProjectionMask, PARQUET_FIELD_ID_META_KEY};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
+use crate::arrow_layout::{relabel, same_layout};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
@@ -59,18 +60,6 @@ impl AsyncFileReader for StoreFile {
             Ok(Arc::new(meta))
         }
         .boxed()
-    }
-}
-
-/// Whether two types have the same physical layout (field names/metadata may differ).
-fn same_layout(a: &DataType, b: &DataType) -> bool {
-    match (a, b) {
-        (DataType::List(x), DataType::List(y)) | (DataType::LargeList(x), DataType::LargeList(y)) => same_layout(x.data_type(), y.data_type()),
-        (DataType::Map(x, s1), DataType::Map(y, s2)) => s1 == s2 && same_layout(x.data_type(), y.data_type()),
-        (DataType::Struct(x), DataType::Struct(y)) => {
-            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| same_layout(p.data_type(), q.data_type()))
-        }
-        _ => a == b,
     }
 }
 
@@ -128,12 +117,4 @@ pub(super) async fn open(
             })
             .boxed(),
     ))
-}
-
-fn relabel(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
-    if a.data_type() == to {
-        return Ok(a.clone());
-    }
-    let data = a.to_data().into_builder().data_type(to.clone()).build().map_err(|e| Error::corrupt(format!("column layout: {e}")))?;
-    Ok(make_array(data))
 }

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use arrow_array::{make_array, new_null_array, Array, ArrayRef, RecordBatch};
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
 
+use crate::arrow_layout::{relabel, same_layout};
 use crate::error::{Error, Result};
 
 /// Conforms input batches to a target Arrow schema that carries Iceberg field ids.
@@ -78,28 +79,14 @@ fn fit(a: &ArrayRef, to: &DataType) -> std::result::Result<ArrayRef, String> {
     if a.data_type() == to {
         return Ok(a.clone());
     }
-    if a.data_type().equals_datatype(to) || same_layout(a.data_type(), to) {
-        let data = a.to_data().into_builder().data_type(to.clone()).build().map_err(|e| e.to_string())?;
-        return Ok(make_array(data));
+    if same_layout(a.data_type(), to) {
+        return relabel(a, to).map_err(|e| e.to_string());
     }
     if !lossless(a.data_type(), to) {
         return Err("the conversion could lose data".into());
     }
     let opts = arrow_cast::CastOptions { safe: false, ..Default::default() };
     arrow_cast::cast_with_options(a, to, &opts).map_err(|e| e.to_string())
-}
-
-fn same_layout(a: &DataType, b: &DataType) -> bool {
-    use DataType::*;
-    match (a, b) {
-        (List(x), List(y)) | (LargeList(x), LargeList(y)) => same_layout(x.data_type(), y.data_type()),
-        (Struct(x), Struct(y)) => {
-            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| p.name() == q.name() && same_layout(p.data_type(), q.data_type()))
-        }
-        (Map(x, s1), Map(y, s2)) => s1 == s2 && same_layout(x.data_type(), y.data_type()),
-        (Timestamp(u1, _), Timestamp(u2, _)) => u1 == u2 && a.equals_datatype(b),
-        _ => a == b,
-    }
 }
 
 /// Casts that never lose information (widening, re-encoding, timezone relabel).

@@ -87,6 +87,9 @@ fn writer_properties(p: &TableProperties, plain_columns: &[String]) -> Result<Wr
     Ok(b.build())
 }
 
+/// Rows of one partition (`None`: unpartitioned).
+type Piece = (Option<PartitionKey>, RecordBatch);
+
 /// What a writer knows before its first batch.
 struct Pending {
     schema: SchemaRef,
@@ -114,7 +117,11 @@ struct Settings {
 pub struct DataWriter {
     conformer: Conformer,
     pending: Option<Pending>,
-    lanes: Vec<(Option<mpsc::Sender<RecordBatch>>, Option<JoinHandle<Result<Vec<DataFile>>>>)>,
+    lanes: Vec<(Option<mpsc::Sender<Vec<Piece>>>, Option<JoinHandle<Result<Vec<DataFile>>>>)>,
+    partitioner: Option<Partitioner>,
+    /// Which lane owns each partition (assigned round-robin on first sight), so that every
+    /// partition is written by one lane into as few files as possible.
+    partition_lanes: HashMap<String, usize>,
     next_lane: usize,
     rows: u64,
     orphans: Vec<DataFile>,
@@ -146,13 +153,25 @@ impl DataWriter {
             storage: table.storage().clone(),
             lanes: lanes.max(1),
         };
-        Ok(Self { conformer: Conformer::new(&schema, &table.name())?, pending: Some(pending), lanes: Vec::new(), next_lane: 0, rows: 0, orphans: Vec::new() })
+        Ok(Self {
+            conformer: Conformer::new(&schema, &table.name())?,
+            pending: Some(pending),
+            lanes: Vec::new(),
+            partitioner: None,
+            partition_lanes: HashMap::new(),
+            next_lane: 0,
+            rows: 0,
+            orphans: Vec::new(),
+        })
     }
 
     /// Starts the lanes, with encodings chosen from the first batch.
     fn start(&mut self, first: &RecordBatch) -> Result<()> {
         let Some(p) = self.pending.take() else { return Ok(()) };
         let plain = high_cardinality_columns(first);
+        if !p.spec.is_unpartitioned() {
+            self.partitioner = Some(Partitioner::new(&p.spec, p.schema.clone())?);
+        }
         let settings = Arc::new(Settings {
             builder: ParquetWriterBuilder::new(writer_properties(&p.props, &plain)?, p.schema.clone()),
             schema: p.schema,
@@ -185,22 +204,40 @@ impl DataWriter {
         let batch = self.conformer.conform(&batch)?;
         self.start(&batch)?;
         self.rows += batch.num_rows() as u64;
-        let lane = if self.rows <= SINGLE_LANE_ROWS { 0 } else { self.next_lane % self.lanes.len() };
-        self.next_lane += 1;
-        let sent = match &self.lanes[lane].0 {
-            Some(tx) => tx.send(batch).await.is_ok(),
-            None => false,
-        };
-        if !sent {
-            // The lane stopped: surface its error.
-            let (tx, handle) = &mut self.lanes[lane];
-            tx.take();
-            if let Some(h) = handle.take() {
-                let files = h.await.map_err(|e| Error::io("writer lane panicked").with_source(e))??;
-                // Keep what it wrote so abort() can delete it.
-                self.orphans.extend(files);
+        let mut per_lane: Vec<Vec<Piece>> = vec![Vec::new(); self.lanes.len()];
+        match &self.partitioner {
+            None => {
+                let lane = if self.rows <= SINGLE_LANE_ROWS { 0 } else { self.next_lane % self.lanes.len() };
+                self.next_lane += 1;
+                per_lane[lane].push((None, batch));
             }
-            return Err(Error::io("writer lane stopped unexpectedly"));
+            Some(p) => {
+                for (key, piece) in p.split(&batch)? {
+                    let n = self.partition_lanes.len();
+                    let lane = *self.partition_lanes.entry(key.to_path()).or_insert(n % per_lane.len());
+                    per_lane[lane].push((Some(key), piece));
+                }
+            }
+        }
+        for (lane, pieces) in per_lane.into_iter().enumerate() {
+            if pieces.is_empty() {
+                continue;
+            }
+            let sent = match &self.lanes[lane].0 {
+                Some(tx) => tx.send(pieces).await.is_ok(),
+                None => false,
+            };
+            if !sent {
+                // The lane stopped: surface its error.
+                let (tx, handle) = &mut self.lanes[lane];
+                tx.take();
+                if let Some(h) = handle.take() {
+                    let files = h.await.map_err(|e| Error::io("writer lane panicked").with_source(e))??;
+                    // Keep what it wrote so abort() can delete it.
+                    self.orphans.extend(files);
+                }
+                return Err(Error::io("writer lane stopped unexpectedly"));
+            }
         }
         Ok(())
     }
@@ -249,21 +286,12 @@ struct PartitionWriter {
     files: Vec<DataFile>,
 }
 
-async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<RecordBatch>) -> Result<Vec<DataFile>> {
-    let splitter = if s.spec.is_unpartitioned() {
-        None
-    } else {
-        Some(Partitioner::new(&s.spec, s.schema.clone())?)
-    };
+async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<Vec<Piece>>) -> Result<Vec<DataFile>> {
     let mut parts: HashMap<String, PartitionWriter> = HashMap::new();
     let mut file_seq = 0usize;
     let mut lane_bytes = 0usize;
     let result: Result<()> = async {
-        while let Some(batch) = rx.recv().await {
-            let pieces: Vec<(Option<PartitionKey>, RecordBatch)> = match &splitter {
-                None => vec![(None, batch)],
-                Some(sp) => sp.split(&batch)?.into_iter().map(|(k, b)| (Some(k), b)).collect(),
-            };
+        while let Some(pieces) = rx.recv().await {
             for (key, b) in pieces {
                 let id = key.as_ref().map(|k| k.to_path()).unwrap_or_default();
                 let pw = parts.entry(id).or_insert_with(|| PartitionWriter {

@@ -138,7 +138,6 @@ fn main() {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
 
-    let (raw_w, _) = best(2, || raw_write(&batches, &work.join("raw")));
 
     let cat = Catalog::open(None, Some(work.join("wh").to_str().unwrap()), None).unwrap();
     let schema = parse_schema(DDL).unwrap();
@@ -161,6 +160,7 @@ fn main() {
         println!("floe append day(ts): {secs:.2}s");
         return;
     }
+    let (raw_w, _) = best(2, || raw_write(&batches, &work.join("raw")));
     let (mut floe_unpart, mut t_unpart) = append(None);
     let (s2, t2) = append(None);
     if s2 < floe_unpart {

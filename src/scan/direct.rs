@@ -63,6 +63,63 @@ impl AsyncFileReader for StoreFile {
     }
 }
 
+/// Plans the direct read of a file: which file root column feeds each target column, or
+/// `None` when the file needs the general reader.
+fn roots_for(file_schema: &arrow_schema::Schema, target: &ArrowSchemaRef) -> Option<Vec<usize>> {
+    let mut roots = Vec::with_capacity(target.fields().len());
+    for tf in target.fields() {
+        let id = tf.metadata().get(PARQUET_FIELD_ID_META_KEY)?;
+        let i = file_schema.fields().iter().position(|ff| ff.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(id))?;
+        if !same_layout(file_schema.field(i).data_type(), tf.data_type()) {
+            return None;
+        }
+        roots.push(i);
+    }
+    let mut sorted = roots.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    (sorted.len() == roots.len()).then_some(roots)
+}
+
+/// Reorders and relabels a decoded batch (file column order) into the target schema.
+fn shape(b: &RecordBatch, order: &[usize], target: &ArrowSchemaRef, path: &str) -> Result<RecordBatch> {
+    let cols = order.iter().zip(target.fields()).map(|(i, f)| relabel(b.column(*i), f.data_type())).collect::<Result<Vec<_>>>()?;
+    let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+    RecordBatch::try_new_with_options(target.clone(), cols, &opts).map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))
+}
+
+/// A local file is decoded with the synchronous reader on a blocking thread (positioned
+/// reads, no per-range object-store requests); batches come back through a channel.
+fn open_local(
+    local: std::path::PathBuf,
+    path: &str,
+    target: &ArrowSchemaRef,
+    batch_size: usize,
+) -> Result<Option<futures::stream::BoxStream<'static, Result<RecordBatch>>>> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let corrupt = |e: ParquetError| Error::corrupt(format!("data file '{path}': {e}"));
+    let file = std::fs::File::open(&local).map_err(|e| Error::not_found(format!("data file '{path}' cannot be opened: {e}")))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(corrupt)?;
+    let Some(roots) = roots_for(builder.schema(), target) else { return Ok(None) };
+    let mut sorted = roots.clone();
+    sorted.sort_unstable();
+    let order: Vec<usize> = roots.iter().map(|r| sorted.iter().position(|s| s == r).unwrap_or(0)).collect();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
+    let reader = builder.with_projection(mask).with_batch_size(batch_size).build().map_err(corrupt)?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
+    let (target, p) = (target.clone(), path.to_string());
+    tokio::task::spawn_blocking(move || {
+        for b in reader {
+            let item = b.map_err(|e| Error::corrupt(format!("data file '{p}': {e}"))).and_then(|b| shape(&b, &order, &target, &p));
+            let stop = item.is_err();
+            if tx.blocking_send(item).is_err() || stop {
+                return;
+            }
+        }
+    });
+    Ok(Some(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|i| (i, rx)) }).boxed()))
+}
+
 /// A stream of `target`-shaped batches of the file, or `None` when the file needs the general
 /// reader (missing field ids, other types, schema evolution).
 pub(super) async fn open(
@@ -72,49 +129,26 @@ pub(super) async fn open(
     target: &ArrowSchemaRef,
     batch_size: usize,
 ) -> Result<Option<futures::stream::BoxStream<'static, Result<RecordBatch>>>> {
+    if let Some(local) = storage.local_file(path) {
+        return open_local(local, path, target, batch_size);
+    }
     let mut file = StoreFile { storage: storage.clone(), path: path.to_string(), size };
     let meta = file.get_metadata(None).await.map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))?;
-    let options = ArrowReaderOptions::new();
-    let arm = ArrowReaderMetadata::try_new(meta, options).map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))?;
-    let file_schema = arm.schema().clone();
-    // Target column i comes from file root column roots[i].
-    let mut roots = Vec::with_capacity(target.fields().len());
-    for tf in target.fields() {
-        let id = tf.metadata().get(PARQUET_FIELD_ID_META_KEY);
-        let found = file_schema.fields().iter().position(|ff| ff.metadata().get(PARQUET_FIELD_ID_META_KEY) == id && id.is_some());
-        match found {
-            Some(i) if same_layout(file_schema.field(i).data_type(), tf.data_type()) => roots.push(i),
-            _ => return Ok(None),
-        }
-    }
+    let arm = ArrowReaderMetadata::try_new(meta, ArrowReaderOptions::new()).map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))?;
+    let Some(roots) = roots_for(arm.schema(), target) else { return Ok(None) };
     let mut sorted = roots.clone();
     sorted.sort_unstable();
-    sorted.dedup();
-    if sorted.len() != roots.len() {
-        return Ok(None);
-    }
-    let mask = ProjectionMask::roots(arm.parquet_schema(), sorted.iter().copied());
-    // Position of each target column within the projected (file-ordered) output.
     let order: Vec<usize> = roots.iter().map(|r| sorted.iter().position(|s| s == r).unwrap_or(0)).collect();
+    let mask = ProjectionMask::roots(arm.parquet_schema(), sorted.iter().copied());
     let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(file, arm)
         .with_projection(mask)
         .with_batch_size(batch_size)
         .build()
         .map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))?;
-    let target = target.clone();
-    let p = path.to_string();
+    let (target, p) = (target.clone(), path.to_string());
     Ok(Some(
         stream
-            .map(move |b| {
-                let b = b.map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))?;
-                let cols = order
-                    .iter()
-                    .zip(target.fields())
-                    .map(|(i, f)| relabel(b.column(*i), f.data_type()))
-                    .collect::<Result<Vec<_>>>()?;
-                let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-                RecordBatch::try_new_with_options(target.clone(), cols, &opts).map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))
-            })
+            .map(move |b| b.map_err(|e| Error::corrupt(format!("data file '{p}': {e}"))).and_then(|b| shape(&b, &order, &target, &p)))
             .boxed(),
     ))
 }

@@ -75,6 +75,16 @@ impl Storage {
         }
     }
 
+    /// The local file behind `location` (after relocation), when it is on local disk: lets
+    /// hot read paths use plain positioned reads instead of the object-store API.
+    pub fn local_file(&self, location: &str) -> Option<std::path::PathBuf> {
+        let relocated = self.relocation.as_ref().and_then(|r| location::relocate(location, &r.0, &r.1));
+        let loc = relocated.as_deref().unwrap_or(location);
+        match location::resolve(loc).ok()? {
+            location::Resolved::Local(key) => Some(std::path::PathBuf::from(format!("/{key}"))),
+        }
+    }
+
     fn wrap(e: object_store::Error, op: &str, location: &str) -> Error {
         let kind = match &e {
             object_store::Error::NotFound { .. } => ErrorKind::NotFound,

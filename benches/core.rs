@@ -155,9 +155,10 @@ fn main() {
         let r = rt.block_on(floe::txn::append(&cat, &t, input, None)).unwrap();
         (start.elapsed().as_secs_f64(), r.table)
     };
-    if std::env::var("FLOE_BENCH_DAY_ONLY").is_ok() {
-        let (secs, _) = append(Some("day(ts)"));
-        println!("floe append day(ts): {secs:.2}s");
+    // Profiling aid: FLOE_BENCH_APPEND_ONLY=day(ts) (or empty for unpartitioned) times one append.
+    if let Ok(spec) = std::env::var("FLOE_BENCH_APPEND_ONLY") {
+        let (secs, _) = append((!spec.is_empty()).then_some(spec.as_str()));
+        println!("floe append [{spec}]: {secs:.2}s");
         return;
     }
     let (raw_w, _) = best(2, || raw_write(&batches, &work.join("raw")));
@@ -168,7 +169,7 @@ fn main() {
         t_unpart = t2;
     }
     let quick = std::env::var("FLOE_BENCH_QUICK").is_ok();
-    let floe_day = if quick { f64::NAN } else { append(Some("day(ts)")).0 };
+    let floe_day = if quick { f64::NAN } else { append(Some("day(ts)")).0.min(append(Some("day(ts)")).0) };
 
     let plan = rt.block_on(Scan::new(&t_unpart).plan()).unwrap();
     let data_files: Vec<String> = plan.files.iter().map(|f| f.file.file_path().to_string()).collect();
@@ -193,7 +194,7 @@ fn main() {
 
     let meta = t_unpart.metadata_location().to_string();
     let duck = run_json(&py, &[repo.join("tools/bench/baseline_duckdb.py").to_str().unwrap(), "--metadata", &meta, "--threads", "2"]);
-    let pyice = if quick { None } else { run_json(&py, &[repo.join("tools/bench/baseline_pyiceberg.py").to_str().unwrap(), "--data", data.to_str().unwrap(), "--work", work.join("pyiceberg").to_str().unwrap()]) };
+    let pyice = if quick { None } else { run_json(&py, &[repo.join("tools/bench/baseline_pyiceberg.py").to_str().unwrap(), "--data", data.to_str().unwrap(), "--work", work.join("pyiceberg").to_str().unwrap(), "--repeat", "2"]) };
     let f = |v: &Option<serde_json::Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(|x| x.as_f64());
 
     println!();

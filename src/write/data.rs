@@ -338,19 +338,22 @@ async fn flush_buffer(s: &Settings, lane: usize, seq: &mut usize, pw: &mut Parti
     if pw.buffer.is_empty() {
         return Ok(());
     }
-    let batch = if pw.buffer.len() == 1 {
-        pw.buffer.remove(0)
-    } else {
-        arrow_select::concat::concat_batches(&pw.buffer[0].schema(), &pw.buffer)?
-    };
-    pw.buffer.clear();
+    let pieces = std::mem::take(&mut pw.buffer);
     pw.buffered_rows = 0;
     pw.buffered_bytes = 0;
-    let batch = match s.sort.as_deref() {
-        Some(order) => sort_batch(&batch, order, &s.schema)?,
-        None => batch,
-    };
-    write_rolling(s, lane, seq, pw, &batch).await
+    match s.sort.as_deref() {
+        Some(order) => {
+            let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
+            write_rolling(s, lane, seq, pw, &sort_batch(&batch, order, &s.schema)?).await
+        }
+        // Unsorted: the pieces go to the writer as they are (no extra copy).
+        None => {
+            for b in &pieces {
+                write_rolling(s, lane, seq, pw, b).await?;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Sorts a batch by a sort order (transforms applied to top-level source columns).

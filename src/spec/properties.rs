@@ -88,6 +88,9 @@ pub struct TableProperties {
     pub data_path: Option<String>,
     /// `write.metadata.previous-versions-max` (100).
     pub metadata_previous_versions_max: usize,
+    /// `write.metadata.delete-after-commit.enabled` (false): delete metadata files that fall
+    /// out of the metadata log.
+    pub metadata_delete_after_commit: bool,
 }
 
 fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str, d: T) -> Result<T> {
@@ -138,6 +141,7 @@ impl TableProperties {
             gc_enabled: p.get("gc.enabled").map(|v| v.trim() != "false").unwrap_or(true),
             data_path: p.get("write.data.path").cloned(),
             metadata_previous_versions_max: num(p, "write.metadata.previous-versions-max", 100)?,
+            metadata_delete_after_commit: p.get("write.metadata.delete-after-commit.enabled").map(|v| v.trim() == "true").unwrap_or(false),
         })
     }
 

@@ -79,7 +79,15 @@ pub async fn commit(
             }
         };
         match catalog.commit(&base, next).await {
-            CommitOutcome::Committed(t) => return Ok(t),
+            CommitOutcome::Committed(t) => {
+                let props = t.properties()?;
+                if props.metadata_delete_after_commit {
+                    for f in producer.expired_metadata_files() {
+                        let _ = storage.delete(f).await;
+                    }
+                }
+                return Ok(t);
+            }
             CommitOutcome::Unknown(e) => {
                 return Err(Error::new(
                     ErrorKind::CommitStateUnknown,

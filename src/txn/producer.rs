@@ -26,6 +26,7 @@ pub struct SnapshotProducer {
     properties: HashMap<String, String>,
     attempt: u32,
     last_list: Option<String>,
+    expired_metadata: Vec<String>,
 }
 
 /// A positive random snapshot id, as Iceberg Java derives them.
@@ -47,6 +48,7 @@ impl SnapshotProducer {
             properties: HashMap::new(),
             attempt: 0,
             last_list: None,
+            expired_metadata: Vec::new(),
         }
     }
 
@@ -94,6 +96,12 @@ impl SnapshotProducer {
         }
         self.added_manifests = Some(out.clone());
         Ok(out)
+    }
+
+    /// Metadata files the last produced version dropped from its metadata log
+    /// (`write.metadata.previous-versions-max`).
+    pub fn expired_metadata_files(&self) -> &[String] {
+        &self.expired_metadata
     }
 
     /// Deletes the manifest list of the last (failed) attempt.
@@ -175,6 +183,7 @@ impl SnapshotProducer {
             })
             .and_then(|b| b.build())
             .map_err(|e| Error::invalid(format!("building metadata for table {}: {e}", base.name())))?;
+        self.expired_metadata = r.expired_metadata_logs.iter().map(|l| l.metadata_file.clone()).collect();
         Ok(r.metadata)
     }
 }

@@ -167,3 +167,21 @@ fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[tokio::test]
+async fn old_metadata_files_are_trimmed_when_asked() {
+    let (dir, cat) = sqlite_catalog();
+    let mut c = TableCreation::new(parse_schema("id long, v string").unwrap());
+    c.properties = HashMap::from([
+        ("write.metadata.previous-versions-max".to_string(), "2".to_string()),
+        ("write.metadata.delete-after-commit.enabled".to_string(), "true".to_string()),
+    ]);
+    let mut t = cat.create_table(&parse_ident("db.trim").unwrap(), c).await.unwrap();
+    for i in 0..5 {
+        t = append(&cat, &t, vec![Ok(id_batch(i * 10..(i + 1) * 10))], None).await.unwrap().table;
+    }
+    assert_eq!(t.metadata().metadata_log().len(), 2);
+    let jsons = walk(&dir.path().join("db/trim/metadata")).into_iter().filter(|p| p.to_string_lossy().ends_with(".metadata.json")).count();
+    assert_eq!(jsons, 3, "current + 2 previous metadata files are kept");
+    assert_eq!(count(&scan_rows(&t, SnapshotSelector::Current).await), 50);
+}

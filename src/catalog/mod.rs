@@ -79,14 +79,27 @@ fn ns_string(ident: &TableIdent) -> String {
     ident.namespace().iter().cloned().collect::<Vec<_>>().join(".")
 }
 
+/// An absolute, lexically normalised path (`.` and `..` resolved): object-store keys and
+/// the locations peers read must not contain them.
 fn abs(path: &str) -> Result<PathBuf> {
+    use std::path::Component;
     let p = PathBuf::from(path);
     let p = if p.is_absolute() {
         p
     } else {
         std::env::current_dir().map_err(|e| Error::io("current directory").with_source(e))?.join(p)
     };
-    Ok(p)
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    Ok(out)
 }
 
 impl Catalog {
@@ -434,6 +447,12 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_normalised() {
+        assert_eq!(abs("/a/./b/../c").unwrap(), PathBuf::from("/a/c"));
+        assert!(!abs("./w").unwrap().to_string_lossy().contains("/./"));
+    }
 
     #[test]
     fn metadata_names_count_up() {

@@ -88,7 +88,10 @@ fn every_command_end_to_end() {
 fn quickstart_builds_readable_tables() {
     let d = tempfile::tempdir().unwrap();
     let wh = d.path().join("qs");
-    let out = ok(&wh, &["quickstart", "--dir", wh.to_str().unwrap(), "--rows", "20000"]);
+    // A relative "./dir", as the README runs it.
+    let o = Command::new(env!("CARGO_BIN_EXE_floe")).current_dir(d.path()).args(["quickstart", "--dir", "./qs", "--rows", "20000"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(out.contains("demo.events") && out.contains("iceberg_scan"), "{out}");
     assert_eq!(ok(&wh, &["scan", "demo.events", "--count"]).trim(), "20000");
     assert_eq!(ok(&wh, &["scan", "demo.events_v3", "--count"]).trim(), "20000");

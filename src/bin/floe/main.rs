@@ -245,7 +245,7 @@ async fn load(cli: &Cli, name: Option<&str>, metadata: Option<&str>) -> Result<T
             let path = if m.starts_with('/') || m.contains(':') {
                 m.to_string()
             } else {
-                std::env::current_dir().map(|d| d.join(m).to_string_lossy().to_string()).unwrap_or_else(|_| m.to_string())
+                std::path::absolute(m).map(|p| p.to_string_lossy().replace("/./", "/")).unwrap_or_else(|_| m.to_string())
             };
             Table::open_static(&Storage::new(), &path).await
         }

@@ -102,7 +102,7 @@ impl Scan {
             columns: None,
             filter: None,
             snapshot: SnapshotSelector::Current,
-            batch_size: Some(8192),
+            batch_size: Some(32768),
             concurrency: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
         }
     }
@@ -121,7 +121,7 @@ impl Scan {
         self.snapshot = s;
         self
     }
-    /// Rows per batch (default 8192).
+    /// Rows per batch (default 32768).
     pub fn batch_size(mut self, n: usize) -> Self {
         self.batch_size = Some(n);
         self
@@ -300,7 +300,7 @@ impl Scan {
             _ => None,
         };
         let storage = self.table.storage().clone();
-        let batch_size = self.batch_size.unwrap_or(8192);
+        let batch_size = self.batch_size.unwrap_or(32768);
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(concurrency * 2);
         tokio::spawn(async move {
             let permits = Arc::new(tokio::sync::Semaphore::new(concurrency));

@@ -325,13 +325,13 @@ async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<Vec<Piec
     }
     .await;
     result?;
-    let mut files = Vec::new();
-    for (_, mut pw) in parts {
-        flush_buffer(&s, lane, &mut file_seq, &mut pw).await?;
-        close_current(&s, &mut pw).await?;
-        files.extend(pw.files);
+    let mut writers: Vec<PartitionWriter> = parts.into_values().collect();
+    for pw in writers.iter_mut() {
+        flush_buffer(&s, lane, &mut file_seq, pw).await?;
     }
-    Ok(files)
+    // Close every open file at once: their final writes overlap instead of queueing.
+    futures::future::try_join_all(writers.iter_mut().map(|pw| close_current(&s, pw))).await?;
+    Ok(writers.into_iter().flat_map(|pw| pw.files).collect())
 }
 
 async fn flush_buffer(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter) -> Result<()> {

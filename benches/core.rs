@@ -25,10 +25,16 @@ use parquet::file::properties::WriterProperties;
 
 const DDL: &str = "id long, k long, a double, b double, s1 string, s2 string, ts timestamp, d date";
 
+/// Flushes dirty pages so one measurement's writes do not throttle the next one's.
+fn settle() {
+    let _ = Command::new("sync").status();
+}
+
 fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
     let mut best = f64::MAX;
     let mut last = None;
     for _ in 0..n {
+        settle();
         let t = Instant::now();
         let r = f();
         best = best.min(t.elapsed().as_secs_f64());
@@ -151,6 +157,7 @@ fn main() {
         }
         let t = rt.block_on(cat.create_table(&parse_ident(&name).unwrap(), c)).unwrap();
         let input: Vec<_> = batches.iter().cloned().map(Ok).collect();
+        settle();
         let start = Instant::now();
         let r = rt.block_on(floe::txn::append(&cat, &t, input, None)).unwrap();
         (start.elapsed().as_secs_f64(), r.table)
@@ -193,7 +200,9 @@ fn main() {
     assert_eq!(scan_rows as usize, n);
 
     let meta = t_unpart.metadata_location().to_string();
+    settle();
     let duck = run_json(&py, &[repo.join("tools/bench/baseline_duckdb.py").to_str().unwrap(), "--metadata", &meta, "--threads", "2"]);
+    settle();
     let pyice = if quick { None } else { run_json(&py, &[repo.join("tools/bench/baseline_pyiceberg.py").to_str().unwrap(), "--data", data.to_str().unwrap(), "--work", work.join("pyiceberg").to_str().unwrap(), "--repeat", "2"]) };
     let f = |v: &Option<serde_json::Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(|x| x.as_f64());
 

@@ -242,10 +242,9 @@ impl P<'_> {
         }
         let t = self.next()?;
         let Tok::Op(op) = t.tok else { return Err(self.err_at(&t, "expected a comparison operator (=, !=, <, <=, >, >=, IN, IS)")) };
-        if let Some(Token { tok: Tok::Ident(w), .. }) = self.peek() {
+        if let Some(t @ Token { tok: Tok::Ident(w), .. }) = self.peek() {
             if w.eq_ignore_ascii_case("null") {
-                let t = self.peek().cloned().expect("peeked");
-                return Err(self.err_at(&t, "compare with NULL using IS NULL / IS NOT NULL"));
+                return Err(self.err_at(t, "compare with NULL using IS NULL / IS NOT NULL"));
             }
         }
         let v = self.literal(&ty, &name)?;

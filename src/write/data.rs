@@ -411,7 +411,7 @@ async fn write_chunk(s: &Settings, lane: usize, seq: &mut usize, pw: &mut Partit
         let out = s.storage.file_io().new_output(&path)?;
         pw.current = Some(s.builder.clone().build(out).await?);
     }
-    let w = pw.current.as_mut().expect("writer opened above");
+    let Some(w) = pw.current.as_mut() else { return Err(Error::io("data file writer was not opened")) };
     w.write(b).await?;
     if w.current_written_size() as u64 >= s.props.target_file_size_bytes {
         close_current(s, pw).await?;

@@ -12,7 +12,7 @@ use iceberg::expr::{Bind, BoundPredicate, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
 
-pub use plan::{plan_files, PlanStats, PlannedFile};
+pub use plan::{plan_files, PartitionFilters, PlanStats, PlannedFile};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::spec::{SchemaRef, Snapshot};
@@ -202,20 +202,14 @@ impl Scan {
         let list_bytes = storage.get(snap.manifest_list()).await.map_err(|e| e.context(format!("table {name}")))?;
         let list = iceberg::spec::ManifestList::parse_with_version(&list_bytes, md.format_version())
             .map_err(|e| Error::corrupt(format!("manifest list '{}' of table {name} is malformed: {e}", snap.manifest_list())))?;
+        let partition_filters = PartitionFilters::new(bound.as_ref(), md.partition_specs_iter())?;
         let mut wanted = Vec::new();
         for mf in list.entries() {
             let spec = md.partition_spec_by_id(mf.partition_spec_id).cloned().ok_or_else(|| {
                 Error::corrupt(format!("manifest '{}' of table {name} uses unknown partition spec {}", mf.manifest_path, mf.partition_spec_id))
             })?;
-            if mf.content == ManifestContentType::Data {
-                if let Some(b) = &bound {
-                    if !spec.is_unpartitioned() {
-                        let pp = crate::expr::project_to_partition(b, &spec)?;
-                        if !crate::expr::manifest_may_match(&pp, &spec, &schema, mf.partitions.as_deref()) {
-                            continue;
-                        }
-                    }
-                }
+            if mf.content == ManifestContentType::Data && !partition_filters.manifest_may_match(&spec, &schema, mf) {
+                continue;
             }
             wanted.push((spec, mf.clone()));
         }
@@ -234,7 +228,7 @@ impl Scan {
             .buffer_unordered(8)
             .try_collect()
             .await?;
-        let (files, stats) = plan_files(&manifests, &schema, bound.as_ref(), &name)?;
+        let (files, stats) = plan_files(&manifests, bound.as_ref(), &partition_filters, &name)?;
         let name_mapping: Option<Arc<NameMapping>> = md
             .properties()
             .get("schema.name-mapping.default")
@@ -315,7 +309,7 @@ impl Scan {
                     let _permit = permit;
                     let path = task.data_file_path.clone();
                     if let (Some(target), true) = (&direct_target, task.deletes.is_empty()) {
-                        match direct::open(&storage, &path, task.file_size_in_bytes, target, batch_size).await {
+                        match direct::open(&storage, &path, target, batch_size).await {
                             Ok(Some(mut stream)) => {
                                 while let Some(item) = stream.next().await {
                                     let stop = item.is_err();

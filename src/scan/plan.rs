@@ -1,13 +1,46 @@
 //! Scan planning over loaded manifests: which data files a scan reads. Pure: no I/O.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use iceberg::expr::BoundPredicate;
-use iceberg::spec::{DataContentType, Manifest, ManifestStatus, PartitionSpec, Schema};
+use iceberg::expr::{BoundPredicate, Predicate};
+use iceberg::spec::{DataContentType, Manifest, ManifestFile, ManifestStatus, PartitionSpec, Schema};
 
 use crate::error::{Error, Result};
-use crate::expr::{file_may_match, partition_matches, project_to_partition};
+use crate::expr::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
 use crate::spec::{DataFile, Struct};
+
+/// A row filter projected onto each partitioned spec, once per spec.
+#[derive(Debug, Default)]
+pub struct PartitionFilters {
+    by_spec: HashMap<i32, Predicate>,
+}
+
+impl PartitionFilters {
+    /// Projects `filter` onto every partitioned spec in `specs`.
+    pub fn new<'a>(filter: Option<&BoundPredicate>, specs: impl IntoIterator<Item = &'a Arc<PartitionSpec>>) -> Result<Self> {
+        let mut by_spec = HashMap::new();
+        if let Some(f) = filter {
+            for spec in specs.into_iter().filter(|s| !s.is_unpartitioned()) {
+                by_spec.insert(spec.spec_id(), project_to_partition(f, spec)?);
+            }
+        }
+        Ok(Self { by_spec })
+    }
+
+    /// The partition predicate of a spec (`None`: nothing to prune by).
+    pub fn get(&self, spec_id: i32) -> Option<&Predicate> {
+        self.by_spec.get(&spec_id)
+    }
+
+    /// May a data manifest hold matching files, judging by its partition summaries?
+    pub fn manifest_may_match(&self, spec: &PartitionSpec, schema: &Schema, manifest: &ManifestFile) -> bool {
+        match self.get(spec.spec_id()) {
+            Some(p) => manifest_may_match(p, spec, schema, manifest.partitions.as_deref()),
+            None => true,
+        }
+    }
+}
 
 /// A data file the scan must read, with what planning knows about it.
 #[derive(Debug, Clone)]
@@ -39,18 +72,15 @@ pub struct PlanStats {
 /// deleted rows are never returned.
 pub fn plan_files(
     manifests: &[(Arc<PartitionSpec>, Manifest)],
-    _schema: &Schema,
     filter: Option<&BoundPredicate>,
+    partition_filters: &PartitionFilters,
     table: &str,
 ) -> Result<(Vec<PlannedFile>, PlanStats)> {
     let mut stats = PlanStats::default();
     let mut deletes = 0usize;
     let mut out = Vec::new();
     for (spec, manifest) in manifests {
-        let part_pred = match filter {
-            Some(f) if !spec.is_unpartitioned() => Some(project_to_partition(f, spec)?),
-            _ => None,
-        };
+        let part_pred = partition_filters.get(spec.spec_id());
         for entry in manifest.entries() {
             if entry.status() == ManifestStatus::Deleted {
                 continue;

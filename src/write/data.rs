@@ -90,17 +90,6 @@ fn writer_properties(p: &TableProperties, plain_columns: &[String]) -> Result<Wr
 /// Rows of one partition (`None`: unpartitioned).
 type Piece = (Option<PartitionKey>, RecordBatch);
 
-/// What a writer knows before its first batch.
-struct Pending {
-    schema: SchemaRef,
-    spec: Arc<iceberg::spec::PartitionSpec>,
-    sort: Option<Arc<SortOrder>>,
-    props: TableProperties,
-    data_path: String,
-    storage: Storage,
-    lanes: usize,
-}
-
 /// Shared, immutable settings of one write.
 struct Settings {
     schema: SchemaRef,
@@ -116,7 +105,9 @@ struct Settings {
 /// Writes data files for one table; commits nothing (see [`crate::txn::append_files`]).
 pub struct DataWriter {
     conformer: Conformer,
-    pending: Option<Pending>,
+    /// Settings until the first batch starts the lanes (which then share them).
+    pending: Option<Settings>,
+    lane_count: usize,
     lanes: Vec<(Option<mpsc::Sender<Vec<Piece>>>, Option<JoinHandle<Result<Vec<DataFile>>>>)>,
     partitioner: Option<Partitioner>,
     /// Which lane owns each partition (assigned round-robin on first sight), so that every
@@ -142,20 +133,22 @@ impl DataWriter {
         let sort = md.default_sort_order();
         let sort = (!sort.fields.is_empty()).then(|| sort.clone());
         let data_path = props.data_path.clone().unwrap_or_else(|| join(md.location(), "data"));
-        // Checked now so that a bad property fails before any data is read.
-        writer_properties(&props, &[])?;
-        let pending = Pending {
+        // Built now so that a bad property fails before any data is read; the first batch
+        // may still switch dictionaries off for some columns (see `start`).
+        let settings = Settings {
+            builder: ParquetWriterBuilder::new(writer_properties(&props, &[])?, schema.clone()),
             schema: schema.clone(),
             spec: md.default_partition_spec().clone(),
             sort,
             props,
             data_path,
             storage: table.storage().clone(),
-            lanes: lanes.max(1),
+            commit_uuid: uuid::Uuid::new_v4(),
         };
         Ok(Self {
             conformer: Conformer::new(&schema, &table.name())?,
-            pending: Some(pending),
+            pending: Some(settings),
+            lane_count: lanes.max(1),
             lanes: Vec::new(),
             partitioner: None,
             partition_lanes: HashMap::new(),
@@ -167,22 +160,16 @@ impl DataWriter {
 
     /// Starts the lanes, with encodings chosen from the first batch.
     fn start(&mut self, first: &RecordBatch) -> Result<()> {
-        let Some(p) = self.pending.take() else { return Ok(()) };
+        let Some(mut settings) = self.pending.take() else { return Ok(()) };
         let plain = high_cardinality_columns(first);
-        if !p.spec.is_unpartitioned() {
-            self.partitioner = Some(Partitioner::new(&p.spec, p.schema.clone())?);
+        if !plain.is_empty() {
+            settings.builder = ParquetWriterBuilder::new(writer_properties(&settings.props, &plain)?, settings.schema.clone());
         }
-        let settings = Arc::new(Settings {
-            builder: ParquetWriterBuilder::new(writer_properties(&p.props, &plain)?, p.schema.clone()),
-            schema: p.schema,
-            spec: p.spec,
-            sort: p.sort,
-            props: p.props,
-            data_path: p.data_path,
-            storage: p.storage,
-            commit_uuid: uuid::Uuid::new_v4(),
-        });
-        self.lanes = (0..p.lanes)
+        if !settings.spec.is_unpartitioned() {
+            self.partitioner = Some(Partitioner::new(&settings.spec, settings.schema.clone())?);
+        }
+        let settings = Arc::new(settings);
+        self.lanes = (0..self.lane_count)
             .map(|i| {
                 let (tx, rx) = mpsc::channel(2);
                 (Some(tx), Some(tokio::spawn(run_lane(settings.clone(), i, rx))))

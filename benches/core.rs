@@ -44,16 +44,23 @@ fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
 }
 
 fn python() -> Option<PathBuf> {
-    std::env::var("FLOE_PEERS_PYTHON").ok().map(PathBuf::from).or_else(|| {
-        let p = PathBuf::from(std::env::var("HOME").ok()?).join(".cache/floe/peers/venv/bin/python");
-        p.exists().then_some(p)
-    })
+    std::env::var("FLOE_PEERS_PYTHON")
+        .ok()
+        .map(PathBuf::from)
+        .or_else(|| {
+            let p = PathBuf::from(std::env::var("HOME").ok()?)
+                .join(".cache/floe/peers/venv/bin/python");
+            p.exists().then_some(p)
+        })
 }
 
 fn run_json(py: &Path, args: &[&str]) -> Option<serde_json::Value> {
     let out = Command::new(py).args(args).output().ok()?;
     if !out.status.success() {
-        eprintln!("baseline {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "baseline {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         return None;
     }
     let s = String::from_utf8_lossy(&out.stdout);
@@ -63,7 +70,11 @@ fn run_json(py: &Path, args: &[&str]) -> Option<serde_json::Value> {
 fn load(files: &[PathBuf]) -> Vec<RecordBatch> {
     let mut out = Vec::new();
     for f in files {
-        let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).unwrap()).unwrap().with_batch_size(65536).build().unwrap();
+        let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f).unwrap())
+            .unwrap()
+            .with_batch_size(65536)
+            .build()
+            .unwrap();
         out.extend(r.map(|b| b.unwrap()));
     }
     out
@@ -80,7 +91,9 @@ fn raw_write(batches: &[RecordBatch], dir: &Path) -> u64 {
             .enumerate()
             .map(|(i, part)| {
                 s.spawn(move || {
-                    let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap())).build();
+                    let props = WriterProperties::builder()
+                        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap()))
+                        .build();
                     let f = std::fs::File::create(dir.join(format!("raw-{i}.parquet"))).unwrap();
                     let mut w = ArrowWriter::try_new(f, part[0].schema(), Some(props)).unwrap();
                     for b in part.iter() {
@@ -101,7 +114,12 @@ fn raw_read(files: &[String]) -> u64 {
             .iter()
             .map(|f| {
                 s.spawn(move || {
-                    let r = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(f.trim_start_matches("file://")).unwrap()).unwrap().build().unwrap();
+                    let r = ParquetRecordBatchReaderBuilder::try_new(
+                        std::fs::File::open(f.trim_start_matches("file://")).unwrap(),
+                    )
+                    .unwrap()
+                    .build()
+                    .unwrap();
                     r.map(|b| b.unwrap().num_rows() as u64).sum::<u64>()
                 })
             })
@@ -114,7 +132,11 @@ fn line(name: &str, secs: f64, base_name: &str, base: Option<f64>, target: f64) 
     match base {
         Some(b) => {
             let ratio = b / secs;
-            let verdict = if ratio >= target { "ok" } else { "BELOW TARGET" };
+            let verdict = if ratio >= target {
+                "ok"
+            } else {
+                "BELOW TARGET"
+            };
             println!("{name:<38} {secs:>7.2}s   vs {base_name:<34} {b:>7.2}s   ratio {ratio:>5.2}x (target >= {target}x) {verdict}");
         }
         None => println!("{name:<38} {secs:>7.2}s   vs {base_name:<34}    n/a"),
@@ -127,23 +149,54 @@ fn main() {
         eprintln!("floe core benchmark: run with `cargo bench --bench core`");
         return;
     }
-    let rows: usize = std::env::var("FLOE_BENCH_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000_000);
-    let base = std::env::var("FLOE_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/floe/bench"));
+    let rows: usize = std::env::var("FLOE_BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let base = std::env::var("FLOE_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/floe/bench")
+        });
     let data = base.join(format!("data-{rows}"));
     let py = python().expect("peers python: run tools/peers/setup.sh first");
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    run_json(&py, &[repo.join("tools/bench/gen_data.py").to_str().unwrap(), data.to_str().unwrap(), "--rows", &rows.to_string(), "--files", "2"]).expect("generate data");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&data).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "parquet")).collect();
+    run_json(
+        &py,
+        &[
+            repo.join("tools/bench/gen_data.py").to_str().unwrap(),
+            data.to_str().unwrap(),
+            "--rows",
+            &rows.to_string(),
+            "--files",
+            "2",
+        ],
+    )
+    .expect("generate data");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&data)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
     files.sort();
     let batches = load(&files);
     let n: usize = batches.iter().map(|b| b.num_rows()).sum();
-    println!("floe core benchmark: {n} rows x 8 columns, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "floe core benchmark: {n} rows x 8 columns, {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let work = base.join("work");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
-
 
     let cat = Catalog::open(None, Some(work.join("wh").to_str().unwrap()), None).unwrap();
     let schema = parse_schema(DDL).unwrap();
@@ -155,11 +208,15 @@ fn main() {
         if let Some(p) = partition {
             c.partition_spec = parse_partition_spec(p, &schema).unwrap();
         }
-        let t = rt.block_on(cat.create_table(&parse_ident(&name).unwrap(), c)).unwrap();
+        let t = rt
+            .block_on(cat.create_table(&parse_ident(&name).unwrap(), c))
+            .unwrap();
         let input: Vec<_> = batches.iter().cloned().map(Ok).collect();
         settle();
         let start = Instant::now();
-        let r = rt.block_on(floe::txn::append(&cat, &t, input, None)).unwrap();
+        let r = rt
+            .block_on(floe::txn::append(&cat, &t, input, None))
+            .unwrap();
         (start.elapsed().as_secs_f64(), r.table)
     };
     // Profiling aid: FLOE_BENCH_APPEND_ONLY=day(ts) (or empty for unpartitioned) times one append.
@@ -176,16 +233,30 @@ fn main() {
         t_unpart = t2;
     }
     let quick = std::env::var("FLOE_BENCH_QUICK").is_ok();
-    let floe_day = if quick { f64::NAN } else { append(Some("day(ts)")).0.min(append(Some("day(ts)")).0) };
+    let floe_day = if quick {
+        f64::NAN
+    } else {
+        append(Some("day(ts)")).0.min(append(Some("day(ts)")).0)
+    };
 
     let plan = rt.block_on(Scan::new(&t_unpart).plan()).unwrap();
-    let data_files: Vec<String> = plan.files.iter().map(|f| f.file.file_path().to_string()).collect();
+    let data_files: Vec<String> = plan
+        .files
+        .iter()
+        .map(|f| f.file.file_path().to_string())
+        .collect();
     let (raw_r, raw_rows) = best(5, || raw_read(&data_files));
-    let loops = std::env::var("FLOE_BENCH_SCAN_LOOPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let loops = std::env::var("FLOE_BENCH_SCAN_LOOPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let (floe_scan, scan_rows) = best(loops, || {
         rt.block_on(async {
             let mut scan = Scan::new(&t_unpart).concurrency(2);
-            if let Some(bs) = std::env::var("FLOE_BENCH_BATCH").ok().and_then(|v| v.parse().ok()) {
+            if let Some(bs) = std::env::var("FLOE_BENCH_BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
                 scan = scan.batch_size(bs);
             }
             let mut s = scan.to_stream().await.unwrap();
@@ -201,16 +272,82 @@ fn main() {
 
     let meta = t_unpart.metadata_location().to_string();
     settle();
-    let duck = run_json(&py, &[repo.join("tools/bench/baseline_duckdb.py").to_str().unwrap(), "--metadata", &meta, "--threads", "2"]);
+    let duck = run_json(
+        &py,
+        &[
+            repo.join("tools/bench/baseline_duckdb.py")
+                .to_str()
+                .unwrap(),
+            "--metadata",
+            &meta,
+            "--threads",
+            "2",
+        ],
+    );
     settle();
-    let pyice = if quick { None } else { run_json(&py, &[repo.join("tools/bench/baseline_pyiceberg.py").to_str().unwrap(), "--data", data.to_str().unwrap(), "--work", work.join("pyiceberg").to_str().unwrap(), "--repeat", "2"]) };
-    let f = |v: &Option<serde_json::Value>, k: &str| v.as_ref().and_then(|v| v.get(k)).and_then(|x| x.as_f64());
+    let pyice = if quick {
+        None
+    } else {
+        run_json(
+            &py,
+            &[
+                repo.join("tools/bench/baseline_pyiceberg.py")
+                    .to_str()
+                    .unwrap(),
+                "--data",
+                data.to_str().unwrap(),
+                "--work",
+                work.join("pyiceberg").to_str().unwrap(),
+                "--repeat",
+                "2",
+            ],
+        )
+    };
+    let f = |v: &Option<serde_json::Value>, k: &str| {
+        v.as_ref().and_then(|v| v.get(k)).and_then(|x| x.as_f64())
+    };
 
     println!();
-    line("floe append, unpartitioned", floe_unpart, "raw ArrowWriter, 2 files/2 threads", Some(raw_w), 0.9);
-    line("floe append, unpartitioned", floe_unpart, "pyiceberg append", f(&pyice, "append_unpartitioned_s"), 1.2);
-    line("floe append, day(ts)", floe_day, "pyiceberg append, day(ts)", f(&pyice, "append_day_s"), 3.0);
-    line("floe scan, all columns, 2 threads", floe_scan, "raw ParquetRecordBatchReader, 2 thr", Some(raw_r), 0.9);
-    line("floe scan, all columns, 2 threads", floe_scan, "DuckDB iceberg_scan max(every col)", f(&duck, "duckdb_scan_s"), 1.3);
-    line("floe scan, all columns, 2 threads", floe_scan, "pyiceberg scan().to_arrow()", f(&pyice, "scan_to_arrow_s"), 1.8);
+    line(
+        "floe append, unpartitioned",
+        floe_unpart,
+        "raw ArrowWriter, 2 files/2 threads",
+        Some(raw_w),
+        0.9,
+    );
+    line(
+        "floe append, unpartitioned",
+        floe_unpart,
+        "pyiceberg append",
+        f(&pyice, "append_unpartitioned_s"),
+        1.2,
+    );
+    line(
+        "floe append, day(ts)",
+        floe_day,
+        "pyiceberg append, day(ts)",
+        f(&pyice, "append_day_s"),
+        3.0,
+    );
+    line(
+        "floe scan, all columns, 2 threads",
+        floe_scan,
+        "raw ParquetRecordBatchReader, 2 thr",
+        Some(raw_r),
+        0.9,
+    );
+    line(
+        "floe scan, all columns, 2 threads",
+        floe_scan,
+        "DuckDB iceberg_scan max(every col)",
+        f(&duck, "duckdb_scan_s"),
+        1.3,
+    );
+    line(
+        "floe scan, all columns, 2 threads",
+        floe_scan,
+        "pyiceberg scan().to_arrow()",
+        f(&pyice, "scan_to_arrow_s"),
+        1.8,
+    );
 }

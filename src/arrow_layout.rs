@@ -11,9 +11,14 @@ use crate::error::{Error, Result};
 pub(crate) fn same_layout(a: &DataType, b: &DataType) -> bool {
     use DataType::*;
     match (a, b) {
-        (List(x), List(y)) | (LargeList(x), LargeList(y)) => same_layout(x.data_type(), y.data_type()),
+        (List(x), List(y)) | (LargeList(x), LargeList(y)) => {
+            same_layout(x.data_type(), y.data_type())
+        }
         (Struct(x), Struct(y)) => {
-            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| p.name() == q.name() && same_layout(p.data_type(), q.data_type()))
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .all(|(p, q)| p.name() == q.name() && same_layout(p.data_type(), q.data_type()))
         }
         (Map(x, s1), Map(y, s2)) => s1 == s2 && same_layout(x.data_type(), y.data_type()),
         _ => a == b,

@@ -19,8 +19,18 @@ pub struct Table {
 
 impl Table {
     /// Assembles a table from parts.
-    pub fn new(ident: TableIdent, metadata: TableMetadata, metadata_location: String, storage: Storage) -> Self {
-        Self { ident, metadata: Arc::new(metadata), metadata_location, storage }
+    pub fn new(
+        ident: TableIdent,
+        metadata: TableMetadata,
+        metadata_location: String,
+        storage: Storage,
+    ) -> Self {
+        Self {
+            ident,
+            metadata: Arc::new(metadata),
+            metadata_location,
+            storage,
+        }
     }
 
     /// The table identifier.
@@ -60,12 +70,16 @@ impl Table {
     /// (`metadata/version-hint.text`, else the highest `vN` / `NNNNN-` version). A table whose
     /// files were moved since it was written is read from where it lies (read-only).
     pub async fn open_static(storage: &Storage, path: &str) -> Result<Table> {
-        let (meta_loc, dir) = if path.ends_with(".metadata.json") || path.ends_with(".metadata.json.gz") {
-            let dir = path.rsplit_once("/metadata/").map(|(d, _)| d.to_string());
-            (path.to_string(), dir)
-        } else {
-            (find_latest_metadata(storage, path).await?, Some(path.trim_end_matches('/').to_string()))
-        };
+        let (meta_loc, dir) =
+            if path.ends_with(".metadata.json") || path.ends_with(".metadata.json.gz") {
+                let dir = path.rsplit_once("/metadata/").map(|(d, _)| d.to_string());
+                (path.to_string(), dir)
+            } else {
+                (
+                    find_latest_metadata(storage, path).await?,
+                    Some(path.trim_end_matches('/').to_string()),
+                )
+            };
         let metadata = read_metadata(storage, &meta_loc).await?;
         let mut st = storage.clone();
         if let Some(dir) = dir {
@@ -95,9 +109,15 @@ pub fn ident_name(ident: &TableIdent) -> String {
 pub fn parse_ident(name: &str) -> Result<TableIdent> {
     let parts: Vec<&str> = name.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
-        return Err(Error::invalid(format!("table name '{name}' has an empty part")));
+        return Err(Error::invalid(format!(
+            "table name '{name}' has an empty part"
+        )));
     }
-    let parts = if parts.len() == 1 { vec!["default", parts[0]] } else { parts };
+    let parts = if parts.len() == 1 {
+        vec!["default", parts[0]]
+    } else {
+        parts
+    };
     TableIdent::from_strs(parts).map_err(Error::from)
 }
 
@@ -123,7 +143,10 @@ fn parse_metadata(location: &str, bytes: &Bytes) -> Result<TableMetadata> {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(&bytes[..])
             .read_to_end(&mut out)
-            .map_err(|e| Error::corrupt(format!("metadata file '{location}' is not valid gzip")).with_source(e))?;
+            .map_err(|e| {
+                Error::corrupt(format!("metadata file '{location}' is not valid gzip"))
+                    .with_source(e)
+            })?;
         raw = out;
         &raw
     } else {
@@ -154,8 +177,12 @@ pub async fn find_latest_metadata(storage: &Storage, dir: &str) -> Result<String
     let files = storage.list(&mdir).await?;
     let mut best: Option<(u64, String)> = None;
     for f in files {
-        let Some(name) = f.location.rsplit('/').next() else { continue };
-        if name.starts_with('.') || !(name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz")) {
+        let Some(name) = f.location.rsplit('/').next() else {
+            continue;
+        };
+        if name.starts_with('.')
+            || !(name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz"))
+        {
             continue;
         }
         let v = name
@@ -170,7 +197,9 @@ pub async fn find_latest_metadata(storage: &Storage, dir: &str) -> Result<String
         }
     }
     best.map(|(_, l)| l).ok_or_else(|| {
-        Error::not_found(format!("no metadata file found under '{mdir}': is '{dir}' an Iceberg table directory?"))
+        Error::not_found(format!(
+            "no metadata file found under '{mdir}': is '{dir}' an Iceberg table directory?"
+        ))
     })
 }
 
@@ -187,7 +216,11 @@ mod tests {
 
     #[test]
     fn truncated_metadata_is_corrupt() {
-        let e = parse_metadata("/x/v1.metadata.json", &Bytes::from_static(b"{\"format-version\": 2, ")).unwrap_err();
+        let e = parse_metadata(
+            "/x/v1.metadata.json",
+            &Bytes::from_static(b"{\"format-version\": 2, "),
+        )
+        .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Corrupt);
         assert!(e.to_string().contains("/x/v1.metadata.json"));
     }

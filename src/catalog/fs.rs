@@ -12,14 +12,25 @@ pub(super) fn version_location(table_location: &str, v: u64) -> String {
 
 /// N of a `…/vN.metadata.json` location.
 pub(super) fn version_of(location: &str) -> Option<u64> {
-    location.rsplit('/').next()?.strip_prefix('v')?.strip_suffix(".metadata.json")?.parse().ok()
+    location
+        .rsplit('/')
+        .next()?
+        .strip_prefix('v')?
+        .strip_suffix(".metadata.json")?
+        .parse()
+        .ok()
 }
 
 /// Writes `version-hint.text` (and drops a stale Hadoop `.crc` sidecar).
 pub(super) async fn write_hint(storage: &Storage, table_location: &str, v: u64) -> Result<()> {
     let crc = storage::join(table_location, "metadata/.version-hint.text.crc");
     storage.delete(&crc).await?;
-    storage.put(&storage::join(table_location, "metadata/version-hint.text"), Bytes::from(v.to_string())).await
+    storage
+        .put(
+            &storage::join(table_location, "metadata/version-hint.text"),
+            Bytes::from(v.to_string()),
+        )
+        .await
 }
 
 /// The current metadata file of a Hadoop table, if the directory holds one.
@@ -32,7 +43,8 @@ pub(super) async fn pointer(storage: &Storage, table_location: &str) -> Result<O
 }
 
 fn dir_of(warehouse: &str, ns: &str) -> Result<std::path::PathBuf> {
-    let base = storage::local_path(warehouse).ok_or_else(|| Error::unsupported("filesystem catalog needs a local warehouse"))?;
+    let base = storage::local_path(warehouse)
+        .ok_or_else(|| Error::unsupported("filesystem catalog needs a local warehouse"))?;
     let mut p = std::path::PathBuf::from(base);
     for part in ns.split('.').filter(|s| !s.is_empty()) {
         p.push(part);
@@ -64,7 +76,11 @@ pub(super) async fn namespaces(_storage: &Storage, warehouse: &str) -> Result<Ve
             if p.join("metadata").is_dir() {
                 continue;
             }
-            let full = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+            let full = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}.{name}")
+            };
             out.push(full.clone());
             stack.push((p, full));
         }
@@ -75,18 +91,25 @@ pub(super) async fn namespaces(_storage: &Storage, warehouse: &str) -> Result<Ve
 
 pub(super) fn create_namespace(warehouse: &str, ns: &str) -> Result<()> {
     let p = dir_of(warehouse, ns)?;
-    std::fs::create_dir_all(&p).map_err(|e| Error::io(format!("creating namespace directory {}", p.display())).with_source(e))
+    std::fs::create_dir_all(&p).map_err(|e| {
+        Error::io(format!("creating namespace directory {}", p.display())).with_source(e)
+    })
 }
 
 pub(super) fn drop_namespace(warehouse: &str, ns: &str) -> Result<()> {
     let p = dir_of(warehouse, ns)?;
-    std::fs::remove_dir(&p).map_err(|e| Error::io(format!("removing namespace directory {}", p.display())).with_source(e))
+    std::fs::remove_dir(&p).map_err(|e| {
+        Error::io(format!("removing namespace directory {}", p.display())).with_source(e)
+    })
 }
 
 /// Tables: child directories with a `metadata/` directory.
 pub(super) async fn tables(_storage: &Storage, warehouse: &str, ns: &str) -> Result<Vec<String>> {
     let p = dir_of(warehouse, ns)?;
-    Ok(subdirs(&p).into_iter().filter(|n| p.join(n).join("metadata").is_dir()).collect())
+    Ok(subdirs(&p)
+        .into_iter()
+        .filter(|n| p.join(n).join("metadata").is_dir())
+        .collect())
 }
 
 #[cfg(test)]
@@ -95,8 +118,14 @@ mod tests {
 
     #[test]
     fn versions() {
-        assert_eq!(version_of("file:///w/t/metadata/v12.metadata.json"), Some(12));
+        assert_eq!(
+            version_of("file:///w/t/metadata/v12.metadata.json"),
+            Some(12)
+        );
         assert_eq!(version_of("/w/t/metadata/00001-x.metadata.json"), None);
-        assert_eq!(version_location("/w/t", 3), "/w/t/metadata/v3.metadata.json");
+        assert_eq!(
+            version_location("/w/t", 3),
+            "/w/t/metadata/v3.metadata.json"
+        );
     }
 }

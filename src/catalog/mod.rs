@@ -76,7 +76,12 @@ pub struct Catalog {
 }
 
 fn ns_string(ident: &TableIdent) -> String {
-    ident.namespace().iter().cloned().collect::<Vec<_>>().join(".")
+    ident
+        .namespace()
+        .iter()
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// An absolute, lexically normalised path (`.` and `..` resolved): object-store keys and
@@ -87,7 +92,9 @@ fn abs(path: &str) -> Result<PathBuf> {
     let p = if p.is_absolute() {
         p
     } else {
-        std::env::current_dir().map_err(|e| Error::io("current directory").with_source(e))?.join(p)
+        std::env::current_dir()
+            .map_err(|e| Error::io("current directory").with_source(e))?
+            .join(p)
     };
     let mut out = PathBuf::new();
     for c in p.components() {
@@ -145,8 +152,15 @@ impl Catalog {
                 )))
             }
         };
-        std::fs::create_dir_all(&wh).map_err(|e| Error::io(format!("creating warehouse {}", wh.display())).with_source(e))?;
-        Ok(Catalog { name, warehouse: storage::to_uri(&wh), storage, backend })
+        std::fs::create_dir_all(&wh).map_err(|e| {
+            Error::io(format!("creating warehouse {}", wh.display())).with_source(e)
+        })?;
+        Ok(Catalog {
+            name,
+            warehouse: storage::to_uri(&wh),
+            storage,
+            backend,
+        })
     }
 
     /// Catalog name (`catalog_name` column of the SQL catalog).
@@ -204,7 +218,9 @@ impl Catalog {
             }
             Backend::Fs => {
                 if !self.list_tables(ns).await?.is_empty() {
-                    return Err(Error::invalid(format!("namespace '{ns}' is not empty: drop its tables first")));
+                    return Err(Error::invalid(format!(
+                        "namespace '{ns}' is not empty: drop its tables first"
+                    )));
                 }
                 fs::drop_namespace(&self.warehouse, ns)
             }
@@ -243,9 +259,15 @@ impl Catalog {
     /// Loads a table's current metadata.
     pub async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
         let loc = self.pointer(ident).await?.ok_or_else(|| {
-            Error::not_found(format!("table {} does not exist in catalog '{}'", ident_name(ident), self.name))
+            Error::not_found(format!(
+                "table {} does not exist in catalog '{}'",
+                ident_name(ident),
+                self.name
+            ))
         })?;
-        let md = read_metadata(&self.storage, &loc).await.map_err(|e| e.context(format!("table {}", ident_name(ident))))?;
+        let md = read_metadata(&self.storage, &loc)
+            .await
+            .map_err(|e| e.context(format!("table {}", ident_name(ident))))?;
         Ok(Table::new(ident.clone(), md, loc, self.storage.clone()))
     }
 
@@ -258,7 +280,10 @@ impl Catalog {
     pub async fn create_table(&self, ident: &TableIdent, creation: TableCreation) -> Result<Table> {
         let name = ident_name(ident);
         if self.table_exists(ident).await? {
-            return Err(Error::new(ErrorKind::AlreadyExists, format!("table {name} already exists")));
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("table {name} already exists"),
+            ));
         }
         let mut props = creation.properties.clone();
         let mut fv = creation.format_version;
@@ -267,17 +292,35 @@ impl Catalog {
                 "1" => FormatVersion::V1,
                 "2" => FormatVersion::V2,
                 "3" => FormatVersion::V3,
-                _ => return Err(Error::invalid(format!("format-version '{v}' is not 1, 2 or 3"))),
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "format-version '{v}' is not 1, 2 or 3"
+                    )))
+                }
             };
         }
-        crate::spec::TableProperties::parse(&props).map_err(|e| e.context(format!("creating {name}")))?;
+        crate::spec::TableProperties::parse(&props)
+            .map_err(|e| e.context(format!("creating {name}")))?;
         check_features(&creation.schema, fv).map_err(|e| e.context(format!("creating {name}")))?;
-        let location = creation.location.clone().unwrap_or_else(|| self.default_location(ident));
-        let sort = creation.sort_order.clone().unwrap_or_else(SortOrder::unsorted_order);
-        let md = TableMetadataBuilder::new(creation.schema, creation.partition_spec, sort, location.clone(), fv, props)
-            .and_then(|b| b.build())
-            .map_err(|e| Error::invalid(format!("creating {name}: {e}")))?
-            .metadata;
+        let location = creation
+            .location
+            .clone()
+            .unwrap_or_else(|| self.default_location(ident));
+        let sort = creation
+            .sort_order
+            .clone()
+            .unwrap_or_else(SortOrder::unsorted_order);
+        let md = TableMetadataBuilder::new(
+            creation.schema,
+            creation.partition_spec,
+            sort,
+            location.clone(),
+            fv,
+            props,
+        )
+        .and_then(|b| b.build())
+        .map_err(|e| Error::invalid(format!("creating {name}: {e}")))?
+        .metadata;
         let ns = ns_string(ident);
         if !self.list_namespaces().await?.contains(&ns) {
             self.create_namespace(&ns, &[]).await?;
@@ -288,25 +331,45 @@ impl Catalog {
                 self.write_metadata(&meta_loc, &md).await?;
                 let (b, n, l) = (b.clone(), ident.name().to_string(), meta_loc.clone());
                 blocking(move || b.insert(&ns, &n, &l)).await?;
-                Ok(Table::new(ident.clone(), md, meta_loc, self.storage.clone()))
+                Ok(Table::new(
+                    ident.clone(),
+                    md,
+                    meta_loc,
+                    self.storage.clone(),
+                ))
             }
             Backend::Fs => {
                 let meta_loc = fs::version_location(&location, 1);
-                self.storage.put_if_absent(&meta_loc, Bytes::from(serde_json::to_vec(&md)?)).await.map_err(|e| {
-                    if e.kind() == ErrorKind::AlreadyExists {
-                        Error::new(ErrorKind::AlreadyExists, format!("table {name} already exists"))
-                    } else {
-                        e
-                    }
-                })?;
+                self.storage
+                    .put_if_absent(&meta_loc, Bytes::from(serde_json::to_vec(&md)?))
+                    .await
+                    .map_err(|e| {
+                        if e.kind() == ErrorKind::AlreadyExists {
+                            Error::new(
+                                ErrorKind::AlreadyExists,
+                                format!("table {name} already exists"),
+                            )
+                        } else {
+                            e
+                        }
+                    })?;
                 fs::write_hint(&self.storage, &location, 1).await?;
-                Ok(Table::new(ident.clone(), md, meta_loc, self.storage.clone()))
+                Ok(Table::new(
+                    ident.clone(),
+                    md,
+                    meta_loc,
+                    self.storage.clone(),
+                ))
             }
         }
     }
 
     /// Registers an existing metadata file as a new table.
-    pub async fn register_table(&self, ident: &TableIdent, metadata_location: &str) -> Result<Table> {
+    pub async fn register_table(
+        &self,
+        ident: &TableIdent,
+        metadata_location: &str,
+    ) -> Result<Table> {
         let md = read_metadata(&self.storage, metadata_location).await?;
         match &self.backend {
             Backend::Sql(b) => {
@@ -314,11 +377,22 @@ impl Catalog {
                 if !self.list_namespaces().await?.contains(&ns) {
                     self.create_namespace(&ns, &[]).await?;
                 }
-                let (b, n, l) = (b.clone(), ident.name().to_string(), metadata_location.to_string());
+                let (b, n, l) = (
+                    b.clone(),
+                    ident.name().to_string(),
+                    metadata_location.to_string(),
+                );
                 blocking(move || b.insert(&ns, &n, &l)).await?;
-                Ok(Table::new(ident.clone(), md, metadata_location.to_string(), self.storage.clone()))
+                Ok(Table::new(
+                    ident.clone(),
+                    md,
+                    metadata_location.to_string(),
+                    self.storage.clone(),
+                ))
             }
-            Backend::Fs => Err(Error::unsupported("register_table is not available in a filesystem catalog")),
+            Backend::Fs => Err(Error::unsupported(
+                "register_table is not available in a filesystem catalog",
+            )),
         }
     }
 
@@ -336,13 +410,23 @@ impl Catalog {
                 if let Err(e) = self.write_metadata(&loc, &new).await {
                     return CommitOutcome::Unknown(e.context("writing the new metadata file"));
                 }
-                let (b2, ns, n, old, l) =
-                    (b.clone(), ns_string(&ident), ident.name().to_string(), base.metadata_location().to_string(), loc.clone());
+                let (b2, ns, n, old, l) = (
+                    b.clone(),
+                    ns_string(&ident),
+                    ident.name().to_string(),
+                    base.metadata_location().to_string(),
+                    loc.clone(),
+                );
                 match blocking(move || b2.swap(&ns, &n, &old, &l)).await {
-                    Ok(sql::Swap::Done) => CommitOutcome::Committed(Table::new(ident, new, loc, self.storage.clone())),
+                    Ok(sql::Swap::Done) => {
+                        CommitOutcome::Committed(Table::new(ident, new, loc, self.storage.clone()))
+                    }
                     Ok(sql::Swap::Stale) => {
                         let _ = self.storage.delete(&loc).await;
-                        CommitOutcome::Conflict(format!("table {} was changed by another writer", ident_name(&ident)))
+                        CommitOutcome::Conflict(format!(
+                            "table {} was changed by another writer",
+                            ident_name(&ident)
+                        ))
                     }
                     Err(e) => CommitOutcome::Unknown(e),
                 }
@@ -350,7 +434,8 @@ impl Catalog {
             Backend::Fs => {
                 let Some(v) = fs::version_of(base.metadata_location()) else {
                     return CommitOutcome::Unknown(Error::invalid(format!(
-                        "'{}' is not a vN.metadata.json file", base.metadata_location()
+                        "'{}' is not a vN.metadata.json file",
+                        base.metadata_location()
                     )));
                 };
                 let loc = fs::version_location(new.location(), v + 1);
@@ -364,9 +449,9 @@ impl Catalog {
                         let _ = fs::write_hint(&self.storage, new.location(), v + 1).await;
                         CommitOutcome::Committed(Table::new(ident, new, loc, self.storage.clone()))
                     }
-                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                        CommitOutcome::Conflict(format!("table {} was changed by another writer", ident_name(&ident)))
-                    }
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => CommitOutcome::Conflict(
+                        format!("table {} was changed by another writer", ident_name(&ident)),
+                    ),
                     Err(e) => CommitOutcome::Unknown(e),
                 }
             }
@@ -377,13 +462,21 @@ impl Catalog {
     pub async fn rename_table(&self, from: &TableIdent, to: &TableIdent) -> Result<()> {
         match &self.backend {
             Backend::Sql(b) => {
-                let (b, a, an, z, zn) = (b.clone(), ns_string(from), from.name().to_string(), ns_string(to), to.name().to_string());
+                let (b, a, an, z, zn) = (
+                    b.clone(),
+                    ns_string(from),
+                    from.name().to_string(),
+                    ns_string(to),
+                    to.name().to_string(),
+                );
                 if !self.list_namespaces().await?.contains(&z) {
                     self.create_namespace(&z, &[]).await?;
                 }
                 blocking(move || b.rename(&a, &an, &z, &zn)).await
             }
-            Backend::Fs => Err(Error::unsupported("a filesystem (Hadoop) catalog cannot rename tables")),
+            Backend::Fs => Err(Error::unsupported(
+                "a filesystem (Hadoop) catalog cannot rename tables",
+            )),
         }
     }
 
@@ -393,15 +486,22 @@ impl Catalog {
         if let Backend::Sql(b) = &self.backend {
             let (b, ns, n) = (b.clone(), ns_string(ident), ident.name().to_string());
             if !blocking(move || b.delete(&ns, &n)).await? {
-                return Err(Error::not_found(format!("table {} does not exist", ident_name(ident))));
+                return Err(Error::not_found(format!(
+                    "table {} does not exist",
+                    ident_name(ident)
+                )));
             }
         }
         let gc = table.properties().map(|p| p.gc_enabled).unwrap_or(true);
         if purge && gc {
-            self.storage.delete_prefix(table.metadata().location()).await?;
+            self.storage
+                .delete_prefix(table.metadata().location())
+                .await?;
         } else if matches!(self.backend, Backend::Fs) {
             // A Hadoop table exists by its metadata directory.
-            self.storage.delete_prefix(&storage::join(table.metadata().location(), "metadata")).await?;
+            self.storage
+                .delete_prefix(&storage::join(table.metadata().location(), "metadata"))
+                .await?;
         }
         Ok(())
     }
@@ -414,7 +514,9 @@ fn check_features(schema: &Schema, fv: FormatVersion) -> Result<()> {
         return Ok(());
     }
     for f in schema.field_id_to_fields().values() {
-        if let Type::Primitive(PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs) = f.field_type.as_ref() {
+        if let Type::Primitive(PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs) =
+            f.field_type.as_ref()
+        {
             return Err(Error::invalid(format!(
                 "column '{}' has type {} which needs format-version 3; create the table with --format-version 3",
                 f.name, f.field_type
@@ -422,7 +524,8 @@ fn check_features(schema: &Schema, fv: FormatVersion) -> Result<()> {
         }
         if f.initial_default.is_some() || f.write_default.is_some() {
             return Err(Error::invalid(format!(
-                "column '{}' has a default value, which needs format-version 3", f.name
+                "column '{}' has a default value, which needs format-version 3",
+                f.name
             )));
         }
     }
@@ -437,11 +540,16 @@ fn sql_metadata_location(table_location: &str, previous: Option<&str>) -> String
         .and_then(|n| n.parse::<u64>().ok())
         .map(|n| n + 1)
         .unwrap_or(if previous.is_some() { 1 } else { 0 });
-    storage::join(table_location, &format!("metadata/{next:05}-{}.metadata.json", uuid::Uuid::new_v4()))
+    storage::join(
+        table_location,
+        &format!("metadata/{next:05}-{}.metadata.json", uuid::Uuid::new_v4()),
+    )
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| Error::io("catalog task failed").with_source(e))?
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::io("catalog task failed").with_source(e))?
 }
 
 #[cfg(test)]

@@ -28,7 +28,8 @@ pub(crate) enum Swap {
 impl SqlBackend {
     pub(crate) fn open(path: PathBuf, catalog: String) -> Result<Self> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display())).with_source(e))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(format!("creating {}", dir.display())).with_source(e))?;
         }
         let b = Self { path, catalog };
         let c = b.conn()?;
@@ -58,18 +59,25 @@ impl SqlBackend {
 
     fn conn(&self) -> Result<Connection> {
         let c = Connection::open(&self.path).map_err(|e| self.err("open", e))?;
-        c.busy_timeout(Duration::from_secs(30)).map_err(|e| self.err("busy_timeout", e))?;
+        c.busy_timeout(Duration::from_secs(30))
+            .map_err(|e| self.err("busy_timeout", e))?;
         Ok(c)
     }
 
     fn has_type_column(c: &Connection) -> rusqlite::Result<bool> {
         let mut st = c.prepare("SELECT name FROM pragma_table_info('iceberg_tables')")?;
-        let names: Vec<String> = st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        let names: Vec<String> = st
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
         Ok(names.iter().any(|n| n.eq_ignore_ascii_case("iceberg_type")))
     }
 
     fn type_filter(c: &Connection) -> rusqlite::Result<&'static str> {
-        Ok(if Self::has_type_column(c)? { " AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)" } else { "" })
+        Ok(if Self::has_type_column(c)? {
+            " AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)"
+        } else {
+            ""
+        })
     }
 
     pub(crate) fn namespaces(&self) -> Result<Vec<String>> {
@@ -102,11 +110,16 @@ impl SqlBackend {
 
     pub(crate) fn drop_namespace(&self, ns: &str) -> Result<()> {
         if !self.tables(ns)?.is_empty() {
-            return Err(Error::invalid(format!("namespace '{ns}' is not empty: drop its tables first")));
+            return Err(Error::invalid(format!(
+                "namespace '{ns}' is not empty: drop its tables first"
+            )));
         }
         let c = self.conn()?;
-        c.execute("DELETE FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2", params![self.catalog, ns])
-            .map_err(|e| self.err("drop namespace", e))?;
+        c.execute(
+            "DELETE FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2",
+            params![self.catalog, ns],
+        )
+        .map_err(|e| self.err("drop namespace", e))?;
         Ok(())
     }
 
@@ -126,10 +139,12 @@ impl SqlBackend {
         let c = self.conn()?;
         let f = Self::type_filter(&c).map_err(|e| self.err("load table", e))?;
         let q = format!("SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3{f}");
-        c.query_row(&q, params![self.catalog, ns, name], |r| r.get::<_, Option<String>>(0))
-            .optional()
-            .map(|o| o.flatten())
-            .map_err(|e| self.err("load table", e))
+        c.query_row(&q, params![self.catalog, ns, name], |r| {
+            r.get::<_, Option<String>>(0)
+        })
+        .optional()
+        .map(|o| o.flatten())
+        .map_err(|e| self.err("load table", e))
     }
 
     pub(crate) fn insert(&self, ns: &str, name: &str, location: &str) -> Result<()> {
@@ -148,8 +163,13 @@ impl SqlBackend {
         };
         match r {
             Ok(_) => Ok(()),
-            Err(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-                Err(Error::new(ErrorKind::AlreadyExists, format!("table {ns}.{name} already exists")))
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!("table {ns}.{name} already exists"),
+                ))
             }
             Err(e) => Err(self.err("create table", e)),
         }
@@ -181,7 +201,9 @@ impl SqlBackend {
                 e => self.err("rename table", e),
             })?;
         if n == 0 {
-            return Err(Error::not_found(format!("table {ns}.{name} does not exist")));
+            return Err(Error::not_found(format!(
+                "table {ns}.{name} does not exist"
+            )));
         }
         Ok(())
     }
@@ -217,8 +239,14 @@ mod tests {
         b.insert("db", "t", "/m1").unwrap();
         assert!(b.insert("db", "t", "/m1").is_err());
         assert_eq!(b.pointer("db", "t").unwrap().as_deref(), Some("/m1"));
-        assert!(matches!(b.swap("db", "t", "/m1", "/m2").unwrap(), Swap::Done));
-        assert!(matches!(b.swap("db", "t", "/m1", "/m3").unwrap(), Swap::Stale));
+        assert!(matches!(
+            b.swap("db", "t", "/m1", "/m2").unwrap(),
+            Swap::Done
+        ));
+        assert!(matches!(
+            b.swap("db", "t", "/m1", "/m3").unwrap(),
+            Swap::Stale
+        ));
         assert_eq!(b.pointer("db", "t").unwrap().as_deref(), Some("/m2"));
         assert_eq!(b.tables("db").unwrap(), vec!["t".to_string()]);
         assert_eq!(b.namespaces().unwrap(), vec!["db".to_string()]);

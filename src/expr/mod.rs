@@ -14,5 +14,6 @@ use crate::spec::SchemaRef;
 /// Parses and binds `text` to `schema` in one step.
 pub fn bind_predicate(text: &str, schema: &SchemaRef) -> Result<BoundPredicate> {
     let p = parse_predicate(text, schema)?;
-    p.bind(schema.clone(), false).map_err(|e| Error::invalid(format!("--where '{text}': {}", e.message())))
+    p.bind(schema.clone(), false)
+        .map_err(|e| Error::invalid(format!("--where '{text}': {}", e.message())))
 }

@@ -37,24 +37,50 @@ fn lex(s: &str) -> Result<Vec<Token>> {
             continue;
         }
         let tok = match c {
-            '(' => { i += 1; Tok::LParen }
-            ')' => { i += 1; Tok::RParen }
-            ',' => { i += 1; Tok::Comma }
+            '(' => {
+                i += 1;
+                Tok::LParen
+            }
+            ')' => {
+                i += 1;
+                Tok::RParen
+            }
+            ',' => {
+                i += 1;
+                Tok::Comma
+            }
             '\'' => {
                 let mut v = String::new();
                 i += 1;
                 loop {
                     match s[i..].chars().next() {
-                        None => return Err(Error::invalid(format!("--where: unterminated string starting at position {start}"))),
-                        Some('\'') if s[i + 1..].starts_with('\'') => { v.push('\''); i += 2; }
-                        Some('\'') => { i += 1; break; }
-                        Some(ch) => { v.push(ch); i += ch.len_utf8(); }
+                        None => {
+                            return Err(Error::invalid(format!(
+                                "--where: unterminated string starting at position {start}"
+                            )))
+                        }
+                        Some('\'') if s[i + 1..].starts_with('\'') => {
+                            v.push('\'');
+                            i += 2;
+                        }
+                        Some('\'') => {
+                            i += 1;
+                            break;
+                        }
+                        Some(ch) => {
+                            v.push(ch);
+                            i += ch.len_utf8();
+                        }
                     }
                 }
                 Tok::Str(v)
             }
             '"' | '`' => {
-                let end = s[i + 1..].find(c).ok_or_else(|| Error::invalid(format!("--where: unterminated quoted name at position {start}")))?;
+                let end = s[i + 1..].find(c).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "--where: unterminated quoted name at position {start}"
+                    ))
+                })?;
                 let v = s[i + 1..i + 1 + end].to_string();
                 i += end + 2;
                 Tok::Ident(v)
@@ -62,28 +88,66 @@ fn lex(s: &str) -> Result<Vec<Token>> {
             '<' | '>' | '=' | '!' => {
                 let two = s.get(i..i + 2).unwrap_or("");
                 let op: &'static str = match two {
-                    "<=" => "<=", ">=" => ">=", "!=" => "!=", "<>" => "!=", "==" => "=",
-                    _ => match c { '<' => "<", '>' => ">", '=' => "=", _ => return Err(Error::invalid(format!("--where: unexpected '!' at position {start}"))) },
+                    "<=" => "<=",
+                    ">=" => ">=",
+                    "!=" => "!=",
+                    "<>" => "!=",
+                    "==" => "=",
+                    _ => match c {
+                        '<' => "<",
+                        '>' => ">",
+                        '=' => "=",
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "--where: unexpected '!' at position {start}"
+                            )))
+                        }
+                    },
                 };
-                i += if op.len() == 2 || two == "==" || two == "<>" { 2 } else { 1 };
+                i += if op.len() == 2 || two == "==" || two == "<>" {
+                    2
+                } else {
+                    1
+                };
                 Tok::Op(op)
             }
-            c if c.is_ascii_digit() || ((c == '-' || c == '+' || c == '.') && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) => {
+            c if c.is_ascii_digit()
+                || ((c == '-' || c == '+' || c == '.')
+                    && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) =>
+            {
                 i += 1;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || ((b[i] == b'-' || b[i] == b'+') && (b[i - 1] == b'e' || b[i - 1] == b'E'))) {
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric()
+                        || b[i] == b'.'
+                        || ((b[i] == b'-' || b[i] == b'+')
+                            && (b[i - 1] == b'e' || b[i - 1] == b'E')))
+                {
                     i += 1;
                 }
                 Tok::Num(s[start..i].to_string())
             }
             c if c.is_alphabetic() || c == '_' => {
-                while i < b.len() && ((b[i] as char).is_alphanumeric() || b[i] == b'_' || b[i] == b'.' || b[i] >= 0x80) {
+                while i < b.len()
+                    && ((b[i] as char).is_alphanumeric()
+                        || b[i] == b'_'
+                        || b[i] == b'.'
+                        || b[i] >= 0x80)
+                {
                     i += 1;
                 }
                 Tok::Ident(s[start..i].to_string())
             }
-            other => return Err(Error::invalid(format!("--where: unexpected character '{other}' at position {start}"))),
+            other => {
+                return Err(Error::invalid(format!(
+                    "--where: unexpected character '{other}' at position {start}"
+                )))
+            }
         };
-        out.push(Token { tok, pos: start, text: s[start..i].to_string() });
+        out.push(Token {
+            tok,
+            pos: start,
+            text: s[start..i].to_string(),
+        });
     }
     Ok(out)
 }
@@ -101,7 +165,12 @@ pub fn parse_predicate(text: &str, schema: &Schema) -> Result<Predicate> {
     if toks.is_empty() {
         return Ok(Predicate::AlwaysTrue);
     }
-    let mut p = P { toks, i: 0, schema, src: text };
+    let mut p = P {
+        toks,
+        i: 0,
+        schema,
+        src: text,
+    };
     let e = p.or()?;
     if let Some(t) = p.toks.get(p.i) {
         return Err(p.err_at(t, "expected AND, OR or end of expression"));
@@ -111,7 +180,10 @@ pub fn parse_predicate(text: &str, schema: &Schema) -> Result<Predicate> {
 
 impl P<'_> {
     fn err_at(&self, t: &Token, what: &str) -> Error {
-        Error::invalid(format!("--where: {what} at position {} (near '{}') in: {}", t.pos, t.text, self.src))
+        Error::invalid(format!(
+            "--where: {what} at position {} (near '{}') in: {}",
+            t.pos, t.text, self.src
+        ))
     }
     fn err_end(&self, what: &str) -> Error {
         Error::invalid(format!("--where: {what} at end of: {}", self.src))
@@ -120,12 +192,19 @@ impl P<'_> {
         self.toks.get(self.i)
     }
     fn next(&mut self) -> Result<Token> {
-        let t = self.toks.get(self.i).cloned().ok_or_else(|| self.err_end("unexpected end"))?;
+        let t = self
+            .toks
+            .get(self.i)
+            .cloned()
+            .ok_or_else(|| self.err_end("unexpected end"))?;
         self.i += 1;
         Ok(t)
     }
     fn kw(&mut self, k: &str) -> bool {
-        if let Some(Token { tok: Tok::Ident(w), .. }) = self.peek() {
+        if let Some(Token {
+            tok: Tok::Ident(w), ..
+        }) = self.peek()
+        {
             if w.eq_ignore_ascii_case(k) {
                 self.i += 1;
                 return true;
@@ -135,7 +214,11 @@ impl P<'_> {
     }
     fn expect(&mut self, want: Tok, what: &str) -> Result<()> {
         let t = self.next()?;
-        if t.tok == want { Ok(()) } else { Err(self.err_at(&t, &format!("expected {what}"))) }
+        if t.tok == want {
+            Ok(())
+        } else {
+            Err(self.err_at(&t, &format!("expected {what}")))
+        }
     }
     fn or(&mut self) -> Result<Predicate> {
         let mut l = self.and()?;
@@ -155,7 +238,13 @@ impl P<'_> {
         if self.kw("not") {
             return Ok(!self.not()?);
         }
-        if matches!(self.peek(), Some(Token { tok: Tok::LParen, .. })) {
+        if matches!(
+            self.peek(),
+            Some(Token {
+                tok: Tok::LParen,
+                ..
+            })
+        ) {
             self.i += 1;
             let e = self.or()?;
             self.expect(Tok::RParen, "')'")?;
@@ -171,16 +260,27 @@ impl P<'_> {
     }
     fn column(&mut self) -> Result<(String, PrimitiveType, Token)> {
         let t = self.next()?;
-        let Tok::Ident(name) = &t.tok else { return Err(self.err_at(&t, "expected a column name")) };
+        let Tok::Ident(name) = &t.tok else {
+            return Err(self.err_at(&t, "expected a column name"));
+        };
         let field = self
             .schema
             .field_by_name(name)
             .or_else(|| self.schema.field_by_name_case_insensitive(name))
             .ok_or_else(|| self.err_at(&t, &format!("unknown column '{name}'")))?;
-        let full = self.schema.name_by_field_id(field.id).unwrap_or(name).to_string();
+        let full = self
+            .schema
+            .name_by_field_id(field.id)
+            .unwrap_or(name)
+            .to_string();
         match field.field_type.as_ref() {
             Type::Primitive(p) => Ok((full, p.clone(), t)),
-            other => Err(self.err_at(&t, &format!("column '{name}' has type {other}; only primitive columns can be filtered"))),
+            other => Err(self.err_at(
+                &t,
+                &format!(
+                    "column '{name}' has type {other}; only primitive columns can be filtered"
+                ),
+            )),
         }
     }
     fn comparison(&mut self) -> Result<Predicate> {
@@ -193,7 +293,10 @@ impl P<'_> {
             }
             if self.kw("nan") {
                 if !matches!(ty, PrimitiveType::Float | PrimitiveType::Double) {
-                    return Err(self.err_at(&col_tok, &format!("IS NAN needs a float or double column, '{name}' is {ty}")));
+                    return Err(self.err_at(
+                        &col_tok,
+                        &format!("IS NAN needs a float or double column, '{name}' is {ty}"),
+                    ));
                 }
                 return Ok(if neg { r.is_not_nan() } else { r.is_nan() });
             }
@@ -213,7 +316,11 @@ impl P<'_> {
                     _ => return Err(self.err_at(&t, "expected ',' or ')' in IN list")),
                 }
             }
-            return Ok(if neg { r.is_not_in(vals) } else { r.is_in(vals) });
+            return Ok(if neg {
+                r.is_not_in(vals)
+            } else {
+                r.is_in(vals)
+            });
         }
         if self.kw("between") {
             let lo = self.literal(&ty, &name)?;
@@ -221,28 +328,49 @@ impl P<'_> {
                 return Err(self.err_end("expected AND in BETWEEN"));
             }
             let hi = self.literal(&ty, &name)?;
-            let p = Reference::new(name.clone()).greater_than_or_equal_to(lo).and(r.less_than_or_equal_to(hi));
+            let p = Reference::new(name.clone())
+                .greater_than_or_equal_to(lo)
+                .and(r.less_than_or_equal_to(hi));
             return Ok(if neg { !p } else { p });
         }
         if self.kw("like") {
             let t = self.next()?;
-            let Tok::Str(pat) = &t.tok else { return Err(self.err_at(&t, "expected a 'pattern' after LIKE")) };
-            let prefix = pat.strip_suffix('%').filter(|p| !p.contains(['%', '_'])).ok_or_else(|| {
-                self.err_at(&t, "only prefix patterns ('abc%') are supported by LIKE")
-            })?;
+            let Tok::Str(pat) = &t.tok else {
+                return Err(self.err_at(&t, "expected a 'pattern' after LIKE"));
+            };
+            let prefix = pat
+                .strip_suffix('%')
+                .filter(|p| !p.contains(['%', '_']))
+                .ok_or_else(|| {
+                    self.err_at(&t, "only prefix patterns ('abc%') are supported by LIKE")
+                })?;
             if ty != PrimitiveType::String {
                 return Err(self.err_at(&col_tok, "LIKE needs a string column"));
             }
             let d = Datum::string(prefix);
-            return Ok(if neg { r.not_starts_with(d) } else { r.starts_with(d) });
+            return Ok(if neg {
+                r.not_starts_with(d)
+            } else {
+                r.starts_with(d)
+            });
         }
         if neg {
             let t = self.peek().cloned().unwrap_or(col_tok);
             return Err(self.err_at(&t, "expected IN, BETWEEN or LIKE after NOT"));
         }
         let t = self.next()?;
-        let Tok::Op(op) = t.tok else { return Err(self.err_at(&t, "expected a comparison operator (=, !=, <, <=, >, >=, IN, IS)")) };
-        if let Some(t @ Token { tok: Tok::Ident(w), .. }) = self.peek() {
+        let Tok::Op(op) = t.tok else {
+            return Err(self.err_at(
+                &t,
+                "expected a comparison operator (=, !=, <, <=, >, >=, IN, IS)",
+            ));
+        };
+        if let Some(
+            t @ Token {
+                tok: Tok::Ident(w), ..
+            },
+        ) = self.peek()
+        {
             if w.eq_ignore_ascii_case("null") {
                 return Err(self.err_at(t, "compare with NULL using IS NULL / IS NOT NULL"));
             }
@@ -264,32 +392,86 @@ impl P<'_> {
         // Typed literal prefix: DATE '…', TIMESTAMP '…', TIMESTAMPTZ '…', UUID '…', DECIMAL '…'.
         if let Tok::Ident(w) = &t.tok {
             let w = w.to_ascii_lowercase();
-            if matches!(w.as_str(), "date" | "timestamp" | "timestamptz" | "time" | "uuid" | "decimal") {
-                if let Some(Token { tok: Tok::Str(_), .. }) = self.peek() {
+            if matches!(
+                w.as_str(),
+                "date" | "timestamp" | "timestamptz" | "time" | "uuid" | "decimal"
+            ) {
+                if let Some(Token {
+                    tok: Tok::Str(_), ..
+                }) = self.peek()
+                {
                     t = self.next()?;
                 }
             } else if w == "true" || w == "false" {
                 return match ty {
                     PrimitiveType::Boolean => Ok(Datum::bool(w == "true")),
-                    _ => Err(self.err_at(&t, &format!("type mismatch: column '{col}' is {ty}, literal is boolean"))),
+                    _ => Err(self.err_at(
+                        &t,
+                        &format!("type mismatch: column '{col}' is {ty}, literal is boolean"),
+                    )),
                 };
             }
         }
-        let mismatch = |p: &Self, t: &Token, kind: &str| p.err_at(t, &format!("type mismatch: column '{col}' is {ty}, literal is {kind}"));
-        let bad = |p: &Self, t: &Token, e: iceberg::Error| p.err_at(t, &format!("'{}' is not a valid {ty} for column '{col}': {}", t.text, e.message()));
+        let mismatch = |p: &Self, t: &Token, kind: &str| {
+            p.err_at(
+                t,
+                &format!("type mismatch: column '{col}' is {ty}, literal is {kind}"),
+            )
+        };
+        let bad = |p: &Self, t: &Token, e: iceberg::Error| {
+            p.err_at(
+                t,
+                &format!(
+                    "'{}' is not a valid {ty} for column '{col}': {}",
+                    t.text,
+                    e.message()
+                ),
+            )
+        };
         match (&t.tok, ty) {
-            (Tok::Num(n), PrimitiveType::Int) => n.parse::<i32>().map(Datum::int).map_err(|_| self.err_at(&t, &format!("'{n}' is not a valid int for column '{col}'"))),
-            (Tok::Num(n), PrimitiveType::Long) => n.parse::<i64>().map(Datum::long).map_err(|_| self.err_at(&t, &format!("'{n}' is not a valid long for column '{col}'"))),
-            (Tok::Num(n), PrimitiveType::Float) => n.parse::<f32>().map(Datum::float).map_err(|_| self.err_at(&t, &format!("'{n}' is not a valid float"))),
-            (Tok::Num(n), PrimitiveType::Double) => n.parse::<f64>().map(Datum::double).map_err(|_| self.err_at(&t, &format!("'{n}' is not a valid double"))),
-            (Tok::Num(n) | Tok::Str(n), PrimitiveType::Decimal { precision, scale }) => decimal(n, *precision, *scale).ok_or_else(|| self.err_at(&t, &format!("'{n}' is not a valid {ty} for column '{col}'"))),
+            (Tok::Num(n), PrimitiveType::Int) => n.parse::<i32>().map(Datum::int).map_err(|_| {
+                self.err_at(&t, &format!("'{n}' is not a valid int for column '{col}'"))
+            }),
+            (Tok::Num(n), PrimitiveType::Long) => n.parse::<i64>().map(Datum::long).map_err(|_| {
+                self.err_at(&t, &format!("'{n}' is not a valid long for column '{col}'"))
+            }),
+            (Tok::Num(n), PrimitiveType::Float) => n
+                .parse::<f32>()
+                .map(Datum::float)
+                .map_err(|_| self.err_at(&t, &format!("'{n}' is not a valid float"))),
+            (Tok::Num(n), PrimitiveType::Double) => n
+                .parse::<f64>()
+                .map(Datum::double)
+                .map_err(|_| self.err_at(&t, &format!("'{n}' is not a valid double"))),
+            (Tok::Num(n) | Tok::Str(n), PrimitiveType::Decimal { precision, scale }) => {
+                decimal(n, *precision, *scale).ok_or_else(|| {
+                    self.err_at(&t, &format!("'{n}' is not a valid {ty} for column '{col}'"))
+                })
+            }
             (Tok::Str(s), PrimitiveType::String) => Ok(Datum::string(s)),
-            (Tok::Str(s), PrimitiveType::Date) => Datum::date_from_str(s).map_err(|e| bad(self, &t, e)),
-            (Tok::Str(s), PrimitiveType::Time) => Datum::time_from_str(s).map_err(|e| bad(self, &t, e)),
-            (Tok::Str(s), PrimitiveType::Timestamp) => Datum::timestamp_from_str(s.trim().replace(' ', "T")).or_else(|_| Datum::date_from_str(s).map(|d| day_to_ts(&d, false))).map_err(|e| bad(self, &t, e)),
-            (Tok::Str(s), PrimitiveType::Timestamptz) => tstz(s).ok_or_else(|| self.err_at(&t, &format!("'{s}' is not a valid timestamptz for column '{col}'"))),
-            (Tok::Str(s), PrimitiveType::Uuid) => Datum::uuid_from_str(s).map_err(|e| bad(self, &t, e)),
-            (Tok::Str(s), PrimitiveType::Boolean) => Datum::bool_from_str(s).map_err(|e| bad(self, &t, e)),
+            (Tok::Str(s), PrimitiveType::Date) => {
+                Datum::date_from_str(s).map_err(|e| bad(self, &t, e))
+            }
+            (Tok::Str(s), PrimitiveType::Time) => {
+                Datum::time_from_str(s).map_err(|e| bad(self, &t, e))
+            }
+            (Tok::Str(s), PrimitiveType::Timestamp) => {
+                Datum::timestamp_from_str(s.trim().replace(' ', "T"))
+                    .or_else(|_| Datum::date_from_str(s).map(|d| day_to_ts(&d, false)))
+                    .map_err(|e| bad(self, &t, e))
+            }
+            (Tok::Str(s), PrimitiveType::Timestamptz) => tstz(s).ok_or_else(|| {
+                self.err_at(
+                    &t,
+                    &format!("'{s}' is not a valid timestamptz for column '{col}'"),
+                )
+            }),
+            (Tok::Str(s), PrimitiveType::Uuid) => {
+                Datum::uuid_from_str(s).map_err(|e| bad(self, &t, e))
+            }
+            (Tok::Str(s), PrimitiveType::Boolean) => {
+                Datum::bool_from_str(s).map_err(|e| bad(self, &t, e))
+            }
             (Tok::Str(s), PrimitiveType::Binary) => Ok(Datum::binary(s.as_bytes().to_vec())),
             (Tok::Num(_), _) => Err(mismatch(self, &t, "a number")),
             (Tok::Str(_), _) => Err(mismatch(self, &t, "a string")),
@@ -304,7 +486,11 @@ fn day_to_ts(d: &Datum, tz: bool) -> Datum {
         _ => 0,
     };
     let micros = days * 86_400_000_000;
-    if tz { Datum::timestamptz_micros(micros) } else { Datum::timestamp_micros(micros) }
+    if tz {
+        Datum::timestamptz_micros(micros)
+    } else {
+        Datum::timestamp_micros(micros)
+    }
 }
 
 fn tstz(s: &str) -> Option<Datum> {
@@ -328,13 +514,29 @@ fn decimal(s: &str, precision: u32, scale: u32) -> Option<Datum> {
         None => ("", s.strip_prefix('+').unwrap_or(s)),
     };
     let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    if frac.len() > scale as usize || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) || (int.is_empty() && frac.is_empty()) {
+    if frac.len() > scale as usize
+        || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
+        || (int.is_empty() && frac.is_empty())
+    {
         return None;
     }
     let int = if int.is_empty() { "0" } else { int };
-    let padded = format!("{sign}{int}.{frac}{}", "0".repeat(scale as usize - frac.len()));
-    let padded = if scale == 0 { format!("{sign}{int}") } else { padded };
-    Datum::decimal_from_str(padded).ok()?.to(&Type::Primitive(PrimitiveType::Decimal { precision, scale })).ok()
+    let padded = format!(
+        "{sign}{int}.{frac}{}",
+        "0".repeat(scale as usize - frac.len())
+    );
+    let padded = if scale == 0 {
+        format!("{sign}{int}")
+    } else {
+        padded
+    };
+    Datum::decimal_from_str(padded)
+        .ok()?
+        .to(&Type::Primitive(PrimitiveType::Decimal {
+            precision,
+            scale,
+        }))
+        .ok()
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 use std::cmp::Ordering;
 
 use iceberg::expr::{BoundPredicate, Predicate, PredicateOperator};
-use iceberg::spec::{DataFile, Datum, FieldSummary, PartitionSpec, PrimitiveLiteral, Schema, Struct, Literal, Type};
+use iceberg::spec::{
+    DataFile, Datum, FieldSummary, Literal, PartitionSpec, PrimitiveLiteral, Schema, Struct, Type,
+};
 
 use crate::error::Result;
 
@@ -67,7 +69,10 @@ pub fn partition_matches(p: &Predicate, spec: &PartitionSpec, partition: &Struct
     eval_unbound(p, &value)
 }
 
-fn eval_unbound<'a>(p: &Predicate, value: &dyn Fn(&str) -> Option<Option<&'a PrimitiveLiteral>>) -> bool {
+fn eval_unbound<'a>(
+    p: &Predicate,
+    value: &dyn Fn(&str) -> Option<Option<&'a PrimitiveLiteral>>,
+) -> bool {
     match p {
         Predicate::AlwaysTrue => true,
         Predicate::AlwaysFalse => false,
@@ -84,7 +89,9 @@ fn eval_unbound<'a>(p: &Predicate, value: &dyn Fn(&str) -> Option<Option<&'a Pri
             !eval_unbound(a, value)
         }
         Predicate::Unary(u) => {
-            let Some(v) = value(u.term().name()) else { return true };
+            let Some(v) = value(u.term().name()) else {
+                return true;
+            };
             match u.op() {
                 PredicateOperator::IsNull => v.is_none(),
                 PredicateOperator::NotNull => v.is_some(),
@@ -94,13 +101,17 @@ fn eval_unbound<'a>(p: &Predicate, value: &dyn Fn(&str) -> Option<Option<&'a Pri
             }
         }
         Predicate::Binary(b) => {
-            let Some(v) = value(b.term().name()) else { return true };
+            let Some(v) = value(b.term().name()) else {
+                return true;
+            };
             let Some(v) = v else { return false };
             let lit = b.literal().literal();
             let ord = lit_cmp(v, lit);
             match (b.op(), ord) {
                 (PredicateOperator::StartsWith, _) => starts_with(v, lit).unwrap_or(true),
-                (PredicateOperator::NotStartsWith, _) => starts_with(v, lit).map(|x| !x).unwrap_or(true),
+                (PredicateOperator::NotStartsWith, _) => {
+                    starts_with(v, lit).map(|x| !x).unwrap_or(true)
+                }
                 (_, None) => true,
                 (PredicateOperator::LessThan, Some(o)) => o == Ordering::Less,
                 (PredicateOperator::LessThanOrEq, Some(o)) => o != Ordering::Greater,
@@ -112,9 +123,14 @@ fn eval_unbound<'a>(p: &Predicate, value: &dyn Fn(&str) -> Option<Option<&'a Pri
             }
         }
         Predicate::Set(s) => {
-            let Some(v) = value(s.term().name()) else { return true };
+            let Some(v) = value(s.term().name()) else {
+                return true;
+            };
             let Some(v) = v else { return false };
-            let found = s.literals().iter().any(|d| lit_cmp(v, d.literal()) == Some(Ordering::Equal));
+            let found = s
+                .literals()
+                .iter()
+                .any(|d| lit_cmp(v, d.literal()) == Some(Ordering::Equal));
             match s.op() {
                 PredicateOperator::In => found,
                 PredicateOperator::NotIn => !found,
@@ -134,15 +150,26 @@ fn is_nan(l: &PrimitiveLiteral) -> bool {
 
 fn starts_with(v: &PrimitiveLiteral, prefix: &PrimitiveLiteral) -> Option<bool> {
     match (v, prefix) {
-        (PrimitiveLiteral::String(a), PrimitiveLiteral::String(p)) => Some(a.starts_with(p.as_str())),
+        (PrimitiveLiteral::String(a), PrimitiveLiteral::String(p)) => {
+            Some(a.starts_with(p.as_str()))
+        }
         _ => None,
     }
 }
 
 /// May a manifest whose partition summaries are `summaries` hold partitions matching `p`?
-pub fn manifest_may_match(p: &Predicate, spec: &PartitionSpec, schema: &Schema, summaries: Option<&[FieldSummary]>) -> bool {
-    let Some(summaries) = summaries else { return true };
-    let Ok(ptype) = spec.partition_type(schema) else { return true };
+pub fn manifest_may_match(
+    p: &Predicate,
+    spec: &PartitionSpec,
+    schema: &Schema,
+    summaries: Option<&[FieldSummary]>,
+) -> bool {
+    let Some(summaries) = summaries else {
+        return true;
+    };
+    let Ok(ptype) = spec.partition_type(schema) else {
+        return true;
+    };
     let bound = |name: &str| -> Option<(&FieldSummary, Option<Datum>, Option<Datum>)> {
         let idx = spec.fields().iter().position(|f| f.name == name)?;
         let s = summaries.get(idx)?;
@@ -150,11 +177,24 @@ pub fn manifest_may_match(p: &Predicate, spec: &PartitionSpec, schema: &Schema, 
             Type::Primitive(p) => p.clone(),
             _ => return None,
         };
-        let lo = s.lower_bound.as_ref().and_then(|b| Datum::try_from_bytes(b, ty.clone()).ok());
-        let hi = s.upper_bound.as_ref().and_then(|b| Datum::try_from_bytes(b, ty).ok());
+        let lo = s
+            .lower_bound
+            .as_ref()
+            .and_then(|b| Datum::try_from_bytes(b, ty.clone()).ok());
+        let hi = s
+            .upper_bound
+            .as_ref()
+            .and_then(|b| Datum::try_from_bytes(b, ty).ok());
         Some((s, lo, hi))
     };
-    eval_range(p, &|name| bound(name).map(|(s, lo, hi)| Range { lo, hi, all_null: s.lower_bound.is_none() && s.contains_null, may_null: s.contains_null }))
+    eval_range(p, &|name| {
+        bound(name).map(|(s, lo, hi)| Range {
+            lo,
+            hi,
+            all_null: s.lower_bound.is_none() && s.contains_null,
+            may_null: s.contains_null,
+        })
+    })
 }
 
 /// A column's known value range.
@@ -188,7 +228,10 @@ fn eval_range(p: &Predicate, r: &dyn Fn(&str) -> Option<Range>) -> bool {
             None => true,
         },
         Predicate::Set(s) => match (s.op(), r(s.term().name())) {
-            (PredicateOperator::In, Some(x)) => s.literals().iter().any(|d| range_binary(PredicateOperator::Eq, d, &x)),
+            (PredicateOperator::In, Some(x)) => s
+                .literals()
+                .iter()
+                .any(|d| range_binary(PredicateOperator::Eq, d, &x)),
             _ => true,
         },
     }
@@ -196,7 +239,10 @@ fn eval_range(p: &Predicate, r: &dyn Fn(&str) -> Option<Range>) -> bool {
 
 fn range_binary(op: PredicateOperator, v: &Datum, x: &Range) -> bool {
     if x.all_null {
-        return matches!(op, PredicateOperator::NotEq | PredicateOperator::NotStartsWith);
+        return matches!(
+            op,
+            PredicateOperator::NotEq | PredicateOperator::NotStartsWith
+        );
     }
     let lo = x.lo.as_ref().and_then(|l| l.partial_cmp(v));
     let hi = x.hi.as_ref().and_then(|h| h.partial_cmp(v));
@@ -207,9 +253,14 @@ fn range_binary(op: PredicateOperator, v: &Datum, x: &Range) -> bool {
         PredicateOperator::GreaterThanOrEq => hi != Some(Ordering::Less),
         PredicateOperator::Eq => lo != Some(Ordering::Greater) && hi != Some(Ordering::Less),
         PredicateOperator::StartsWith => {
-            let (PrimitiveLiteral::String(p), lo, hi) = (v.literal(), x.lo.as_ref(), x.hi.as_ref()) else { return true };
+            let (PrimitiveLiteral::String(p), lo, hi) = (v.literal(), x.lo.as_ref(), x.hi.as_ref())
+            else {
+                return true;
+            };
             let cut = |d: &Datum| match d.literal() {
-                PrimitiveLiteral::String(s) => Some(s.chars().take(p.chars().count()).collect::<String>()),
+                PrimitiveLiteral::String(s) => {
+                    Some(s.chars().take(p.chars().count()).collect::<String>())
+                }
                 _ => None,
             };
             let lo_ok = lo.and_then(cut).is_none_or(|l| l.as_str() <= p.as_str());
@@ -233,7 +284,8 @@ fn eval_metrics(p: &BoundPredicate, f: &DataFile) -> bool {
         Range {
             lo: f.lower_bounds().get(&id).cloned(),
             hi: f.upper_bounds().get(&id).cloned(),
-            all_null: matches!((values, nulls), (Some(v), Some(n)) if v == n && v > 0) || (values.is_some() && f.record_count() == 0),
+            all_null: matches!((values, nulls), (Some(v), Some(n)) if v == n && v > 0)
+                || (values.is_some() && f.record_count() == 0),
             may_null: nulls.is_none_or(|n| n > 0),
         }
     };
@@ -263,7 +315,11 @@ fn eval_metrics(p: &BoundPredicate, f: &DataFile) -> bool {
         BoundPredicate::Binary(b) => {
             let x = range(b.term().field().id);
             // NaN never appears in bounds: comparisons against floats stay conservative.
-            if matches!(b.literal().literal(), PrimitiveLiteral::Float(_) | PrimitiveLiteral::Double(_)) && !matches!(b.op(), PredicateOperator::Eq) {
+            if matches!(
+                b.literal().literal(),
+                PrimitiveLiteral::Float(_) | PrimitiveLiteral::Double(_)
+            ) && !matches!(b.op(), PredicateOperator::Eq)
+            {
                 return !x.all_null;
             }
             range_binary(b.op(), b.literal(), &x)
@@ -271,7 +327,10 @@ fn eval_metrics(p: &BoundPredicate, f: &DataFile) -> bool {
         BoundPredicate::Set(s) => {
             let x = range(s.term().field().id);
             match s.op() {
-                PredicateOperator::In => s.literals().iter().any(|d| range_binary(PredicateOperator::Eq, d, &x)),
+                PredicateOperator::In => s
+                    .literals()
+                    .iter()
+                    .any(|d| range_binary(PredicateOperator::Eq, d, &x)),
                 _ => true,
             }
         }

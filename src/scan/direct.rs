@@ -19,7 +19,10 @@ fn roots_for(file_schema: &arrow_schema::Schema, target: &ArrowSchemaRef) -> Opt
     let mut roots = Vec::with_capacity(target.fields().len());
     for tf in target.fields() {
         let id = tf.metadata().get(PARQUET_FIELD_ID_META_KEY)?;
-        let i = file_schema.fields().iter().position(|ff| ff.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(id))?;
+        let i = file_schema
+            .fields()
+            .iter()
+            .position(|ff| ff.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(id))?;
         if !same_layout(file_schema.field(i).data_type(), tf.data_type()) {
             return None;
         }
@@ -32,10 +35,20 @@ fn roots_for(file_schema: &arrow_schema::Schema, target: &ArrowSchemaRef) -> Opt
 }
 
 /// Reorders and relabels a decoded batch (file column order) into the target schema.
-fn shape(b: &RecordBatch, order: &[usize], target: &ArrowSchemaRef, path: &str) -> Result<RecordBatch> {
-    let cols = order.iter().zip(target.fields()).map(|(i, f)| relabel(b.column(*i), f.data_type())).collect::<Result<Vec<_>>>()?;
+fn shape(
+    b: &RecordBatch,
+    order: &[usize],
+    target: &ArrowSchemaRef,
+    path: &str,
+) -> Result<RecordBatch> {
+    let cols = order
+        .iter()
+        .zip(target.fields())
+        .map(|(i, f)| relabel(b.column(*i), f.data_type()))
+        .collect::<Result<Vec<_>>>()?;
     let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-    RecordBatch::try_new_with_options(target.clone(), cols, &opts).map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))
+    RecordBatch::try_new_with_options(target.clone(), cols, &opts)
+        .map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))
 }
 
 /// A stream of `target`-shaped batches of the file, or `None` when the file needs the general
@@ -47,21 +60,36 @@ pub(super) async fn open(
     target: &ArrowSchemaRef,
     batch_size: usize,
 ) -> Result<Option<futures::stream::BoxStream<'static, Result<RecordBatch>>>> {
-    let Some(local) = storage.local_file(path) else { return Ok(None) };
+    let Some(local) = storage.local_file(path) else {
+        return Ok(None);
+    };
     let (target, p) = (target.clone(), path.to_string());
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
     let opened = tokio::task::spawn_blocking(move || -> Result<bool> {
-        let corrupt = |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{p}': {e}"));
-        let file = std::fs::File::open(&local).map_err(|e| Error::not_found(format!("data file '{p}' cannot be opened: {e}")))?;
+        let corrupt =
+            |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{p}': {e}"));
+        let file = std::fs::File::open(&local)
+            .map_err(|e| Error::not_found(format!("data file '{p}' cannot be opened: {e}")))?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(corrupt)?;
-        let Some(roots) = roots_for(builder.schema(), &target) else { return Ok(false) };
+        let Some(roots) = roots_for(builder.schema(), &target) else {
+            return Ok(false);
+        };
         let mut sorted = roots.clone();
         sorted.sort_unstable();
-        let order: Vec<usize> = roots.iter().map(|r| sorted.iter().position(|s| s == r).unwrap_or(0)).collect();
+        let order: Vec<usize> = roots
+            .iter()
+            .map(|r| sorted.iter().position(|s| s == r).unwrap_or(0))
+            .collect();
         let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
-        let reader = builder.with_projection(mask).with_batch_size(batch_size).build().map_err(corrupt)?;
+        let reader = builder
+            .with_projection(mask)
+            .with_batch_size(batch_size)
+            .build()
+            .map_err(corrupt)?;
         for b in reader {
-            let item = b.map_err(|e| Error::corrupt(format!("data file '{p}': {e}"))).and_then(|b| shape(&b, &order, &target, &p));
+            let item = b
+                .map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))
+                .and_then(|b| shape(&b, &order, &target, &p));
             let stop = item.is_err();
             if tx.blocking_send(item).is_err() || stop {
                 break;
@@ -74,10 +102,21 @@ pub(super) async fn open(
     let mut rx = rx;
     match rx.recv().await {
         Some(first) => {
-            let rest = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|i| (i, rx)) });
-            Ok(Some(futures::stream::once(async move { first }).chain(rest).boxed()))
+            let rest =
+                futures::stream::unfold(
+                    rx,
+                    |mut rx| async move { rx.recv().await.map(|i| (i, rx)) },
+                );
+            Ok(Some(
+                futures::stream::once(async move { first })
+                    .chain(rest)
+                    .boxed(),
+            ))
         }
-        None => match opened.await.map_err(|e| Error::io("direct reader task failed").with_source(e))? {
+        None => match opened
+            .await
+            .map_err(|e| Error::io("direct reader task failed").with_source(e))?
+        {
             Ok(true) => Ok(Some(futures::stream::empty().boxed())),
             Ok(false) => Ok(None),
             Err(e) => Err(e),

@@ -22,29 +22,56 @@ use crate::table::Table;
 /// values) so callers always get plain Arrow arrays.
 fn plain_batch(b: RecordBatch) -> iceberg::Result<RecordBatch> {
     use arrow_schema::{DataType, Field, Schema};
-    if !b.schema().fields().iter().any(|f| matches!(f.data_type(), DataType::RunEndEncoded(_, _))) {
+    if !b
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| matches!(f.data_type(), DataType::RunEndEncoded(_, _)))
+    {
         return Ok(b);
     }
-    let err = |e: arrow_schema::ArrowError| iceberg::Error::new(iceberg::ErrorKind::Unexpected, "expanding run-end-encoded column").with_source(e);
+    let err = |e: arrow_schema::ArrowError| {
+        iceberg::Error::new(
+            iceberg::ErrorKind::Unexpected,
+            "expanding run-end-encoded column",
+        )
+        .with_source(e)
+    };
     let mut fields = Vec::new();
     let mut cols = Vec::new();
     for (f, c) in b.schema().fields().iter().zip(b.columns()) {
         if let DataType::RunEndEncoded(_, values) = f.data_type() {
             let plain = arrow_cast::cast(c, values.data_type()).map_err(err)?;
-            fields.push(Arc::new(Field::new(f.name(), values.data_type().clone(), f.is_nullable()).with_metadata(f.metadata().clone())));
+            fields.push(Arc::new(
+                Field::new(f.name(), values.data_type().clone(), f.is_nullable())
+                    .with_metadata(f.metadata().clone()),
+            ));
             cols.push(plain);
         } else {
             fields.push(f.clone());
             cols.push(c.clone());
         }
     }
-    RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, b.schema().metadata().clone())), cols).map_err(err)
+    RecordBatch::try_new(
+        Arc::new(Schema::new_with_metadata(
+            fields,
+            b.schema().metadata().clone(),
+        )),
+        cols,
+    )
+    .map_err(err)
 }
 
 fn read_error(table: &str, path: &str, e: iceberg::Error) -> Error {
-    let msg = format!("reading data file '{path}' of table {table}: {}", e.message());
+    let msg = format!(
+        "reading data file '{path}' of table {table}: {}",
+        e.message()
+    );
     let lower = msg.to_ascii_lowercase();
-    let kind = if lower.contains("not found") || lower.contains("missing") || lower.contains("no such file") {
+    let kind = if lower.contains("not found")
+        || lower.contains("missing")
+        || lower.contains("no such file")
+    {
         ErrorKind::NotFound
     } else {
         ErrorKind::Corrupt
@@ -103,7 +130,9 @@ impl Scan {
             filter: None,
             snapshot: SnapshotSelector::Current,
             batch_size: Some(32768),
-            concurrency: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+            concurrency: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
         }
     }
     /// Selects columns by name (default: all).
@@ -139,7 +168,9 @@ impl Scan {
         Ok(match &self.snapshot {
             SnapshotSelector::Current => md.current_snapshot().cloned(),
             SnapshotSelector::Id(id) => Some(md.snapshot_by_id(*id).cloned().ok_or_else(|| {
-                Error::not_found(format!("table {name} has no snapshot {id}; `floe snapshots {name}` lists them"))
+                Error::not_found(format!(
+                    "table {name} has no snapshot {id}; `floe snapshots {name}` lists them"
+                ))
             })?),
             SnapshotSelector::Ref(r) => Some(md.snapshot_for_ref(r).cloned().ok_or_else(|| {
                 Error::not_found(format!("table {name} has no branch or tag '{r}'"))
@@ -151,8 +182,14 @@ impl Scan {
                     .filter(|l| l.timestamp_ms <= *ts)
                     .max_by_key(|l| l.timestamp_ms)
                     .map(|l| l.snapshot_id)
-                    .ok_or_else(|| Error::not_found(format!("table {name} has no snapshot at or before {ts} ms")))?;
-                Some(md.snapshot_by_id(id).cloned().ok_or_else(|| Error::corrupt(format!("table {name}: history names missing snapshot {id}")))?)
+                    .ok_or_else(|| {
+                        Error::not_found(format!(
+                            "table {name} has no snapshot at or before {ts} ms"
+                        ))
+                    })?;
+                Some(md.snapshot_by_id(id).cloned().ok_or_else(|| {
+                    Error::corrupt(format!("table {name}: history names missing snapshot {id}"))
+                })?)
             }
         })
     }
@@ -186,29 +223,60 @@ impl Scan {
                         .field_by_name(c)
                         .or_else(|| schema.field_by_name_case_insensitive(c))
                         .map(|f| f.id)
-                        .ok_or_else(|| Error::invalid(format!("unknown column '{c}' in table {name}")))
+                        .ok_or_else(|| {
+                            Error::invalid(format!("unknown column '{c}' in table {name}"))
+                        })
                 })
                 .collect::<Result<_>>()?,
         };
         let bound: Option<BoundPredicate> = match &self.filter {
             None => None,
-            Some(p) => Some(p.bind(schema.clone(), false).map_err(|e| Error::invalid(format!("filter on table {name}: {}", e.message())))?.rewrite_not()),
+            Some(p) => Some(
+                p.bind(schema.clone(), false)
+                    .map_err(|e| {
+                        Error::invalid(format!("filter on table {name}: {}", e.message()))
+                    })?
+                    .rewrite_not(),
+            ),
         };
         let Some(snap) = snapshot.clone() else {
-            return Ok(ScanPlan { snapshot: None, schema, files: vec![], stats: PlanStats::default(), tasks: vec![] });
+            return Ok(ScanPlan {
+                snapshot: None,
+                schema,
+                files: vec![],
+                stats: PlanStats::default(),
+                tasks: vec![],
+            });
         };
         let storage = self.table.storage();
         let io = storage.file_io();
-        let list_bytes = storage.get(snap.manifest_list()).await.map_err(|e| e.context(format!("table {name}")))?;
-        let list = iceberg::spec::ManifestList::parse_with_version(&list_bytes, md.format_version())
-            .map_err(|e| Error::corrupt(format!("manifest list '{}' of table {name} is malformed: {e}", snap.manifest_list())))?;
+        let list_bytes = storage
+            .get(snap.manifest_list())
+            .await
+            .map_err(|e| e.context(format!("table {name}")))?;
+        let list =
+            iceberg::spec::ManifestList::parse_with_version(&list_bytes, md.format_version())
+                .map_err(|e| {
+                    Error::corrupt(format!(
+                        "manifest list '{}' of table {name} is malformed: {e}",
+                        snap.manifest_list()
+                    ))
+                })?;
         let partition_filters = PartitionFilters::new(bound.as_ref(), md.partition_specs_iter())?;
         let mut wanted = Vec::new();
         for mf in list.entries() {
-            let spec = md.partition_spec_by_id(mf.partition_spec_id).cloned().ok_or_else(|| {
-                Error::corrupt(format!("manifest '{}' of table {name} uses unknown partition spec {}", mf.manifest_path, mf.partition_spec_id))
-            })?;
-            if mf.content == ManifestContentType::Data && !partition_filters.manifest_may_match(&spec, &schema, mf) {
+            let spec = md
+                .partition_spec_by_id(mf.partition_spec_id)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "manifest '{}' of table {name} uses unknown partition spec {}",
+                        mf.manifest_path, mf.partition_spec_id
+                    ))
+                })?;
+            if mf.content == ManifestContentType::Data
+                && !partition_filters.manifest_may_match(&spec, &schema, mf)
+            {
                 continue;
             }
             wanted.push((spec, mf.clone()));
@@ -219,8 +287,22 @@ impl Scan {
                 let name = name.clone();
                 async move {
                     let m = mf.load_manifest(&io).await.map_err(|e| {
-                        let kind = if e.message().contains("missing") || e.message().contains("NotFound") { ErrorKind::NotFound } else { ErrorKind::Corrupt };
-                        Error::new(kind, format!("manifest '{}' of table {name} cannot be read: {}", mf.manifest_path, e.message())).with_source(e)
+                        let kind = if e.message().contains("missing")
+                            || e.message().contains("NotFound")
+                        {
+                            ErrorKind::NotFound
+                        } else {
+                            ErrorKind::Corrupt
+                        };
+                        Error::new(
+                            kind,
+                            format!(
+                                "manifest '{}' of table {name} cannot be read: {}",
+                                mf.manifest_path,
+                                e.message()
+                            ),
+                        )
+                        .with_source(e)
                     })?;
                     Ok::<_, Error>((spec, m))
                 }
@@ -238,7 +320,11 @@ impl Scan {
             .iter()
             .map(|p| {
                 if p.file.file_format() != DataFileFormat::Parquet {
-                    return Err(Error::unsupported(format!("data file '{}' of table {name} is {:?}; floe reads Parquet only", p.file.file_path(), p.file.file_format())));
+                    return Err(Error::unsupported(format!(
+                        "data file '{}' of table {name} is {:?}; floe reads Parquet only",
+                        p.file.file_path(),
+                        p.file.file_format()
+                    )));
                 }
                 Ok(FileScanTask {
                     file_size_in_bytes: p.file.file_size_in_bytes(),
@@ -258,7 +344,13 @@ impl Scan {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(ScanPlan { snapshot, schema, files, stats, tasks })
+        Ok(ScanPlan {
+            snapshot,
+            schema,
+            files,
+            stats,
+            tasks,
+        })
     }
 
     /// Runs the scan as a stream of Arrow batches.
@@ -270,10 +362,11 @@ impl Scan {
     /// Reads a planned scan: each file is decoded on its own task (at most `concurrency` at
     /// a time), so decoding uses every worker thread. Batch order across files is unspecified.
     pub fn read(&self, plan: ScanPlan) -> Result<BatchStream> {
-        let mut b = ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::Runtime::current())
-            .with_data_file_concurrency_limit(1)
-            .with_row_group_filtering_enabled(true)
-            .with_row_selection_enabled(self.filter.is_some());
+        let mut b =
+            ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::Runtime::current())
+                .with_data_file_concurrency_limit(1)
+                .with_row_group_filtering_enabled(true)
+                .with_row_selection_enabled(self.filter.is_some());
         if let Some(n) = self.batch_size {
             b = b.with_batch_size(n);
         }
@@ -281,25 +374,36 @@ impl Scan {
         let name = self.table.name();
         let concurrency = self.concurrency;
         // The direct path serves unfiltered scans of delete-free files.
-        let direct_target: Option<arrow_schema::SchemaRef> = match (&self.filter, plan.tasks.first()) {
-            (None, Some(t)) => {
-                let full = iceberg::arrow::schema_to_arrow_schema(&plan.schema)?;
-                let idx: Vec<usize> = t
-                    .project_field_ids
-                    .iter()
-                    .filter_map(|id| plan.schema.as_struct().fields().iter().position(|f| f.id == *id))
-                    .collect();
-                (idx.len() == t.project_field_ids.len()).then(|| full.project(&idx).ok().map(Arc::new)).flatten()
-            }
-            _ => None,
-        };
+        let direct_target: Option<arrow_schema::SchemaRef> =
+            match (&self.filter, plan.tasks.first()) {
+                (None, Some(t)) => {
+                    let full = iceberg::arrow::schema_to_arrow_schema(&plan.schema)?;
+                    let idx: Vec<usize> = t
+                        .project_field_ids
+                        .iter()
+                        .filter_map(|id| {
+                            plan.schema
+                                .as_struct()
+                                .fields()
+                                .iter()
+                                .position(|f| f.id == *id)
+                        })
+                        .collect();
+                    (idx.len() == t.project_field_ids.len())
+                        .then(|| full.project(&idx).ok().map(Arc::new))
+                        .flatten()
+                }
+                _ => None,
+            };
         let storage = self.table.storage().clone();
         let batch_size = self.batch_size.unwrap_or(32768);
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(concurrency * 2);
         tokio::spawn(async move {
             let permits = Arc::new(tokio::sync::Semaphore::new(concurrency));
             for task in plan.tasks {
-                let Ok(permit) = permits.clone().acquire_owned().await else { return };
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    return;
+                };
                 if tx.is_closed() {
                     return;
                 }
@@ -336,7 +440,9 @@ impl Scan {
                         }
                     };
                     while let Some(item) = stream.next().await {
-                        let item = item.and_then(plain_batch).map_err(|e| read_error(&name, &path, e));
+                        let item = item
+                            .and_then(plain_batch)
+                            .map_err(|e| read_error(&name, &path, e));
                         let stop = item.is_err();
                         if tx.send(item).await.is_err() || stop {
                             return;
@@ -345,7 +451,10 @@ impl Scan {
                 });
             }
         });
-        Ok(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).boxed())
+        Ok(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        })
+        .boxed())
     }
 
     /// Runs the scan and collects all batches.
@@ -359,7 +468,11 @@ impl Scan {
             let plan = self.plan().await?;
             return Ok(plan.files.iter().map(|f| f.file.record_count()).sum());
         }
-        let mut s = self.clone().select(Vec::<String>::new()).to_stream().await?;
+        let mut s = self
+            .clone()
+            .select(Vec::<String>::new())
+            .to_stream()
+            .await?;
         let mut n = 0u64;
         while let Some(b) = s.next().await {
             n += b?.num_rows() as u64;

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::expr::{BoundPredicate, Predicate};
-use iceberg::spec::{DataContentType, Manifest, ManifestFile, ManifestStatus, PartitionSpec, Schema};
+use iceberg::spec::{
+    DataContentType, Manifest, ManifestFile, ManifestStatus, PartitionSpec, Schema,
+};
 
 use crate::error::{Error, Result};
 use crate::expr::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
@@ -18,7 +20,10 @@ pub struct PartitionFilters {
 
 impl PartitionFilters {
     /// Projects `filter` onto every partitioned spec in `specs`.
-    pub fn new<'a>(filter: Option<&BoundPredicate>, specs: impl IntoIterator<Item = &'a Arc<PartitionSpec>>) -> Result<Self> {
+    pub fn new<'a>(
+        filter: Option<&BoundPredicate>,
+        specs: impl IntoIterator<Item = &'a Arc<PartitionSpec>>,
+    ) -> Result<Self> {
         let mut by_spec = HashMap::new();
         if let Some(f) = filter {
             for spec in specs.into_iter().filter(|s| !s.is_unpartitioned()) {
@@ -34,7 +39,12 @@ impl PartitionFilters {
     }
 
     /// May a data manifest hold matching files, judging by its partition summaries?
-    pub fn manifest_may_match(&self, spec: &PartitionSpec, schema: &Schema, manifest: &ManifestFile) -> bool {
+    pub fn manifest_may_match(
+        &self,
+        spec: &PartitionSpec,
+        schema: &Schema,
+        manifest: &ManifestFile,
+    ) -> bool {
         match self.get(spec.spec_id()) {
             Some(p) => manifest_may_match(p, spec, schema, manifest.partitions.as_deref()),
             None => true,

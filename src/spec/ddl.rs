@@ -13,7 +13,11 @@ use crate::error::{Error, Result};
 /// timestamptz, timestamp_ns, timestamptz_ns, string, uuid, fixed(L), binary, list<T>,
 /// map<K,V>, struct<name:T,…>`; append `not null` to make a column required.
 pub fn parse_schema(ddl: &str) -> Result<Schema> {
-    let mut p = Parser { s: ddl, pos: 0, next_id: 1 };
+    let mut p = Parser {
+        s: ddl,
+        pos: 0,
+        next_id: 1,
+    };
     let mut fields = Vec::new();
     loop {
         p.ws();
@@ -39,14 +43,19 @@ pub fn parse_schema(ddl: &str) -> Result<Schema> {
         }
         break;
     }
-    Schema::builder().with_fields(fields).build().map_err(|e| Error::invalid(format!("schema '{ddl}': {e}")))
+    Schema::builder()
+        .with_fields(fields)
+        .build()
+        .map_err(|e| Error::invalid(format!("schema '{ddl}': {e}")))
 }
 
 /// Converts an Arrow schema (for example a Parquet file's) into an Iceberg schema with fresh
 /// field ids; field ids present in the Arrow metadata are ignored.
 pub fn schema_from_arrow(schema: &arrow_schema::Schema) -> Result<Schema> {
-    let plain = iceberg::arrow::strip_metadata_from_schema(schema).map_err(|e| Error::invalid(format!("arrow schema: {e}")))?;
-    iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&plain).map_err(|e| Error::invalid(format!("arrow schema cannot be an Iceberg schema: {e}")))
+    let plain = iceberg::arrow::strip_metadata_from_schema(schema)
+        .map_err(|e| Error::invalid(format!("arrow schema: {e}")))?;
+    iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&plain)
+        .map_err(|e| Error::invalid(format!("arrow schema cannot be an Iceberg schema: {e}")))
 }
 
 struct Parser<'a> {
@@ -85,18 +94,26 @@ impl Parser<'_> {
         }
     }
     fn expect(&mut self, c: char) -> Result<()> {
-        if self.eat(c) { Ok(()) } else { Err(self.err(&format!("expected '{c}'"))) }
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.err(&format!("expected '{c}'")))
+        }
     }
     fn ident(&mut self) -> Result<String> {
         self.ws();
         let r = self.rest();
         if let Some(q) = r.strip_prefix('`') {
-            let end = q.find('`').ok_or_else(|| self.err("unterminated `quoted` name"))?;
+            let end = q
+                .find('`')
+                .ok_or_else(|| self.err("unterminated `quoted` name"))?;
             let name = q[..end].to_string();
             self.pos += end + 2;
             return Ok(name);
         }
-        let n = r.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(r.len());
+        let n = r
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(r.len());
         if n == 0 {
             return Err(self.err("expected a column name"));
         }
@@ -166,7 +183,9 @@ impl Parser<'_> {
                 let id = self.id();
                 let inner = self.ty()?;
                 self.expect('>')?;
-                Ok(Type::List(ListType::new(Arc::new(NestedField::list_element(id, inner, false)))))
+                Ok(Type::List(ListType::new(Arc::new(
+                    NestedField::list_element(id, inner, false),
+                ))))
             }
             "map" => {
                 self.expect('<')?;
@@ -219,7 +238,10 @@ mod tests {
         assert!(s.field_by_name("id").unwrap().required);
         assert_eq!(
             *s.field_by_name("price").unwrap().field_type,
-            Type::Primitive(PrimitiveType::Decimal { precision: 10, scale: 2 })
+            Type::Primitive(PrimitiveType::Decimal {
+                precision: 10,
+                scale: 2
+            })
         );
         assert!(s.field_by_name("s.b").is_some());
     }

@@ -12,17 +12,22 @@ fn parse_term(term: &str) -> Result<(Transform, String)> {
     let Some(open) = t.find('(') else {
         return Ok((Transform::Identity, t.trim_matches('`').to_string()));
     };
-    let close = t.rfind(')').ok_or_else(|| Error::invalid(format!("missing ')' in '{t}'")))?;
+    let close = t
+        .rfind(')')
+        .ok_or_else(|| Error::invalid(format!("missing ')' in '{t}'")))?;
     let name = t[..open].trim().to_ascii_lowercase();
     let args: Vec<&str> = t[open + 1..close].split(',').map(str::trim).collect();
     let num = |s: &str| -> Result<u32> {
-        s.parse().map_err(|_| Error::invalid(format!("'{s}' is not a number in '{t}'")))
+        s.parse()
+            .map_err(|_| Error::invalid(format!("'{s}' is not a number in '{t}'")))
     };
     let two = |args: &[&str]| -> Result<(u32, String)> {
         match args {
             [n, c] if n.parse::<u32>().is_ok() => Ok((num(n)?, c.to_string())),
             [c, n] => Ok((num(n)?, c.to_string())),
-            _ => Err(Error::invalid(format!("'{t}' needs two arguments: (N, column)"))),
+            _ => Err(Error::invalid(format!(
+                "'{t}' needs two arguments: (N, column)"
+            ))),
         }
     };
     let one = |args: &[&str]| -> Result<String> {
@@ -46,7 +51,11 @@ fn parse_term(term: &str) -> Result<(Transform, String)> {
         "day" | "days" => (Transform::Day, one(&args)?),
         "hour" | "hours" => (Transform::Hour, one(&args)?),
         "void" => (Transform::Void, one(&args)?),
-        other => return Err(Error::invalid(format!("unknown transform '{other}' in '{t}'"))),
+        other => {
+            return Err(Error::invalid(format!(
+                "unknown transform '{other}' in '{t}'"
+            )))
+        }
     })
 }
 
@@ -65,7 +74,10 @@ fn split_top(s: &str) -> Vec<&str> {
         }
     }
     out.push(&s[start..]);
-    out.into_iter().map(str::trim).filter(|p| !p.is_empty()).collect()
+    out.into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 /// The partition field name Iceberg Java gives a transform of `col`.
@@ -88,10 +100,15 @@ pub fn parse_partition_spec(text: &str, schema: &Schema) -> Result<UnboundPartit
     for (i, term) in split_top(text).into_iter().enumerate() {
         let (transform, col) = parse_term(term)?;
         let field = schema.field_by_name(&col).ok_or_else(|| {
-            Error::invalid(format!("partition term '{term}': no column '{col}' in the schema"))
+            Error::invalid(format!(
+                "partition term '{term}': no column '{col}' in the schema"
+            ))
         })?;
         transform.result_type(&field.field_type).map_err(|e| {
-            Error::invalid(format!("partition term '{term}': {transform} cannot apply to {}: {e}", field.field_type))
+            Error::invalid(format!(
+                "partition term '{term}': {transform} cannot apply to {}: {e}",
+                field.field_type
+            ))
         })?;
         b = b
             .add_partition_field(field.id, partition_field_name(&transform, &col), transform)
@@ -118,22 +135,36 @@ pub fn parse_sort_order(text: &str, schema: &Schema) -> Result<SortOrder> {
         let mut direction = SortDirection::Ascending;
         if let Some(last) = words.last() {
             if *last == "desc" || *last == "asc" {
-                direction = if *last == "desc" { SortDirection::Descending } else { SortDirection::Ascending };
+                direction = if *last == "desc" {
+                    SortDirection::Descending
+                } else {
+                    SortDirection::Ascending
+                };
                 words.pop();
             }
         }
         // Keep the original case of the column expression.
-        let expr_len: usize = words.iter().map(|w| w.len()).sum::<usize>() + words.len().saturating_sub(1);
+        let expr_len: usize =
+            words.iter().map(|w| w.len()).sum::<usize>() + words.len().saturating_sub(1);
         let expr = term.trim()[..expr_len.min(term.trim().len())].trim();
         let (transform, col) = parse_term(expr)?;
         let field = schema.field_by_name(&col).ok_or_else(|| {
-            Error::invalid(format!("sort term '{term}': no column '{col}' in the schema"))
+            Error::invalid(format!(
+                "sort term '{term}': no column '{col}' in the schema"
+            ))
         })?;
         let null_order = nulls.unwrap_or(match direction {
             SortDirection::Ascending => NullOrder::First,
             SortDirection::Descending => NullOrder::Last,
         });
-        fields.push(SortField::builder().source_id(field.id).transform(transform).direction(direction).null_order(null_order).build());
+        fields.push(
+            SortField::builder()
+                .source_id(field.id)
+                .transform(transform)
+                .direction(direction)
+                .null_order(null_order)
+                .build(),
+        );
     }
     SortOrder::builder()
         .with_order_id(1)
@@ -149,7 +180,10 @@ mod tests {
 
     #[test]
     fn every_transform() {
-        let s = parse_schema("id long, name string, ts timestamptz, d date, t2 timestamp, d2 date, t3 timestamptz").unwrap();
+        let s = parse_schema(
+            "id long, name string, ts timestamptz, d date, t2 timestamp, d2 date, t3 timestamptz",
+        )
+        .unwrap();
         let spec = parse_partition_spec(
             "identity(d), bucket(16,id), truncate(4, name), year(ts), months(d2), day(t2), hour(t3), void(id), name",
             &s,

@@ -12,7 +12,7 @@ pub use properties::{MetricsMode, TableProperties, WriteMode};
 pub use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, Datum, FormatVersion, Literal, ManifestContentType,
     ManifestFile, ManifestStatus, NestedField, Operation, PartitionSpec, PrimitiveLiteral,
-    PrimitiveType, Schema, SchemaRef, Snapshot, SnapshotReference, SortOrder, Struct, TableMetadata,
-    Transform, Type, UnboundPartitionSpec,
+    PrimitiveType, Schema, SchemaRef, Snapshot, SnapshotReference, SortOrder, Struct,
+    TableMetadata, Transform, Type, UnboundPartitionSpec,
 };
 pub use iceberg::{NamespaceIdent, TableIdent};

@@ -31,7 +31,11 @@ impl MetricsMode {
                     .and_then(|r| r.strip_suffix(')'))
                     .and_then(|n| n.trim().parse().ok())
                     .filter(|n| *n > 0)
-                    .ok_or_else(|| Error::invalid(format!("metrics mode '{s}': expected none, counts, full or truncate(N)")))?;
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "metrics mode '{s}': expected none, counts, full or truncate(N)"
+                        ))
+                    })?;
                 Self::Truncate(n)
             }
         })
@@ -96,7 +100,10 @@ pub struct TableProperties {
 fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str, d: T) -> Result<T> {
     match p.get(k) {
         None => Ok(d),
-        Some(v) => v.trim().parse().map_err(|_| Error::invalid(format!("table property {k}='{v}' is not a valid number"))),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| Error::invalid(format!("table property {k}='{v}' is not a valid number"))),
     }
 }
 
@@ -104,7 +111,9 @@ fn mode(p: &HashMap<String, String>, k: &str) -> Result<WriteMode> {
     match p.get(k).map(|s| s.trim().to_ascii_lowercase()).as_deref() {
         None | Some("copy-on-write") => Ok(WriteMode::CopyOnWrite),
         Some("merge-on-read") => Ok(WriteMode::MergeOnRead),
-        Some(v) => Err(Error::invalid(format!("table property {k}='{v}': expected copy-on-write or merge-on-read"))),
+        Some(v) => Err(Error::invalid(format!(
+            "table property {k}='{v}': expected copy-on-write or merge-on-read"
+        ))),
     }
 }
 
@@ -117,20 +126,42 @@ impl TableProperties {
                 metrics_columns.insert(col.to_string(), MetricsMode::parse(v)?);
             }
         }
-        let codec = p.get("write.parquet.compression-codec").map(|s| s.to_ascii_lowercase()).unwrap_or_else(|| "zstd".into());
-        if !matches!(codec.as_str(), "zstd" | "snappy" | "gzip" | "lz4" | "brotli" | "uncompressed" | "none") {
+        let codec = p
+            .get("write.parquet.compression-codec")
+            .map(|s| s.to_ascii_lowercase())
+            .unwrap_or_else(|| "zstd".into());
+        if !matches!(
+            codec.as_str(),
+            "zstd" | "snappy" | "gzip" | "lz4" | "brotli" | "uncompressed" | "none"
+        ) {
             return Err(Error::invalid(format!("write.parquet.compression-codec='{codec}' is not supported (zstd, snappy, gzip, lz4, brotli, uncompressed)")));
         }
         Ok(Self {
             target_file_size_bytes: num(p, "write.target-file-size-bytes", 512 * 1024 * 1024)?,
             parquet_compression: codec,
-            parquet_compression_level: p.get("write.parquet.compression-level").map(|v| v.parse()).transpose().map_err(|_| Error::invalid("write.parquet.compression-level is not a number"))?,
-            parquet_row_group_size_bytes: num(p, "write.parquet.row-group-size-bytes", 128 * 1024 * 1024)?,
+            parquet_compression_level: p
+                .get("write.parquet.compression-level")
+                .map(|v| v.parse())
+                .transpose()
+                .map_err(|_| Error::invalid("write.parquet.compression-level is not a number"))?,
+            parquet_row_group_size_bytes: num(
+                p,
+                "write.parquet.row-group-size-bytes",
+                128 * 1024 * 1024,
+            )?,
             parquet_page_size_bytes: num(p, "write.parquet.page-size-bytes", 1024 * 1024)?,
             parquet_dict_size_bytes: num(p, "write.parquet.dict-size-bytes", 2 * 1024 * 1024)?,
-            metrics_default: p.get("write.metadata.metrics.default").map(|v| MetricsMode::parse(v)).transpose()?.unwrap_or(MetricsMode::Truncate(16)),
+            metrics_default: p
+                .get("write.metadata.metrics.default")
+                .map(|v| MetricsMode::parse(v))
+                .transpose()?
+                .unwrap_or(MetricsMode::Truncate(16)),
             metrics_columns,
-            metrics_max_inferred_columns: num(p, "write.metadata.metrics.max-inferred-column-defaults", 100)?,
+            metrics_max_inferred_columns: num(
+                p,
+                "write.metadata.metrics.max-inferred-column-defaults",
+                100,
+            )?,
             commit_num_retries: num(p, "commit.retry.num-retries", 4)?,
             commit_min_wait_ms: num(p, "commit.retry.min-wait-ms", 100)?,
             commit_max_wait_ms: num(p, "commit.retry.max-wait-ms", 60_000)?,
@@ -138,10 +169,16 @@ impl TableProperties {
             delete_mode: mode(p, "write.delete.mode")?,
             update_mode: mode(p, "write.update.mode")?,
             merge_mode: mode(p, "write.merge.mode")?,
-            gc_enabled: p.get("gc.enabled").map(|v| v.trim() != "false").unwrap_or(true),
+            gc_enabled: p
+                .get("gc.enabled")
+                .map(|v| v.trim() != "false")
+                .unwrap_or(true),
             data_path: p.get("write.data.path").cloned(),
             metadata_previous_versions_max: num(p, "write.metadata.previous-versions-max", 100)?,
-            metadata_delete_after_commit: p.get("write.metadata.delete-after-commit.enabled").map(|v| v.trim() == "true").unwrap_or(false),
+            metadata_delete_after_commit: p
+                .get("write.metadata.delete-after-commit.enabled")
+                .map(|v| v.trim() == "true")
+                .unwrap_or(false),
         })
     }
 
@@ -150,7 +187,9 @@ impl TableProperties {
         if let Some(m) = self.metrics_columns.get(column) {
             return *m;
         }
-        if column_index >= self.metrics_max_inferred_columns && self.metrics_default == MetricsMode::Truncate(16) {
+        if column_index >= self.metrics_max_inferred_columns
+            && self.metrics_default == MetricsMode::Truncate(16)
+        {
             return MetricsMode::None;
         }
         self.metrics_default
@@ -183,8 +222,15 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_property() {
-        let m: HashMap<_, _> = [("write.target-file-size-bytes".to_string(), "big".to_string())].into();
-        assert!(TableProperties::parse(&m).unwrap_err().to_string().contains("write.target-file-size-bytes"));
+        let m: HashMap<_, _> = [(
+            "write.target-file-size-bytes".to_string(),
+            "big".to_string(),
+        )]
+        .into();
+        assert!(TableProperties::parse(&m)
+            .unwrap_err()
+            .to_string()
+            .contains("write.target-file-size-bytes"));
         assert!(MetricsMode::parse("truncate(0)").is_err());
     }
 }

@@ -41,7 +41,13 @@ impl From<Repr> for IceStorage {
 
 impl From<IceStorage> for Repr {
     fn from(s: IceStorage) -> Self {
-        Repr { relocation: s.inner.relocation.as_ref().map(|r| (r.0.clone(), r.1.clone())) }
+        Repr {
+            relocation: s
+                .inner
+                .relocation
+                .as_ref()
+                .map(|r| (r.0.clone(), r.1.clone())),
+        }
     }
 }
 
@@ -57,7 +63,10 @@ struct IceFactory {
 }
 
 pub(super) fn file_io(storage: Storage) -> FileIO {
-    FileIOBuilder::new(Arc::new(IceFactory { storage: IceStorage { inner: storage } })).build()
+    FileIOBuilder::new(Arc::new(IceFactory {
+        storage: IceStorage { inner: storage },
+    }))
+    .build()
 }
 
 #[typetag::serde(name = "floe_object_store")]
@@ -75,7 +84,10 @@ struct Reader {
 #[async_trait::async_trait]
 impl FileRead for Reader {
     async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
-        self.storage.get_range(&self.location, range).await.map_err(to_ice)
+        self.storage
+            .get_range(&self.location, range)
+            .await
+            .map_err(to_ice)
     }
 }
 
@@ -88,18 +100,29 @@ struct Writer {
 impl FileWrite for Writer {
     async fn write(&mut self, bs: Bytes) -> iceberg::Result<()> {
         let w = self.inner.as_mut().ok_or_else(|| {
-            iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("{} already closed", self.location))
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("{} already closed", self.location),
+            )
         })?;
-        w.put(bs).await.map_err(|e| to_ice(crate::Error::from(e).context(&self.location)))
+        w.put(bs)
+            .await
+            .map_err(|e| to_ice(crate::Error::from(e).context(&self.location)))
     }
 
     async fn close(&mut self) -> iceberg::Result<()> {
         let mut w = self.inner.take().ok_or_else(|| {
-            iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("{} already closed", self.location))
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("{} already closed", self.location),
+            )
         })?;
         w.shutdown().await.map_err(|e| {
-            iceberg::Error::new(iceberg::ErrorKind::Unexpected, format!("closing {}", self.location))
-                .with_source(e)
+            iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!("closing {}", self.location),
+            )
+            .with_source(e)
         })
     }
 }
@@ -111,20 +134,28 @@ impl iceberg::io::Storage for IceStorage {
         self.inner.exists(path).await.map_err(to_ice)
     }
     async fn metadata(&self, path: &str) -> iceberg::Result<FileMetadata> {
-        Ok(FileMetadata { size: self.inner.size(path).await.map_err(to_ice)? })
+        Ok(FileMetadata {
+            size: self.inner.size(path).await.map_err(to_ice)?,
+        })
     }
     async fn read(&self, path: &str) -> iceberg::Result<Bytes> {
         self.inner.get(path).await.map_err(to_ice)
     }
     async fn reader(&self, path: &str) -> iceberg::Result<Box<dyn FileRead>> {
-        Ok(Box::new(Reader { storage: self.inner.clone(), location: path.to_string() }))
+        Ok(Box::new(Reader {
+            storage: self.inner.clone(),
+            location: path.to_string(),
+        }))
     }
     async fn write(&self, path: &str, bs: Bytes) -> iceberg::Result<()> {
         self.inner.put(path, bs).await.map_err(to_ice)
     }
     async fn writer(&self, path: &str) -> iceberg::Result<Box<dyn FileWrite>> {
         let w = self.inner.writer(path).await.map_err(to_ice)?;
-        Ok(Box::new(Writer { inner: Some(w), location: path.to_string() }))
+        Ok(Box::new(Writer {
+            inner: Some(w),
+            location: path.to_string(),
+        }))
     }
     async fn delete(&self, path: &str) -> iceberg::Result<()> {
         self.inner.delete(path).await.map_err(to_ice)

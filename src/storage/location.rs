@@ -44,7 +44,11 @@ pub fn to_uri(path: &std::path::Path) -> String {
 
 /// Joins a location and a relative child with exactly one `/`.
 pub fn join(base: &str, child: &str) -> String {
-    format!("{}/{}", base.trim_end_matches('/'), child.trim_start_matches('/'))
+    format!(
+        "{}/{}",
+        base.trim_end_matches('/'),
+        child.trim_start_matches('/')
+    )
 }
 
 /// Rewrites `location` when it starts with `from` (in any local form) to start with `to`.
@@ -62,7 +66,11 @@ mod tests {
     #[test]
     fn three_local_forms_resolve_alike() {
         let want = Resolved::Local("tmp/t/data/a.parquet".into());
-        for l in ["/tmp/t/data/a.parquet", "file:/tmp/t/data/a.parquet", "file:///tmp/t/data/a.parquet"] {
+        for l in [
+            "/tmp/t/data/a.parquet",
+            "file:/tmp/t/data/a.parquet",
+            "file:///tmp/t/data/a.parquet",
+        ] {
             assert_eq!(resolve(l).unwrap(), want, "{l}");
         }
         assert!(resolve("s3://b/k").is_err());

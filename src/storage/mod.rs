@@ -48,12 +48,18 @@ impl Default for Storage {
 impl Storage {
     /// Storage for local files (all three local path forms).
     pub fn new() -> Self {
-        Self { local: Arc::new(LocalFileSystem::new()), relocation: None }
+        Self {
+            local: Arc::new(LocalFileSystem::new()),
+            relocation: None,
+        }
     }
 
     /// The same storage, reading locations under `from` from `to` instead (moved tables).
     pub fn relocated(&self, from: &str, to: &str) -> Self {
-        Self { local: self.local.clone(), relocation: Some(Arc::new((from.to_string(), to.to_string()))) }
+        Self {
+            local: self.local.clone(),
+            relocation: Some(Arc::new((from.to_string(), to.to_string()))),
+        }
     }
 
     fn resolve(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, StorePath)> {
@@ -67,9 +73,8 @@ impl Storage {
         }
         match location::resolve(loc)? {
             location::Resolved::Local(key) => {
-                let path = StorePath::parse(&key).map_err(|e| {
-                    Error::invalid(format!("invalid location '{location}': {e}"))
-                })?;
+                let path = StorePath::parse(&key)
+                    .map_err(|e| Error::invalid(format!("invalid location '{location}': {e}")))?;
                 Ok((self.local.clone(), path))
             }
         }
@@ -78,7 +83,10 @@ impl Storage {
     /// The local file behind `location` (after relocation), when it is on local disk: lets
     /// hot read paths use plain positioned reads instead of the object-store API.
     pub fn local_file(&self, location: &str) -> Option<std::path::PathBuf> {
-        let relocated = self.relocation.as_ref().and_then(|r| location::relocate(location, &r.0, &r.1));
+        let relocated = self
+            .relocation
+            .as_ref()
+            .and_then(|r| location::relocate(location, &r.0, &r.1));
         let loc = relocated.as_deref().unwrap_or(location);
         match location::resolve(loc).ok()? {
             location::Resolved::Local(key) => Some(std::path::PathBuf::from(format!("/{key}"))),
@@ -102,20 +110,30 @@ impl Storage {
     /// Reads a whole object.
     pub async fn get(&self, location: &str) -> Result<Bytes> {
         let (store, path) = self.resolve(location)?;
-        let r = store.get(&path).await.map_err(|e| Self::wrap(e, "read", location))?;
+        let r = store
+            .get(&path)
+            .await
+            .map_err(|e| Self::wrap(e, "read", location))?;
         r.bytes().await.map_err(|e| Self::wrap(e, "read", location))
     }
 
     /// Reads a byte range of an object.
     pub async fn get_range(&self, location: &str, range: Range<u64>) -> Result<Bytes> {
         let (store, path) = self.resolve(location)?;
-        store.get_range(&path, range).await.map_err(|e| Self::wrap(e, "read", location))
+        store
+            .get_range(&path, range)
+            .await
+            .map_err(|e| Self::wrap(e, "read", location))
     }
 
     /// Size of an object.
     pub async fn size(&self, location: &str) -> Result<u64> {
         let (store, path) = self.resolve(location)?;
-        Ok(store.head(&path).await.map_err(|e| Self::wrap(e, "stat", location))?.size)
+        Ok(store
+            .head(&path)
+            .await
+            .map_err(|e| Self::wrap(e, "stat", location))?
+            .size)
     }
 
     /// Whether an object exists.
@@ -130,14 +148,20 @@ impl Storage {
     /// Writes an object, replacing any existing one.
     pub async fn put(&self, location: &str, bytes: Bytes) -> Result<()> {
         let (store, path) = self.resolve(location)?;
-        store.put(&path, PutPayload::from(bytes)).await.map_err(|e| Self::wrap(e, "write", location))?;
+        store
+            .put(&path, PutPayload::from(bytes))
+            .await
+            .map_err(|e| Self::wrap(e, "write", location))?;
         Ok(())
     }
 
     /// Writes an object only if none exists; `AlreadyExists` otherwise.
     pub async fn put_if_absent(&self, location: &str, bytes: Bytes) -> Result<()> {
         let (store, path) = self.resolve(location)?;
-        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
         store
             .put_opts(&path, PutPayload::from(bytes), opts)
             .await
@@ -167,7 +191,11 @@ impl Storage {
         Ok(items
             .into_iter()
             .map(|m| {
-                let rel = m.location.as_ref().strip_prefix(&key_base).unwrap_or(m.location.as_ref());
+                let rel = m
+                    .location
+                    .as_ref()
+                    .strip_prefix(&key_base)
+                    .unwrap_or(m.location.as_ref());
                 ObjectInfo {
                     location: join(base, rel),
                     size: m.size,

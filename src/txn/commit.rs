@@ -38,7 +38,10 @@ pub fn snapshots_since(md: &TableMetadata, start: Option<i64>) -> Result<Vec<&Sn
             return Ok(out);
         }
         out.push(s);
-        cur = s.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p)).map(|s| s.as_ref());
+        cur = s
+            .parent_snapshot_id()
+            .and_then(|p| md.snapshot_by_id(p))
+            .map(|s| s.as_ref());
     }
     if start.is_some() {
         return Err(Error::new(

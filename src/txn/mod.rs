@@ -37,7 +37,12 @@ pub struct AppendResult {
 /// Batches are written as Parquet data files (partitioned, sorted and rolled as the table's
 /// spec, sort order and `write.*` properties say), then committed. Memory stays bounded by
 /// the open files' buffers, not by the input size.
-pub async fn append<I>(catalog: &Catalog, table: &Table, batches: I, progress: Option<&WriteProgress>) -> Result<AppendResult>
+pub async fn append<I>(
+    catalog: &Catalog,
+    table: &Table,
+    batches: I,
+    progress: Option<&WriteProgress>,
+) -> Result<AppendResult>
 where
     I: IntoIterator<Item = Result<RecordBatch>>,
 {
@@ -71,14 +76,30 @@ where
 }
 
 /// Commits already-written data files as one `append` snapshot.
-pub async fn append_files(catalog: &Catalog, table: &Table, files: Vec<iceberg::spec::DataFile>) -> Result<AppendResult> {
+pub async fn append_files(
+    catalog: &Catalog,
+    table: &Table,
+    files: Vec<iceberg::spec::DataFile>,
+) -> Result<AppendResult> {
     if files.is_empty() {
-        return Ok(AppendResult { table: table.clone(), snapshot_id: None, added_files: 0, added_records: 0, added_bytes: 0 });
+        return Ok(AppendResult {
+            table: table.clone(),
+            snapshot_id: None,
+            added_files: 0,
+            added_records: 0,
+            added_bytes: 0,
+        });
     }
     let added_records = files.iter().map(|f| f.record_count()).sum();
     let added_bytes = files.iter().map(|f| f.file_size_in_bytes()).sum();
     let added_files = files.len();
     let mut producer = SnapshotProducer::new(Operation::Append, files);
     let t = commit(catalog, table, &mut producer, &NoValidation).await?;
-    Ok(AppendResult { table: t, snapshot_id: Some(producer.snapshot_id()), added_files, added_records, added_bytes })
+    Ok(AppendResult {
+        table: t,
+        snapshot_id: Some(producer.snapshot_id()),
+        added_files,
+        added_records,
+        added_bytes,
+    })
 }

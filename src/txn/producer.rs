@@ -78,11 +78,22 @@ impl SnapshotProducer {
         let mut out = Vec::new();
         for (i, (spec_id, files)) in by_spec.into_iter().enumerate() {
             let spec = md.partition_spec_by_id(spec_id).ok_or_else(|| {
-                Error::invalid(format!("data file refers to partition spec {spec_id}, which table {} does not have", base.name()))
+                Error::invalid(format!(
+                    "data file refers to partition spec {spec_id}, which table {} does not have",
+                    base.name()
+                ))
             })?;
-            let path = join(md.location(), &format!("metadata/{}-m{i}.avro", self.commit_uuid));
+            let path = join(
+                md.location(),
+                &format!("metadata/{}-m{i}.avro", self.commit_uuid),
+            );
             let output = io.new_output(&path)?;
-            let b = ManifestWriterBuilder::new(output, Some(self.snapshot_id), schema.clone(), spec.as_ref().clone());
+            let b = ManifestWriterBuilder::new(
+                output,
+                Some(self.snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
+            );
             let mut w = match md.format_version() {
                 FormatVersion::V1 => b.build_v1(),
                 FormatVersion::V2 => b.build_v2_data(),
@@ -129,13 +140,22 @@ impl SnapshotProducer {
         if let Some(p) = &parent {
             let bytes = base.storage().get(p.manifest_list()).await?;
             let list = iceberg::spec::ManifestList::parse_with_version(&bytes, md.format_version())
-                .map_err(|e| Error::corrupt(format!("manifest list '{}' of table {}: {e}", p.manifest_list(), base.name())))?;
+                .map_err(|e| {
+                    Error::corrupt(format!(
+                        "manifest list '{}' of table {}: {e}",
+                        p.manifest_list(),
+                        base.name()
+                    ))
+                })?;
             existing = list.consume_entries().into_iter().collect::<Vec<_>>();
         }
         let seq = md.next_sequence_number();
         let list_path = join(
             md.location(),
-            &format!("metadata/snap-{}-{}-{}.avro", self.snapshot_id, self.attempt, self.commit_uuid),
+            &format!(
+                "metadata/snap-{}-{}-{}.avro",
+                self.snapshot_id, self.attempt, self.commit_uuid
+            ),
         );
         self.attempt += 1;
         self.last_list = Some(list_path.clone());
@@ -145,7 +165,9 @@ impl SnapshotProducer {
         let mut lw = match md.format_version() {
             FormatVersion::V1 => ManifestListWriter::v1(writer, self.snapshot_id, parent_id),
             FormatVersion::V2 => ManifestListWriter::v2(writer, self.snapshot_id, parent_id, seq),
-            FormatVersion::V3 => ManifestListWriter::v3(writer, self.snapshot_id, parent_id, seq, Some(first_row_id)),
+            FormatVersion::V3 => {
+                ManifestListWriter::v3(writer, self.snapshot_id, parent_id, seq, Some(first_row_id))
+            }
         };
         // New manifests first (as Java does), then carried-over ones; data before deletes.
         let mut all: Vec<ManifestFile> = new_manifests;
@@ -161,14 +183,19 @@ impl SnapshotProducer {
         }
         let mut props = counts.build(parent.as_ref().map(|p| &p.summary().additional_properties));
         props.extend(self.properties.clone());
-        let now = chrono::Utc::now().timestamp_millis().max(md.last_updated_ms() + 1);
+        let now = chrono::Utc::now()
+            .timestamp_millis()
+            .max(md.last_updated_ms() + 1);
         let builder = Snapshot::builder()
             .with_snapshot_id(self.snapshot_id)
             .with_parent_snapshot_id(parent_id)
             .with_sequence_number(seq)
             .with_timestamp_ms(now)
             .with_manifest_list(list_path)
-            .with_summary(Summary { operation: self.operation.clone(), additional_properties: props })
+            .with_summary(Summary {
+                operation: self.operation.clone(),
+                additional_properties: props,
+            })
             .with_schema_id(md.current_schema_id());
         let snapshot = if md.format_version() == FormatVersion::V3 {
             let added_rows = next_row_id.unwrap_or(first_row_id) - first_row_id;
@@ -176,14 +203,27 @@ impl SnapshotProducer {
         } else {
             builder.build()
         };
-        let r = TableMetadataBuilder::new_from_metadata(md.clone(), Some(base.metadata_location().to_string()))
-            .add_snapshot(snapshot)
-            .and_then(|b| {
-                b.set_ref(MAIN_BRANCH, SnapshotReference::new(self.snapshot_id, SnapshotRetention::branch(None, None, None)))
-            })
-            .and_then(|b| b.build())
-            .map_err(|e| Error::invalid(format!("building metadata for table {}: {e}", base.name())))?;
-        self.expired_metadata = r.expired_metadata_logs.iter().map(|l| l.metadata_file.clone()).collect();
+        let r = TableMetadataBuilder::new_from_metadata(
+            md.clone(),
+            Some(base.metadata_location().to_string()),
+        )
+        .add_snapshot(snapshot)
+        .and_then(|b| {
+            b.set_ref(
+                MAIN_BRANCH,
+                SnapshotReference::new(
+                    self.snapshot_id,
+                    SnapshotRetention::branch(None, None, None),
+                ),
+            )
+        })
+        .and_then(|b| b.build())
+        .map_err(|e| Error::invalid(format!("building metadata for table {}: {e}", base.name())))?;
+        self.expired_metadata = r
+            .expired_metadata_logs
+            .iter()
+            .map(|l| l.metadata_file.clone())
+            .collect();
         Ok(r.metadata)
     }
 }

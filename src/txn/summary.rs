@@ -42,7 +42,11 @@ impl SummaryCounts {
             DataContentType::PositionDeletes => {
                 self.added_delete_files += 1;
                 self.added_pos_deletes += f.record_count();
-                if is_dv(f) { self.added_dvs += 1 } else { self.added_pos_delete_files += 1 }
+                if is_dv(f) {
+                    self.added_dvs += 1
+                } else {
+                    self.added_pos_delete_files += 1
+                }
             }
             DataContentType::EqualityDeletes => {
                 self.added_delete_files += 1;
@@ -82,8 +86,16 @@ impl SummaryCounts {
         };
         put("added-data-files", self.added_data_files, false);
         put("added-delete-files", self.added_delete_files, false);
-        put("added-position-delete-files", self.added_pos_delete_files, false);
-        put("added-equality-delete-files", self.added_eq_delete_files, false);
+        put(
+            "added-position-delete-files",
+            self.added_pos_delete_files,
+            false,
+        );
+        put(
+            "added-equality-delete-files",
+            self.added_eq_delete_files,
+            false,
+        );
         put("added-dvs", self.added_dvs, false);
         put("added-records", self.added_records, false);
         put("added-files-size", self.added_size, false);
@@ -95,7 +107,11 @@ impl SummaryCounts {
         put("removed-files-size", self.removed_size, false);
         put("removed-position-deletes", self.removed_pos_deletes, false);
         put("removed-equality-deletes", self.removed_eq_deletes, false);
-        put("changed-partition-count", self.partitions.len() as u64, true);
+        put(
+            "changed-partition-count",
+            self.partitions.len() as u64,
+            true,
+        );
         let total = |k: &str, plus: u64, minus: u64| -> Option<u64> {
             let prev = match parent {
                 None => 0,
@@ -104,12 +120,46 @@ impl SummaryCounts {
             Some((prev + plus).saturating_sub(minus))
         };
         let totals = [
-            ("total-records", total("total-records", self.added_records, self.removed_records)),
-            ("total-files-size", total("total-files-size", self.added_size, self.removed_size)),
-            ("total-data-files", total("total-data-files", self.added_data_files, self.removed_data_files)),
-            ("total-delete-files", total("total-delete-files", self.added_delete_files, self.removed_delete_files)),
-            ("total-position-deletes", total("total-position-deletes", self.added_pos_deletes, self.removed_pos_deletes)),
-            ("total-equality-deletes", total("total-equality-deletes", self.added_eq_deletes, self.removed_eq_deletes)),
+            (
+                "total-records",
+                total("total-records", self.added_records, self.removed_records),
+            ),
+            (
+                "total-files-size",
+                total("total-files-size", self.added_size, self.removed_size),
+            ),
+            (
+                "total-data-files",
+                total(
+                    "total-data-files",
+                    self.added_data_files,
+                    self.removed_data_files,
+                ),
+            ),
+            (
+                "total-delete-files",
+                total(
+                    "total-delete-files",
+                    self.added_delete_files,
+                    self.removed_delete_files,
+                ),
+            ),
+            (
+                "total-position-deletes",
+                total(
+                    "total-position-deletes",
+                    self.added_pos_deletes,
+                    self.removed_pos_deletes,
+                ),
+            ),
+            (
+                "total-equality-deletes",
+                total(
+                    "total-equality-deletes",
+                    self.added_eq_deletes,
+                    self.removed_eq_deletes,
+                ),
+            ),
         ];
         for (k, v) in totals {
             if let Some(v) = v {

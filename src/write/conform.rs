@@ -19,7 +19,10 @@ impl Conformer {
     /// A conformer for the table's current schema.
     pub fn new(schema: &iceberg::spec::Schema, table: &str) -> Result<Self> {
         let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
-        Ok(Self { target, table: table.to_string() })
+        Ok(Self {
+            target,
+            table: table.to_string(),
+        })
     }
 
     /// The Arrow schema (with `PARQUET:field_id` metadata) batches are conformed to.
@@ -70,7 +73,8 @@ impl Conformer {
             }
             cols.push(col);
         }
-        RecordBatch::try_new(self.target.clone(), cols).map_err(|e| Error::invalid(format!("table {}: {e}", self.table)))
+        RecordBatch::try_new(self.target.clone(), cols)
+            .map_err(|e| Error::invalid(format!("table {}: {e}", self.table)))
     }
 }
 
@@ -85,7 +89,10 @@ fn fit(a: &ArrayRef, to: &DataType) -> std::result::Result<ArrayRef, String> {
     if !lossless(a.data_type(), to) {
         return Err("the conversion could lose data".into());
     }
-    let opts = arrow_cast::CastOptions { safe: false, ..Default::default() };
+    let opts = arrow_cast::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
     arrow_cast::cast_with_options(a, to, &opts).map_err(|e| e.to_string())
 }
 
@@ -123,8 +130,14 @@ mod tests {
         let s = crate::spec::parse_schema("id long not null, name string, extra double").unwrap();
         let c = Conformer::new(&s, "db.t").unwrap();
         let b = RecordBatch::try_new(
-            Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true), Field::new("id", DataType::Int32, false)])),
-            vec![Arc::new(StringArray::from(vec!["a"])), Arc::new(Int32Array::from(vec![7]))],
+            Arc::new(Schema::new(vec![
+                Field::new("name", DataType::Utf8, true),
+                Field::new("id", DataType::Int32, false),
+            ])),
+            vec![
+                Arc::new(StringArray::from(vec!["a"])),
+                Arc::new(Int32Array::from(vec![7])),
+            ],
         )
         .unwrap();
         let out = c.conform(&b).unwrap();

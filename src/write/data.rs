@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
-use iceberg::spec::{DataFile, DataFileFormat, PartitionKey, SortDirection, SortOrder, NullOrder};
-use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder};
+use iceberg::spec::{DataFile, DataFileFormat, NullOrder, PartitionKey, SortDirection, SortOrder};
+use iceberg::writer::file_writer::{
+    FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder,
+};
 use iceberg::writer::CurrentFileStatus;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -15,8 +17,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::conform::Conformer;
-use super::partition::Partitioner;
 use super::metrics::finish_data_file;
+use super::partition::Partitioner;
 use crate::error::{Error, Result};
 use crate::spec::{SchemaRef, TableProperties};
 use crate::storage::{join, Storage};
@@ -36,7 +38,9 @@ const SINGLE_LANE_ROWS: u64 = 200_000;
 /// many small files (one per partition) that cost is paid on nearly every value.
 fn high_cardinality_columns(sample: &RecordBatch) -> Vec<String> {
     use arrow_array::cast::AsArray;
-    use arrow_array::types::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType};
+    use arrow_array::types::{
+        Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
+    };
     use arrow_schema::{DataType, TimeUnit};
     use std::collections::HashSet;
     let n = sample.num_rows().min(8192);
@@ -50,12 +54,38 @@ fn high_cardinality_columns(sample: &RecordBatch) -> Vec<String> {
             DataType::Utf8 => c.as_string::<i32>().iter().collect::<HashSet<_>>().len(),
             DataType::LargeUtf8 => c.as_string::<i64>().iter().collect::<HashSet<_>>().len(),
             DataType::Binary => c.as_binary::<i32>().iter().collect::<HashSet<_>>().len(),
-            DataType::Int32 => c.as_primitive::<Int32Type>().iter().collect::<HashSet<_>>().len(),
-            DataType::Date32 => c.as_primitive::<Date32Type>().iter().collect::<HashSet<_>>().len(),
-            DataType::Int64 => c.as_primitive::<Int64Type>().iter().collect::<HashSet<_>>().len(),
-            DataType::Timestamp(TimeUnit::Microsecond, _) => c.as_primitive::<TimestampMicrosecondType>().iter().collect::<HashSet<_>>().len(),
-            DataType::Float64 => c.as_primitive::<Float64Type>().iter().map(|v| v.map(f64::to_bits)).collect::<HashSet<_>>().len(),
-            DataType::Float32 => c.as_primitive::<Float32Type>().iter().map(|v| v.map(f32::to_bits)).collect::<HashSet<_>>().len(),
+            DataType::Int32 => c
+                .as_primitive::<Int32Type>()
+                .iter()
+                .collect::<HashSet<_>>()
+                .len(),
+            DataType::Date32 => c
+                .as_primitive::<Date32Type>()
+                .iter()
+                .collect::<HashSet<_>>()
+                .len(),
+            DataType::Int64 => c
+                .as_primitive::<Int64Type>()
+                .iter()
+                .collect::<HashSet<_>>()
+                .len(),
+            DataType::Timestamp(TimeUnit::Microsecond, _) => c
+                .as_primitive::<TimestampMicrosecondType>()
+                .iter()
+                .collect::<HashSet<_>>()
+                .len(),
+            DataType::Float64 => c
+                .as_primitive::<Float64Type>()
+                .iter()
+                .map(|v| v.map(f64::to_bits))
+                .collect::<HashSet<_>>()
+                .len(),
+            DataType::Float32 => c
+                .as_primitive::<Float32Type>()
+                .iter()
+                .map(|v| v.map(f32::to_bits))
+                .collect::<HashSet<_>>()
+                .len(),
             _ => continue,
         };
         if distinct * 2 > n {
@@ -68,11 +98,20 @@ fn high_cardinality_columns(sample: &RecordBatch) -> Vec<String> {
 fn writer_properties(p: &TableProperties, plain_columns: &[String]) -> Result<WriterProperties> {
     let level = p.parquet_compression_level;
     let codec = match p.parquet_compression.as_str() {
-        "zstd" => Compression::ZSTD(ZstdLevel::try_new(level.unwrap_or(1)).map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?),
+        "zstd" => Compression::ZSTD(
+            ZstdLevel::try_new(level.unwrap_or(1))
+                .map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?,
+        ),
         "snappy" => Compression::SNAPPY,
-        "gzip" => Compression::GZIP(GzipLevel::try_new(level.unwrap_or(6) as u32).map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?),
+        "gzip" => Compression::GZIP(
+            GzipLevel::try_new(level.unwrap_or(6) as u32)
+                .map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?,
+        ),
         "lz4" => Compression::LZ4_RAW,
-        "brotli" => Compression::BROTLI(BrotliLevel::try_new(level.unwrap_or(1) as u32).map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?),
+        "brotli" => Compression::BROTLI(
+            BrotliLevel::try_new(level.unwrap_or(1) as u32)
+                .map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?,
+        ),
         _ => Compression::UNCOMPRESSED,
     };
     let mut b = WriterProperties::builder()
@@ -82,7 +121,10 @@ fn writer_properties(p: &TableProperties, plain_columns: &[String]) -> Result<Wr
         .set_data_page_size_limit(p.parquet_page_size_bytes)
         .set_dictionary_page_size_limit(p.parquet_dict_size_bytes);
     for c in plain_columns {
-        b = b.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(c.as_str()), false);
+        b = b.set_column_dictionary_enabled(
+            parquet::schema::types::ColumnPath::from(c.as_str()),
+            false,
+        );
     }
     Ok(b.build())
 }
@@ -108,7 +150,10 @@ pub struct DataWriter {
     /// Settings until the first batch starts the lanes (which then share them).
     pending: Option<Settings>,
     lane_count: usize,
-    lanes: Vec<(Option<mpsc::Sender<Vec<Piece>>>, Option<JoinHandle<Result<Vec<DataFile>>>>)>,
+    lanes: Vec<(
+        Option<mpsc::Sender<Vec<Piece>>>,
+        Option<JoinHandle<Result<Vec<DataFile>>>>,
+    )>,
     partitioner: Option<Partitioner>,
     /// Which lane owns each partition (assigned round-robin on first sight), so that every
     /// partition is written by one lane into as few files as possible.
@@ -121,7 +166,10 @@ pub struct DataWriter {
 impl DataWriter {
     /// A writer for the table's current schema, default spec and sort order.
     pub fn new(table: &Table) -> Result<Self> {
-        let lanes = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8);
+        let lanes = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .clamp(1, 8);
         Self::with_lanes(table, lanes)
     }
 
@@ -132,7 +180,10 @@ impl DataWriter {
         let schema = md.current_schema().clone();
         let sort = md.default_sort_order();
         let sort = (!sort.fields.is_empty()).then(|| sort.clone());
-        let data_path = props.data_path.clone().unwrap_or_else(|| join(md.location(), "data"));
+        let data_path = props
+            .data_path
+            .clone()
+            .unwrap_or_else(|| join(md.location(), "data"));
         // Built now so that a bad property fails before any data is read; the first batch
         // may still switch dictionaries off for some columns (see `start`).
         let settings = Settings {
@@ -160,10 +211,15 @@ impl DataWriter {
 
     /// Starts the lanes, with encodings chosen from the first batch.
     fn start(&mut self, first: &RecordBatch) -> Result<()> {
-        let Some(mut settings) = self.pending.take() else { return Ok(()) };
+        let Some(mut settings) = self.pending.take() else {
+            return Ok(());
+        };
         let plain = high_cardinality_columns(first);
         if !plain.is_empty() {
-            settings.builder = ParquetWriterBuilder::new(writer_properties(&settings.props, &plain)?, settings.schema.clone());
+            settings.builder = ParquetWriterBuilder::new(
+                writer_properties(&settings.props, &plain)?,
+                settings.schema.clone(),
+            );
         }
         if !settings.spec.is_unpartitioned() {
             self.partitioner = Some(Partitioner::new(&settings.spec, settings.schema.clone())?);
@@ -172,7 +228,10 @@ impl DataWriter {
         self.lanes = (0..self.lane_count)
             .map(|i| {
                 let (tx, rx) = mpsc::channel(2);
-                (Some(tx), Some(tokio::spawn(run_lane(settings.clone(), i, rx))))
+                (
+                    Some(tx),
+                    Some(tokio::spawn(run_lane(settings.clone(), i, rx))),
+                )
             })
             .collect();
         Ok(())
@@ -194,14 +253,21 @@ impl DataWriter {
         let mut per_lane: Vec<Vec<Piece>> = vec![Vec::new(); self.lanes.len()];
         match &self.partitioner {
             None => {
-                let lane = if self.rows <= SINGLE_LANE_ROWS { 0 } else { self.next_lane % self.lanes.len() };
+                let lane = if self.rows <= SINGLE_LANE_ROWS {
+                    0
+                } else {
+                    self.next_lane % self.lanes.len()
+                };
                 self.next_lane += 1;
                 per_lane[lane].push((None, batch));
             }
             Some(p) => {
                 for (key, piece) in p.split(&batch)? {
                     let n = self.partition_lanes.len();
-                    let lane = *self.partition_lanes.entry(key.to_path()).or_insert(n % per_lane.len());
+                    let lane = *self
+                        .partition_lanes
+                        .entry(key.to_path())
+                        .or_insert(n % per_lane.len());
                     per_lane[lane].push((Some(key), piece));
                 }
             }
@@ -219,7 +285,9 @@ impl DataWriter {
                 let (tx, handle) = &mut self.lanes[lane];
                 tx.take();
                 if let Some(h) = handle.take() {
-                    let files = h.await.map_err(|e| Error::io("writer lane panicked").with_source(e))??;
+                    let files = h
+                        .await
+                        .map_err(|e| Error::io("writer lane panicked").with_source(e))??;
                     // Keep what it wrote so abort() can delete it.
                     self.orphans.extend(files);
                 }
@@ -245,7 +313,9 @@ impl DataWriter {
         files.append(&mut self.orphans);
         for (tx, handle) in self.lanes.iter_mut() {
             tx.take();
-            let Some(handle) = handle.take() else { continue };
+            let Some(handle) = handle.take() else {
+                continue;
+            };
             match handle.await {
                 Ok(Ok(f)) => files.extend(f),
                 Ok(Err(e)) => {
@@ -273,7 +343,11 @@ struct PartitionWriter {
     files: Vec<DataFile>,
 }
 
-async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<Vec<Piece>>) -> Result<Vec<DataFile>> {
+async fn run_lane(
+    s: Arc<Settings>,
+    lane: usize,
+    mut rx: mpsc::Receiver<Vec<Piece>>,
+) -> Result<Vec<DataFile>> {
     let mut parts: HashMap<String, PartitionWriter> = HashMap::new();
     let mut file_seq = 0usize;
     let mut lane_bytes = 0usize;
@@ -295,7 +369,11 @@ async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<Vec<Piec
                 lane_bytes += b.get_array_memory_size();
                 pw.buffered_bytes += b.get_array_memory_size();
                 pw.buffer.push(b);
-                let limit = if s.sort.is_some() { SORT_BUFFER_ROWS } else { WRITE_BUFFER_ROWS };
+                let limit = if s.sort.is_some() {
+                    SORT_BUFFER_ROWS
+                } else {
+                    WRITE_BUFFER_ROWS
+                };
                 if pw.buffered_rows >= limit {
                     lane_bytes -= pw.buffered_bytes;
                     flush_buffer(&s, lane, &mut file_seq, pw).await?;
@@ -321,7 +399,12 @@ async fn run_lane(s: Arc<Settings>, lane: usize, mut rx: mpsc::Receiver<Vec<Piec
     Ok(writers.into_iter().flat_map(|pw| pw.files).collect())
 }
 
-async fn flush_buffer(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter) -> Result<()> {
+async fn flush_buffer(
+    s: &Settings,
+    lane: usize,
+    seq: &mut usize,
+    pw: &mut PartitionWriter,
+) -> Result<()> {
     if pw.buffer.is_empty() {
         return Ok(());
     }
@@ -344,11 +427,21 @@ async fn flush_buffer(s: &Settings, lane: usize, seq: &mut usize, pw: &mut Parti
 }
 
 /// Sorts a batch by a sort order (transforms applied to top-level source columns).
-pub(crate) fn sort_batch(batch: &RecordBatch, order: &SortOrder, schema: &iceberg::spec::Schema) -> Result<RecordBatch> {
+pub(crate) fn sort_batch(
+    batch: &RecordBatch,
+    order: &SortOrder,
+    schema: &iceberg::spec::Schema,
+) -> Result<RecordBatch> {
     let mut cols = Vec::new();
     for f in &order.fields {
-        let name = schema.name_by_field_id(f.source_id).ok_or_else(|| Error::invalid(format!("sort field {} is not in the schema", f.source_id)))?;
-        let idx = batch.schema().index_of(name).map_err(|_| Error::unsupported(format!("sorting by nested column '{name}' is not supported")))?;
+        let name = schema.name_by_field_id(f.source_id).ok_or_else(|| {
+            Error::invalid(format!("sort field {} is not in the schema", f.source_id))
+        })?;
+        let idx = batch.schema().index_of(name).map_err(|_| {
+            Error::unsupported(format!(
+                "sorting by nested column '{name}' is not supported"
+            ))
+        })?;
         let func = iceberg::transform::create_transform_function(&f.transform)?;
         let values: ArrayRef = func.transform(batch.column(idx).clone())?;
         cols.push(SortColumn {
@@ -374,10 +467,17 @@ pub(crate) fn sort_batch(batch: &RecordBatch, order: &SortOrder, schema: &iceber
 /// Fewest rows handed to the Parquet writer at a time; the roll check runs between chunks.
 const ROLL_CHECK_ROWS: usize = 1024;
 
-async fn write_rolling(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter, b: &RecordBatch) -> Result<()> {
+async fn write_rolling(
+    s: &Settings,
+    lane: usize,
+    seq: &mut usize,
+    pw: &mut PartitionWriter,
+    b: &RecordBatch,
+) -> Result<()> {
     // Check for rolling often enough that a file overshoots its target by at most ~1/8.
     let bytes_per_row = (b.get_array_memory_size() / b.num_rows().max(1)).max(1) as u64;
-    let chunk = ((s.props.target_file_size_bytes / 8) / bytes_per_row).max(ROLL_CHECK_ROWS as u64) as usize;
+    let chunk =
+        ((s.props.target_file_size_bytes / 8) / bytes_per_row).max(ROLL_CHECK_ROWS as u64) as usize;
     let mut offset = 0;
     while offset < b.num_rows() {
         let len = chunk.min(b.num_rows() - offset);
@@ -387,18 +487,29 @@ async fn write_rolling(s: &Settings, lane: usize, seq: &mut usize, pw: &mut Part
     Ok(())
 }
 
-async fn write_chunk(s: &Settings, lane: usize, seq: &mut usize, pw: &mut PartitionWriter, b: &RecordBatch) -> Result<()> {
+async fn write_chunk(
+    s: &Settings,
+    lane: usize,
+    seq: &mut usize,
+    pw: &mut PartitionWriter,
+    b: &RecordBatch,
+) -> Result<()> {
     if pw.current.is_none() {
         let dir = match &pw.key {
             Some(k) => join(&s.data_path, &k.to_path()),
             None => s.data_path.clone(),
         };
-        let path = join(&dir, &format!("{lane:05}-{}-{}-{:05}.parquet", *seq, s.commit_uuid, lane));
+        let path = join(
+            &dir,
+            &format!("{lane:05}-{}-{}-{:05}.parquet", *seq, s.commit_uuid, lane),
+        );
         *seq += 1;
         let out = s.storage.file_io().new_output(&path)?;
         pw.current = Some(s.builder.clone().build(out).await?);
     }
-    let Some(w) = pw.current.as_mut() else { return Err(Error::io("data file writer was not opened")) };
+    let Some(w) = pw.current.as_mut() else {
+        return Err(Error::io("data file writer was not opened"));
+    };
     w.write(b).await?;
     if w.current_written_size() as u64 >= s.props.target_file_size_bytes {
         close_current(s, pw).await?;
@@ -407,9 +518,12 @@ async fn write_chunk(s: &Settings, lane: usize, seq: &mut usize, pw: &mut Partit
 }
 
 async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
-    let Some(w) = pw.current.take() else { return Ok(()) };
+    let Some(w) = pw.current.take() else {
+        return Ok(());
+    };
     for mut fb in w.close().await? {
-        fb.content(iceberg::spec::DataContentType::Data).file_format(DataFileFormat::Parquet);
+        fb.content(iceberg::spec::DataContentType::Data)
+            .file_format(DataFileFormat::Parquet);
         match &pw.key {
             Some(k) => fb.partition(k.data().clone()),
             None => fb.partition(iceberg::spec::Struct::empty()),
@@ -417,8 +531,11 @@ async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
         if let Some(o) = &s.sort {
             fb.sort_order_id(o.order_id as i32);
         }
-        let f = fb.build().map_err(|e| Error::io(format!("building data file entry: {e}")))?;
-        pw.files.push(finish_data_file(f, &s.schema, &s.props, s.spec.spec_id())?);
+        let f = fb
+            .build()
+            .map_err(|e| Error::io(format!("building data file entry: {e}")))?;
+        pw.files
+            .push(finish_data_file(f, &s.schema, &s.props, s.spec.spec_id())?);
     }
     Ok(())
 }

@@ -67,13 +67,23 @@ fn apply_bound(d: &Datum, n: usize, upper: bool) -> Option<Datum> {
 }
 
 /// Rebuilds `f` applying the table's metrics modes, with partition spec id `spec_id`.
-pub(crate) fn finish_data_file(f: DataFile, schema: &Schema, props: &TableProperties, spec_id: i32) -> Result<DataFile> {
+pub(crate) fn finish_data_file(
+    f: DataFile,
+    schema: &Schema,
+    props: &TableProperties,
+    spec_id: i32,
+) -> Result<DataFile> {
     let mut lower = HashMap::new();
     let mut upper = HashMap::new();
     let mut values = HashMap::new();
     let mut nulls = HashMap::new();
     let mut nans = HashMap::new();
-    let mut ids: Vec<i32> = f.value_counts().keys().chain(f.lower_bounds().keys()).copied().collect();
+    let mut ids: Vec<i32> = f
+        .value_counts()
+        .keys()
+        .chain(f.lower_bounds().keys())
+        .copied()
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     for (idx, id) in ids.iter().enumerate() {
@@ -96,10 +106,18 @@ pub(crate) fn finish_data_file(f: DataFile, schema: &Schema, props: &TableProper
             MetricsMode::Full => usize::MAX,
             _ => continue,
         };
-        if let Some(b) = f.lower_bounds().get(id).and_then(|d| apply_bound(d, n, false)) {
+        if let Some(b) = f
+            .lower_bounds()
+            .get(id)
+            .and_then(|d| apply_bound(d, n, false))
+        {
             lower.insert(*id, b);
         }
-        if let Some(b) = f.upper_bounds().get(id).and_then(|d| apply_bound(d, n, true)) {
+        if let Some(b) = f
+            .upper_bounds()
+            .get(id)
+            .and_then(|d| apply_bound(d, n, true))
+        {
             upper.insert(*id, b);
         }
     }
@@ -121,7 +139,8 @@ pub(crate) fn finish_data_file(f: DataFile, schema: &Schema, props: &TableProper
     if let Some(id) = f.sort_order_id() {
         b.sort_order_id(id);
     }
-    b.build().map_err(|e| Error::invalid(format!("data file {}: {e}", f.file_path())))
+    b.build()
+        .map_err(|e| Error::invalid(format!("data file {}: {e}", f.file_path())))
 }
 
 #[cfg(test)]

@@ -25,7 +25,12 @@ impl Partitioner {
     pub(crate) fn new(spec: &PartitionSpec, schema: SchemaRef) -> Result<Self> {
         let calc = PartitionValueCalculator::try_new(spec, &schema)?;
         let partition_type = spec.partition_type(&schema)?;
-        Ok(Self { calc, spec: spec.clone(), schema, partition_type })
+        Ok(Self {
+            calc,
+            spec: spec.clone(),
+            schema,
+            partition_type,
+        })
     }
 
     /// The batch's rows per partition (each group's rows keep their relative order).
@@ -36,7 +41,13 @@ impl Partitioner {
             .downcast_ref::<StructArray>()
             .ok_or_else(|| Error::io("partition values are not a struct"))?;
         let columns: Vec<ArrayRef> = values.columns().to_vec();
-        let sort: Vec<SortColumn> = columns.iter().map(|c| SortColumn { values: c.clone(), options: None }).collect();
+        let sort: Vec<SortColumn> = columns
+            .iter()
+            .map(|c| SortColumn {
+                values: c.clone(),
+                options: None,
+            })
+            .collect();
         let (batch, values): (RecordBatch, Vec<ArrayRef>) = if all_equal(&columns) {
             (batch.clone(), columns)
         } else {
@@ -48,7 +59,11 @@ impl Partitioner {
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             (taken, vals)
         };
-        let sorted_struct = StructArray::try_new(struct_fields(&values, &self.partition_type), values.clone(), None)?;
+        let sorted_struct = StructArray::try_new(
+            struct_fields(&values, &self.partition_type),
+            values.clone(),
+            None,
+        )?;
         let ranges = partition(&values)?.ranges();
         let mut out = Vec::with_capacity(ranges.len());
         for r in ranges {
@@ -72,7 +87,12 @@ fn struct_fields(values: &[ArrayRef], ty: &StructType) -> arrow_schema::Fields {
         .zip(values)
         .map(|(f, v)| {
             arrow_schema::Field::new(f.name.clone(), v.data_type().clone(), true).with_metadata(
-                [(parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(), f.id.to_string())].into_iter().collect(),
+                [(
+                    parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+                    f.id.to_string(),
+                )]
+                .into_iter()
+                .collect(),
             )
         })
         .collect()
@@ -89,6 +109,8 @@ fn all_equal(columns: &[ArrayRef]) -> bool {
             return c.null_count() == n;
         }
         let first = arrow_array::Scalar::new(c.slice(0, 1));
-        arrow_ord::cmp::eq(&first, c).map(|b| b.true_count() == n).unwrap_or(false)
+        arrow_ord::cmp::eq(&first, c)
+            .map(|b| b.true_count() == n)
+            .unwrap_or(false)
     })
 }

@@ -17,11 +17,24 @@ async fn partitioned_append_scan_prune_and_time_travel() {
     let (_d, cat) = sqlite_catalog();
     let schema = parse_schema(WIDE_DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
-    c.partition_spec = parse_partition_spec("day(ts), bucket(4, id), truncate(2, cat)", &schema).unwrap();
-    let t = cat.create_table(&parse_ident("db.wide").unwrap(), c).await.unwrap();
+    c.partition_spec =
+        parse_partition_spec("day(ts), bucket(4, id), truncate(2, cat)", &schema).unwrap();
+    let t = cat
+        .create_table(&parse_ident("db.wide").unwrap(), c)
+        .await
+        .unwrap();
 
-    let r1 = append(&cat, &t, vec![Ok(wide_batch(0, 500))], None).await.unwrap();
-    let r2 = append(&cat, &r1.table, vec![Ok(wide_batch(500, 300)), Ok(wide_batch(800, 200))], None).await.unwrap();
+    let r1 = append(&cat, &t, vec![Ok(wide_batch(0, 500))], None)
+        .await
+        .unwrap();
+    let r2 = append(
+        &cat,
+        &r1.table,
+        vec![Ok(wide_batch(500, 300)), Ok(wide_batch(800, 200))],
+        None,
+    )
+    .await
+    .unwrap();
     let t = r2.table;
     assert_eq!(t.metadata().snapshots().len(), 2);
 
@@ -31,7 +44,10 @@ async fn partitioned_append_scan_prune_and_time_travel() {
     let p = &s.additional_properties;
     assert_eq!(p["added-records"], "500");
     assert_eq!(p["total-records"], "1000");
-    assert_eq!(p["total-data-files"].parse::<usize>().unwrap(), r1.added_files + r2.added_files);
+    assert_eq!(
+        p["total-data-files"].parse::<usize>().unwrap(),
+        r1.added_files + r2.added_files
+    );
     assert_eq!(p["total-delete-files"], "0");
     assert!(p["changed-partition-count"].parse::<usize>().unwrap() > 1);
 
@@ -49,9 +65,18 @@ async fn partitioned_append_scan_prune_and_time_travel() {
     let cases: Vec<(&str, Box<dyn Fn(i64) -> bool>)> = vec![
         ("id < 100", Box::new(|i| i < 100)),
         ("id = 7 OR id = 993", Box::new(|i| i == 7 || i == 993)),
-        ("cat = 'beta' AND id >= 900", Box::new(|i| i % 4 == 1 && i >= 900)),
-        ("ts < '2024-01-02T00:00:00+00:00'", Box::new(|i| 1_704_067_200_000_000 + i * 3_600_000_000 / 7 < 1_704_153_600_000_000)),
-        ("id IN (1, 2, 3, 999) AND NOT small = 2", Box::new(|i| [1, 3, 999].contains(&i))),
+        (
+            "cat = 'beta' AND id >= 900",
+            Box::new(|i| i % 4 == 1 && i >= 900),
+        ),
+        (
+            "ts < '2024-01-02T00:00:00+00:00'",
+            Box::new(|i| 1_704_067_200_000_000 + i * 3_600_000_000 / 7 < 1_704_153_600_000_000),
+        ),
+        (
+            "id IN (1, 2, 3, 999) AND NOT small = 2",
+            Box::new(|i| [1, 3, 999].contains(&i)),
+        ),
         ("k IS NULL", Box::new(|i| i % 17 == 0)),
     ];
     for (expr, want) in cases {
@@ -63,12 +88,20 @@ async fn partitioned_append_scan_prune_and_time_travel() {
         assert_eq!(count(&rows), expected.len(), "{expr}");
         assert_eq!(sum_i64(&rows, "id"), expected.iter().sum::<i64>(), "{expr}");
         if expr.starts_with("id = 7") || expr.starts_with("ts <") {
-            assert!(plan.stats.pruned_by_partition + plan.stats.pruned_by_metrics > 0, "{expr}: nothing pruned: {:?}", plan.stats);
+            assert!(
+                plan.stats.pruned_by_partition + plan.stats.pruned_by_metrics > 0,
+                "{expr}: nothing pruned: {:?}",
+                plan.stats
+            );
         }
     }
 
     // Projection.
-    let rows = Scan::new(&t).select(["name", "id"]).to_batches().await.unwrap();
+    let rows = Scan::new(&t)
+        .select(["name", "id"])
+        .to_batches()
+        .await
+        .unwrap();
     assert_eq!(rows[0].num_columns(), 2);
     assert_eq!(rows[0].schema().field(0).name(), "name");
 }
@@ -80,23 +113,48 @@ async fn sorted_rolled_files_with_truncated_metrics() {
     let mut c = TableCreation::new(schema.clone());
     c.sort_order = Some(parse_sort_order("id desc", &schema).unwrap());
     c.properties = HashMap::from([
-        ("write.target-file-size-bytes".to_string(), "20000".to_string()),
-        ("write.parquet.row-group-size-bytes".to_string(), "8000".to_string()),
-        ("write.metadata.metrics.column.v".to_string(), "truncate(4)".to_string()),
+        (
+            "write.target-file-size-bytes".to_string(),
+            "20000".to_string(),
+        ),
+        (
+            "write.parquet.row-group-size-bytes".to_string(),
+            "8000".to_string(),
+        ),
+        (
+            "write.metadata.metrics.column.v".to_string(),
+            "truncate(4)".to_string(),
+        ),
     ]);
-    let t = cat.create_table(&parse_ident("db.sorted").unwrap(), c).await.unwrap();
-    let batches: Vec<_> = (0..10).map(|i| Ok(id_batch(i * 3000..(i + 1) * 3000))).collect();
+    let t = cat
+        .create_table(&parse_ident("db.sorted").unwrap(), c)
+        .await
+        .unwrap();
+    let batches: Vec<_> = (0..10)
+        .map(|i| Ok(id_batch(i * 3000..(i + 1) * 3000)))
+        .collect();
     let r = append(&cat, &t, batches, None).await.unwrap();
-    assert!(r.added_files > 1, "expected rolling at 20 kB, got {} files", r.added_files);
+    assert!(
+        r.added_files > 1,
+        "expected rolling at 20 kB, got {} files",
+        r.added_files
+    );
     let plan = Scan::new(&r.table).plan().await.unwrap();
     for f in &plan.files {
         assert_eq!(f.file.sort_order_id(), Some(1));
         let lo = f.file.lower_bounds().get(&2).expect("v lower bound");
         let lo = format!("{lo}");
-        assert!(lo.trim_matches('"').chars().count() <= 4, "bound not truncated: {lo}");
+        assert!(
+            lo.trim_matches('"').chars().count() <= 4,
+            "bound not truncated: {lo}"
+        );
     }
     // Each file is sorted descending by id.
-    let rows = Scan::new(&r.table).concurrency(1).to_batches().await.unwrap();
+    let rows = Scan::new(&r.table)
+        .concurrency(1)
+        .to_batches()
+        .await
+        .unwrap();
     assert_eq!(count(&rows), 30_000);
 }
 
@@ -106,9 +164,16 @@ async fn v3_row_lineage_and_fs_catalog() {
     let schema = parse_schema("id long, v string").unwrap();
     let mut c = TableCreation::new(schema);
     c.format_version = FormatVersion::V3;
-    let t = cat.create_table(&parse_ident("ns.t3").unwrap(), c).await.unwrap();
-    let r1 = append(&cat, &t, vec![Ok(id_batch(0..10))], None).await.unwrap();
-    let r2 = append(&cat, &r1.table, vec![Ok(id_batch(10..25))], None).await.unwrap();
+    let t = cat
+        .create_table(&parse_ident("ns.t3").unwrap(), c)
+        .await
+        .unwrap();
+    let r1 = append(&cat, &t, vec![Ok(id_batch(0..10))], None)
+        .await
+        .unwrap();
+    let r2 = append(&cat, &r1.table, vec![Ok(id_batch(10..25))], None)
+        .await
+        .unwrap();
     let md = r2.table.metadata();
     assert_eq!(md.next_row_id(), 25);
     let s1 = md.snapshot_by_id(r1.snapshot_id.unwrap()).unwrap();
@@ -117,39 +182,95 @@ async fn v3_row_lineage_and_fs_catalog() {
     assert_eq!(s2.row_range(), Some((10, 15)));
     // Hadoop layout on disk.
     let mdir = dir.path().join("ns/t3/metadata");
-    assert_eq!(std::fs::read_to_string(mdir.join("version-hint.text")).unwrap().trim(), "3");
+    assert_eq!(
+        std::fs::read_to_string(mdir.join("version-hint.text"))
+            .unwrap()
+            .trim(),
+        "3"
+    );
     assert!(mdir.join("v3.metadata.json").exists());
-    let again = cat.load_table(&parse_ident("ns.t3").unwrap()).await.unwrap();
-    assert_eq!(count(&scan_rows(&again, SnapshotSelector::Current).await), 25);
+    let again = cat
+        .load_table(&parse_ident("ns.t3").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&scan_rows(&again, SnapshotSelector::Current).await),
+        25
+    );
     // Catalog-less read of the directory and of a metadata file.
-    let st = floe::table::Table::open_static(cat.storage(), dir.path().join("ns/t3").to_str().unwrap()).await.unwrap();
+    let st =
+        floe::table::Table::open_static(cat.storage(), dir.path().join("ns/t3").to_str().unwrap())
+            .await
+            .unwrap();
     assert_eq!(count(&scan_rows(&st, SnapshotSelector::Current).await), 25);
-    let st = floe::table::Table::open_static(cat.storage(), mdir.join("v2.metadata.json").to_str().unwrap()).await.unwrap();
+    let st = floe::table::Table::open_static(
+        cat.storage(),
+        mdir.join("v2.metadata.json").to_str().unwrap(),
+    )
+    .await
+    .unwrap();
     assert_eq!(count(&scan_rows(&st, SnapshotSelector::Current).await), 10);
 }
 
 #[tokio::test]
 async fn relocated_table_reads_from_where_it_lies() {
     let (dir, cat) = sqlite_catalog();
-    let t = cat.create_table(&parse_ident("db.moved").unwrap(), TableCreation::new(parse_schema("id long, v string").unwrap())).await.unwrap();
-    let r = append(&cat, &t, vec![Ok(id_batch(0..42))], None).await.unwrap();
+    let t = cat
+        .create_table(
+            &parse_ident("db.moved").unwrap(),
+            TableCreation::new(parse_schema("id long, v string").unwrap()),
+        )
+        .await
+        .unwrap();
+    let r = append(&cat, &t, vec![Ok(id_batch(0..42))], None)
+        .await
+        .unwrap();
     let src = dir.path().join("db/moved");
     let dst = tempfile::tempdir().unwrap();
     let moved = dst.path().join("elsewhere");
     std::fs::rename(&src, &moved).unwrap();
-    let meta = r.table.metadata_location().rsplit('/').next().unwrap().to_string();
-    let st = floe::table::Table::open_static(cat.storage(), moved.join("metadata").join(meta).to_str().unwrap()).await.unwrap();
-    assert_eq!(sum_i64(&scan_rows(&st, SnapshotSelector::Current).await, "id"), (0..42).sum::<i64>());
+    let meta = r
+        .table
+        .metadata_location()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let st = floe::table::Table::open_static(
+        cat.storage(),
+        moved.join("metadata").join(meta).to_str().unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        sum_i64(&scan_rows(&st, SnapshotSelector::Current).await, "id"),
+        (0..42).sum::<i64>()
+    );
 }
 
 #[tokio::test]
 async fn failed_append_commits_nothing_and_leaves_no_files() {
     let (dir, cat) = sqlite_catalog();
-    let t = cat.create_table(&parse_ident("db.fail").unwrap(), TableCreation::new(parse_schema("id long, v string").unwrap())).await.unwrap();
+    let t = cat
+        .create_table(
+            &parse_ident("db.fail").unwrap(),
+            TableCreation::new(parse_schema("id long, v string").unwrap()),
+        )
+        .await
+        .unwrap();
     let bad = floe::Error::new(floe::ErrorKind::InvalidInput, "input broke half-way");
-    let r = append(&cat, &t, vec![Ok(id_batch(0..100)), Ok(id_batch(100..200)), Err(bad)], None).await;
+    let r = append(
+        &cat,
+        &t,
+        vec![Ok(id_batch(0..100)), Ok(id_batch(100..200)), Err(bad)],
+        None,
+    )
+    .await;
     assert_eq!(r.unwrap_err().kind(), floe::ErrorKind::InvalidInput);
-    let t = cat.load_table(&parse_ident("db.fail").unwrap()).await.unwrap();
+    let t = cat
+        .load_table(&parse_ident("db.fail").unwrap())
+        .await
+        .unwrap();
     assert!(t.current_snapshot().is_none(), "nothing committed");
     let data = dir.path().join("db/fail/data");
     let left: Vec<_> = walk(&data);
@@ -173,15 +294,30 @@ async fn old_metadata_files_are_trimmed_when_asked() {
     let (dir, cat) = sqlite_catalog();
     let mut c = TableCreation::new(parse_schema("id long, v string").unwrap());
     c.properties = HashMap::from([
-        ("write.metadata.previous-versions-max".to_string(), "2".to_string()),
-        ("write.metadata.delete-after-commit.enabled".to_string(), "true".to_string()),
+        (
+            "write.metadata.previous-versions-max".to_string(),
+            "2".to_string(),
+        ),
+        (
+            "write.metadata.delete-after-commit.enabled".to_string(),
+            "true".to_string(),
+        ),
     ]);
-    let mut t = cat.create_table(&parse_ident("db.trim").unwrap(), c).await.unwrap();
+    let mut t = cat
+        .create_table(&parse_ident("db.trim").unwrap(), c)
+        .await
+        .unwrap();
     for i in 0..5 {
-        t = append(&cat, &t, vec![Ok(id_batch(i * 10..(i + 1) * 10))], None).await.unwrap().table;
+        t = append(&cat, &t, vec![Ok(id_batch(i * 10..(i + 1) * 10))], None)
+            .await
+            .unwrap()
+            .table;
     }
     assert_eq!(t.metadata().metadata_log().len(), 2);
-    let jsons = walk(&dir.path().join("db/trim/metadata")).into_iter().filter(|p| p.to_string_lossy().ends_with(".metadata.json")).count();
+    let jsons = walk(&dir.path().join("db/trim/metadata"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".metadata.json"))
+        .count();
     assert_eq!(jsons, 3, "current + 2 previous metadata files are kept");
     assert_eq!(count(&scan_rows(&t, SnapshotSelector::Current).await), 50);
 }

@@ -5,8 +5,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, ListBuilder, RecordBatch,
-    StringArray, StringBuilder, TimestampMicrosecondArray,
+    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array,
+    ListBuilder, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema};
 use floe::catalog::Catalog;
@@ -34,11 +34,35 @@ pub const WIDE_DDL: &str = "id long not null, k long, a double, name string, cat
 /// Deterministic rows `[start, start+n)` for [`WIDE_DDL`].
 pub fn wide_batch(start: i64, n: usize) -> RecordBatch {
     let ids: Vec<i64> = (start..start + n as i64).collect();
-    let k: Vec<Option<i64>> = ids.iter().map(|i| if i % 17 == 0 { None } else { Some((i * 7919) % 1000) }).collect();
+    let k: Vec<Option<i64>> = ids
+        .iter()
+        .map(|i| {
+            if i % 17 == 0 {
+                None
+            } else {
+                Some((i * 7919) % 1000)
+            }
+        })
+        .collect();
     let a: Vec<f64> = ids.iter().map(|i| *i as f64 * 0.5).collect();
-    let name: Vec<Option<String>> = ids.iter().map(|i| if i % 11 == 0 { None } else { Some(format!("name-{:05}-é", i % 997)) }).collect();
-    let cat: Vec<&str> = ids.iter().map(|i| ["alpha", "beta", "gamma", "delta"][(*i % 4) as usize]).collect();
-    let ts: Vec<i64> = ids.iter().map(|i| 1_704_067_200_000_000 + i * 3_600_000_000 / 7).collect();
+    let name: Vec<Option<String>> = ids
+        .iter()
+        .map(|i| {
+            if i % 11 == 0 {
+                None
+            } else {
+                Some(format!("name-{:05}-é", i % 997))
+            }
+        })
+        .collect();
+    let cat: Vec<&str> = ids
+        .iter()
+        .map(|i| ["alpha", "beta", "gamma", "delta"][(*i % 4) as usize])
+        .collect();
+    let ts: Vec<i64> = ids
+        .iter()
+        .map(|i| 1_704_067_200_000_000 + i * 3_600_000_000 / 7)
+        .collect();
     let d: Vec<i32> = ids.iter().map(|i| 19_723 + (*i as i32 % 40)).collect();
     let price: Vec<i128> = ids.iter().map(|i| (*i as i128 * 137) % 100_000).collect();
     let flag: Vec<bool> = ids.iter().map(|i| i % 3 == 0).collect();
@@ -58,14 +82,20 @@ pub fn wide_batch(start: i64, n: usize) -> RecordBatch {
         Arc::new(StringArray::from(cat)),
         Arc::new(TimestampMicrosecondArray::from(ts).with_timezone("UTC")),
         Arc::new(Date32Array::from(d)),
-        Arc::new(Decimal128Array::from(price).with_precision_and_scale(10, 2).unwrap()),
+        Arc::new(
+            Decimal128Array::from(price)
+                .with_precision_and_scale(10, 2)
+                .unwrap(),
+        ),
         Arc::new(BooleanArray::from(flag)),
         Arc::new(Int32Array::from(small)),
         Arc::new(tags.finish()),
     ];
     let fields: Vec<Field> = cols
         .iter()
-        .zip(["id", "k", "a", "name", "cat", "ts", "d", "price", "flag", "small", "tags"])
+        .zip([
+            "id", "k", "a", "name", "cat", "ts", "d", "price", "flag", "small", "tags",
+        ])
         .map(|(c, n)| Field::new(n, c.data_type().clone(), n != "id"))
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
@@ -75,8 +105,14 @@ pub fn wide_batch(start: i64, n: usize) -> RecordBatch {
 pub fn id_batch(ids: std::ops::Range<i64>) -> RecordBatch {
     let v: Vec<String> = ids.clone().map(|i| format!("v{i}")).collect();
     RecordBatch::try_new(
-        Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("v", DataType::Utf8, true)])),
-        vec![Arc::new(Int64Array::from(ids.collect::<Vec<_>>())), Arc::new(StringArray::from(v))],
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("v", DataType::Utf8, true),
+        ])),
+        vec![
+            Arc::new(Int64Array::from(ids.collect::<Vec<_>>())),
+            Arc::new(StringArray::from(v)),
+        ],
     )
     .unwrap()
 }
@@ -104,7 +140,10 @@ pub fn sum_i64(batches: &[RecordBatch], col: &str) -> i64 {
 
 /// Writes batches to a Parquet file (the expected rows for the peer checker).
 pub fn write_parquet(path: &Path, batches: &[RecordBatch]) {
-    let schema = batches.first().map(|b| b.schema()).expect("at least one batch");
+    let schema = batches
+        .first()
+        .map(|b| b.schema())
+        .expect("at least one batch");
     let f = std::fs::File::create(path).unwrap();
     let mut w = parquet::arrow::ArrowWriter::try_new(f, schema, None).unwrap();
     for b in batches {
@@ -119,11 +158,14 @@ pub fn peers_python() -> Option<PathBuf> {
         eprintln!("FLOE_SKIP_PEERS=1: peer checks skipped");
         return None;
     }
-    let p = std::env::var("FLOE_PEERS_PYTHON").ok().map(PathBuf::from).or_else(|| {
-        let home = std::env::var("HOME").ok()?;
-        let p = PathBuf::from(home).join(".cache/floe/peers/venv/bin/python");
-        p.exists().then_some(p)
-    });
+    let p = std::env::var("FLOE_PEERS_PYTHON")
+        .ok()
+        .map(PathBuf::from)
+        .or_else(|| {
+            let home = std::env::var("HOME").ok()?;
+            let p = PathBuf::from(home).join(".cache/floe/peers/venv/bin/python");
+            p.exists().then_some(p)
+        });
     match p {
         Some(p) => Some(p),
         None => panic!("peer engines not installed: run `bash tools/test.sh` (or set FLOE_SKIP_PEERS=1 to skip interop)"),
@@ -157,13 +199,24 @@ pub fn peer_check(python: &Path, work: &Path, checks: &[Check]) {
         .expect("run peer_check.py");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<serde_json::Value> = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
     let compared = lines.iter().filter(|l| l.get("skipped").is_none()).count();
     assert!(
         out.status.success() && compared > 0,
         "peer check failed (status {:?}):\n{stdout}\n--- stderr (tail) ---\n{}",
         out.status,
-        stderr.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        stderr
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     for l in &lines {
         eprintln!("peer: {l}");
@@ -177,7 +230,9 @@ pub async fn floe_expected(t: &Table, snapshot: Option<i64>, path: &Path) -> usi
     let n = count(&batches);
     if n == 0 {
         // An empty table: write an empty file with the scan schema.
-        let schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(t.metadata().current_schema()).unwrap());
+        let schema = Arc::new(
+            iceberg::arrow::schema_to_arrow_schema(t.metadata().current_schema()).unwrap(),
+        );
         write_parquet(path, &[RecordBatch::new_empty(schema)]);
     } else {
         write_parquet(path, &batches);

@@ -16,7 +16,10 @@ fn fixtures() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_every_delete_free_fixture_at_every_snapshot() {
-    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(fixtures().join("index.json")).expect("spec-fixtures/index.json")).unwrap();
+    let index: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fixtures().join("index.json")).expect("spec-fixtures/index.json"),
+    )
+    .unwrap();
     let py = peers_python();
     let work = tempfile::tempdir().unwrap();
     let mut checked = 0;
@@ -25,30 +28,76 @@ async fn reads_every_delete_free_fixture_at_every_snapshot() {
             continue;
         }
         let meta = fixtures().join(t["metadata"].as_str().unwrap());
-        let table = Table::open_static(&Storage::new(), meta.to_str().unwrap()).await.unwrap_or_else(|e| panic!("{}: {e:?}", meta.display()));
-        let name = format!("{}/{}", t["engine"].as_str().unwrap(), t["table"].as_str().unwrap());
-        let steps = t.get("snapshots").and_then(|s| s.as_array()).cloned().unwrap_or_default();
+        let table = Table::open_static(&Storage::new(), meta.to_str().unwrap())
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:?}", meta.display()));
+        let name = format!(
+            "{}/{}",
+            t["engine"].as_str().unwrap(),
+            t["table"].as_str().unwrap()
+        );
+        let steps = t
+            .get("snapshots")
+            .and_then(|s| s.as_array())
+            .cloned()
+            .unwrap_or_default();
         for step in steps {
             let sid = step["snapshot_id"].as_i64().unwrap();
-            let batches = Scan::new(&table).snapshot(SnapshotSelector::Id(sid)).to_batches().await.unwrap_or_else(|e| panic!("{name}@{sid}: {e:?}"));
+            let batches = Scan::new(&table)
+                .snapshot(SnapshotSelector::Id(sid))
+                .to_batches()
+                .await
+                .unwrap_or_else(|e| panic!("{name}@{sid}: {e:?}"));
             let rows = count(&batches);
-            assert_eq!(rows as u64, step["rows"].as_u64().unwrap(), "{name} at snapshot {sid}: row count");
+            assert_eq!(
+                rows as u64,
+                step["rows"].as_u64().unwrap(),
+                "{name} at snapshot {sid}: row count"
+            );
             if let Some(sum) = step.get("sum_id").and_then(|v| v.as_i64()) {
-                if rows > 0 && batches[0].schema().index_of("id").is_ok() && batches[0].schema().field_with_name("id").unwrap().data_type() == &arrow::datatypes::DataType::Int64 {
-                    assert_eq!(sum_i64(&batches, "id"), sum, "{name} at snapshot {sid}: sum(id)");
+                if rows > 0
+                    && batches[0].schema().index_of("id").is_ok()
+                    && batches[0]
+                        .schema()
+                        .field_with_name("id")
+                        .unwrap()
+                        .data_type()
+                        == &arrow::datatypes::DataType::Int64
+                {
+                    assert_eq!(
+                        sum_i64(&batches, "id"),
+                        sum,
+                        "{name} at snapshot {sid}: sum(id)"
+                    );
                 }
             }
             // Branches and tags resolve to the same rows.
-            for r in step.get("refs").and_then(|r| r.as_array()).cloned().unwrap_or_default() {
-                let rname = r.get("name").and_then(|n| n.as_str()).or_else(|| r.as_str()).unwrap().to_string();
-                let by_ref = Scan::new(&table).snapshot(SnapshotSelector::Ref(rname.clone())).to_batches().await.unwrap();
+            for r in step
+                .get("refs")
+                .and_then(|r| r.as_array())
+                .cloned()
+                .unwrap_or_default()
+            {
+                let rname = r
+                    .get("name")
+                    .and_then(|n| n.as_str())
+                    .or_else(|| r.as_str())
+                    .unwrap()
+                    .to_string();
+                let by_ref = Scan::new(&table)
+                    .snapshot(SnapshotSelector::Ref(rname.clone()))
+                    .to_batches()
+                    .await
+                    .unwrap();
                 assert_eq!(count(&by_ref), rows, "{name} ref {rname}");
             }
             if let (Some(py), Some(exp)) = (&py, step.get("expected").and_then(|e| e.as_str())) {
                 if rows == 0 {
                     continue;
                 }
-                let actual = work.path().join(format!("{}-{sid}.parquet", name.replace('/', "_")));
+                let actual = work
+                    .path()
+                    .join(format!("{}-{sid}.parquet", name.replace('/', "_")));
                 write_parquet(&actual, &batches);
                 let out = Command::new(py)
                     .arg(repo().join("tools/peers/compare_parquet.py"))
@@ -56,10 +105,18 @@ async fn reads_every_delete_free_fixture_at_every_snapshot() {
                     .arg(&actual)
                     .output()
                     .unwrap();
-                assert!(out.status.success(), "{name} at snapshot {sid} differs from the writer's own rows:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{name} at snapshot {sid} differs from the writer's own rows:\n{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             checked += 1;
         }
     }
-    assert!(checked >= 10, "expected at least 10 fixture snapshots, checked {checked}");
+    assert!(
+        checked >= 10,
+        "expected at least 10 fixture snapshots, checked {checked}"
+    );
 }

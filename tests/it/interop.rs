@@ -12,7 +12,15 @@ use floe::Table;
 use crate::common::*;
 
 /// Builds a table with two appends; returns it and its snapshot ids.
-async fn build(cat: &Catalog, name: &str, ddl: &str, partition: Option<&str>, sort: Option<&str>, fv: FormatVersion, props: &[(&str, &str)]) -> (Table, Vec<i64>) {
+async fn build(
+    cat: &Catalog,
+    name: &str,
+    ddl: &str,
+    partition: Option<&str>,
+    sort: Option<&str>,
+    fv: FormatVersion,
+    props: &[(&str, &str)],
+) -> (Table, Vec<i64>) {
     let schema = parse_schema(ddl).unwrap();
     let mut c = TableCreation::new(schema.clone());
     c.format_version = fv;
@@ -22,11 +30,29 @@ async fn build(cat: &Catalog, name: &str, ddl: &str, partition: Option<&str>, so
     if let Some(s) = sort {
         c.sort_order = Some(parse_sort_order(s, &schema).unwrap());
     }
-    c.properties = props.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>();
-    let t = cat.create_table(&parse_ident(name).unwrap(), c).await.unwrap();
-    let r1 = append(cat, &t, vec![Ok(wide_batch(0, 700))], None).await.unwrap();
-    let r2 = append(cat, &r1.table, vec![Ok(wide_batch(700, 400)), Ok(wide_batch(1100, 250))], None).await.unwrap();
-    (r2.table, vec![r1.snapshot_id.unwrap(), r2.snapshot_id.unwrap()])
+    c.properties = props
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect::<HashMap<_, _>>();
+    let t = cat
+        .create_table(&parse_ident(name).unwrap(), c)
+        .await
+        .unwrap();
+    let r1 = append(cat, &t, vec![Ok(wide_batch(0, 700))], None)
+        .await
+        .unwrap();
+    let r2 = append(
+        cat,
+        &r1.table,
+        vec![Ok(wide_batch(700, 400)), Ok(wide_batch(1100, 250))],
+        None,
+    )
+    .await
+    .unwrap();
+    (
+        r2.table,
+        vec![r1.snapshot_id.unwrap(), r2.snapshot_id.unwrap()],
+    )
 }
 
 async fn checks_for(t: &Table, snaps: &[i64], work: &std::path::Path, label: &str) -> Vec<Check> {
@@ -54,21 +80,63 @@ async fn peers_read_floe_tables_row_for_row() {
     let (_d2, fs) = fs_catalog();
     let mut checks = Vec::new();
     // Every transform, v2, SQLite catalog.
-    let (t, s) = build(&sql, "db.transforms", WIDE_DDL, Some("day(ts), bucket(8, id), truncate(3, name), cat"), None, FormatVersion::V2, &[]).await;
+    let (t, s) = build(
+        &sql,
+        "db.transforms",
+        WIDE_DDL,
+        Some("day(ts), bucket(8, id), truncate(3, name), cat"),
+        None,
+        FormatVersion::V2,
+        &[],
+    )
+    .await;
     checks.extend(checks_for(&t, &s, work.path(), "transforms").await);
-    let (t, s) = build(&sql, "db.time", WIDE_DDL, Some("year(d), hour(ts)"), Some("k desc nulls last"), FormatVersion::V2, &[("write.parquet.compression-codec", "snappy")]).await;
+    let (t, s) = build(
+        &sql,
+        "db.time",
+        WIDE_DDL,
+        Some("year(d), hour(ts)"),
+        Some("k desc nulls last"),
+        FormatVersion::V2,
+        &[("write.parquet.compression-codec", "snappy")],
+    )
+    .await;
     checks.extend(checks_for(&t, &s, work.path(), "time").await);
     // v3 with row lineage, Hadoop layout (Spark reads the directory layout it knows).
-    let (t, s) = build(&fs, "db.v3", WIDE_DDL, Some("bucket(4, k)"), Some("id"), FormatVersion::V3, &[("write.target-file-size-bytes", "30000")]).await;
+    let (t, s) = build(
+        &fs,
+        "db.v3",
+        WIDE_DDL,
+        Some("bucket(4, k)"),
+        Some("id"),
+        FormatVersion::V3,
+        &[("write.target-file-size-bytes", "30000")],
+    )
+    .await;
     checks.extend(checks_for(&t, &s, work.path(), "v3").await);
     // Unpartitioned, void transform, small row groups.
-    let (t, s) = build(&fs, "db.plain", WIDE_DDL, Some("void(cat), month(d)"), None, FormatVersion::V2, &[("write.parquet.row-group-size-bytes", "4096")]).await;
+    let (t, s) = build(
+        &fs,
+        "db.plain",
+        WIDE_DDL,
+        Some("void(cat), month(d)"),
+        None,
+        FormatVersion::V2,
+        &[("write.parquet.row-group-size-bytes", "4096")],
+    )
+    .await;
     checks.extend(checks_for(&t, &s, work.path(), "plain").await);
     peer_check(&py, work.path(), &checks);
 }
 
 /// Runs an INSERT of `values` (if any) and `statements` through Spark's hadoop catalog.
-fn spark_write(py: &std::path::Path, warehouse: &std::path::Path, table: &str, values: &str, statements: &[&str]) {
+fn spark_write(
+    py: &std::path::Path,
+    warehouse: &std::path::Path,
+    table: &str,
+    values: &str,
+    statements: &[&str],
+) {
     let out = std::process::Command::new(py)
         .arg(repo().join("tools/peers/spark_write.py"))
         .arg(warehouse)
@@ -77,7 +145,16 @@ fn spark_write(py: &std::path::Path, warehouse: &std::path::Path, table: &str, v
         .args(statements)
         .output()
         .unwrap();
-    assert!(out.status.success(), "spark failed:\n{}", String::from_utf8_lossy(&out.stderr).lines().rev().take(30).collect::<Vec<_>>().join("\n"));
+    assert!(
+        out.status.success(),
+        "spark failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .rev()
+            .take(30)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,13 +168,29 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
     let schema = parse_schema("id long, v string").unwrap();
     let mut c = TableCreation::new(schema.clone());
     c.partition_spec = parse_partition_spec("bucket(4, id)", &schema).unwrap();
-    let t = fs.create_table(&parse_ident("db.shared").unwrap(), c).await.unwrap();
-    append(&fs, &t, vec![Ok(id_batch(0..20))], None).await.unwrap();
-    spark_write(&py, dir.path(), "db.shared", "(100, 'spark-a'), (101, 'spark-b')", &[]);
+    let t = fs
+        .create_table(&parse_ident("db.shared").unwrap(), c)
+        .await
+        .unwrap();
+    append(&fs, &t, vec![Ok(id_batch(0..20))], None)
+        .await
+        .unwrap();
+    spark_write(
+        &py,
+        dir.path(),
+        "db.shared",
+        "(100, 'spark-a'), (101, 'spark-b')",
+        &[],
+    );
     // floe sees Spark's commit (v3.metadata.json via version-hint) and appends after it.
-    let t = fs.load_table(&parse_ident("db.shared").unwrap()).await.unwrap();
+    let t = fs
+        .load_table(&parse_ident("db.shared").unwrap())
+        .await
+        .unwrap();
     assert_eq!(t.metadata().snapshots().len(), 2);
-    let r = append(&fs, &t, vec![Ok(id_batch(20..25))], None).await.unwrap();
+    let r = append(&fs, &t, vec![Ok(id_batch(20..25))], None)
+        .await
+        .unwrap();
     let rows = scan_rows(&r.table, floe::scan::SnapshotSelector::Current).await;
     assert_eq!(count(&rows), 27);
     assert_eq!(sum_i64(&rows, "id"), (0..25).sum::<i64>() + 201);
@@ -120,8 +213,22 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
     let checks = serde_json::json!([{ "name": "dir", "table_dir": table_dir, "expected": exp, "engines": ["duckdb", "spark"] }]);
     let f = work.path().join("dir.json");
     std::fs::write(&f, checks.to_string()).unwrap();
-    let o = std::process::Command::new(&py).arg(repo().join("tools/peers/peer_check.py")).arg(&f).output().unwrap();
-    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr).lines().rev().take(20).collect::<Vec<_>>().join("\n"));
+    let o = std::process::Command::new(&py)
+        .arg(repo().join("tools/peers/peer_check.py"))
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 
     // Spark writes a merge-on-read delete: floe refuses that snapshot (it cannot apply delete
     // files yet) instead of returning deleted rows, and still reads the snapshots before it.
@@ -131,13 +238,22 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
         dir.path(),
         "db.shared",
         "",
-        &["ALTER TABLE {t} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')", "DELETE FROM {t} WHERE id = 5"],
+        &[
+            "ALTER TABLE {t} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')",
+            "DELETE FROM {t} WHERE id = 5",
+        ],
     );
-    let t = fs.load_table(&parse_ident("db.shared").unwrap()).await.unwrap();
+    let t = fs
+        .load_table(&parse_ident("db.shared").unwrap())
+        .await
+        .unwrap();
     let err = floe::scan::Scan::new(&t).to_batches().await.unwrap_err();
     assert_eq!(err.kind(), floe::ErrorKind::Unsupported, "{err:?}");
     assert!(err.to_string().contains("delete file"), "{err}");
-    assert_eq!(count(&scan_rows(&t, floe::scan::SnapshotSelector::Id(before)).await), 27);
+    assert_eq!(
+        count(&scan_rows(&t, floe::scan::SnapshotSelector::Id(before)).await),
+        27
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +261,11 @@ async fn peers_read_the_quickstart_warehouse() {
     let Some(py) = peers_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("qs");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_floe")).args(["quickstart", "--rows", "30000", "--dir"]).arg(&wh).output().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(["quickstart", "--rows", "30000", "--dir"])
+        .arg(&wh)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let cat = Catalog::open(None, Some(wh.to_str().unwrap()), None).unwrap();
     let mut checks = Vec::new();

@@ -37,11 +37,23 @@ fn pure_core_does_no_io() {
     pure.push(src.join("error.rs"));
     for f in pure {
         let code = non_test_code(&f);
-        for banned in ["crate::storage", "crate::catalog", "tokio", "async fn", "std::fs", "object_store::", "rusqlite"] {
+        for banned in [
+            "crate::storage",
+            "crate::catalog",
+            "tokio",
+            "async fn",
+            "std::fs",
+            "object_store::",
+            "rusqlite",
+        ] {
             if f.ends_with("error.rs") && (banned == "rusqlite" || banned == "object_store::") {
                 continue; // error conversions only
             }
-            assert!(!code.contains(banned), "{} is in the pure core but uses {banned}", f.display());
+            assert!(
+                !code.contains(banned),
+                "{} is in the pure core but uses {banned}",
+                f.display()
+            );
         }
     }
 }
@@ -58,7 +70,12 @@ fn library_code_does_not_unwrap() {
             if l.starts_with("//") {
                 continue;
             }
-            assert!(!line.contains(".unwrap()"), "{}:{}: unwrap in library code: {line}", f.display(), i + 1);
+            assert!(
+                !line.contains(".unwrap()"),
+                "{}:{}: unwrap in library code: {line}",
+                f.display(),
+                i + 1
+            );
         }
     }
 }
@@ -71,7 +88,18 @@ fn every_public_item_is_documented() {
         let lines: Vec<&str> = code.lines().collect();
         for (i, line) in lines.iter().enumerate() {
             let l = line.trim_start();
-            let is_pub = ["pub fn ", "pub async fn ", "pub struct ", "pub enum ", "pub trait ", "pub type ", "pub const ", "pub mod "].iter().any(|p| l.starts_with(p));
+            let is_pub = [
+                "pub fn ",
+                "pub async fn ",
+                "pub struct ",
+                "pub enum ",
+                "pub trait ",
+                "pub type ",
+                "pub const ",
+                "pub mod ",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p));
             if !is_pub {
                 continue;
             }
@@ -91,7 +119,12 @@ fn every_public_item_is_documented() {
                 break;
             }
             let is_mod_decl = l.starts_with("pub mod ") && l.ends_with(';');
-            assert!(documented || is_mod_decl, "{}:{}: public item without a doc comment: {l}", f.display(), i + 1);
+            assert!(
+                documented || is_mod_decl,
+                "{}:{}: public item without a doc comment: {l}",
+                f.display(),
+                i + 1
+            );
         }
     }
     assert!(seen > 50, "the check saw only {seen} public items");

@@ -24,7 +24,11 @@ use serde_json::json;
 use output::{print_json, print_table, write_batches, Format};
 
 #[derive(Parser, Debug)]
-#[command(name = "floe", version, about = "Write and read Apache Iceberg tables (v2/v3) without a JVM")]
+#[command(
+    name = "floe",
+    version,
+    about = "Write and read Apache Iceberg tables (v2/v3) without a JVM"
+)]
 struct Cli {
     /// Catalog URI: sqlite:///path/catalog.db or file:///warehouse (Hadoop layout).
     /// Default: SQLite at <warehouse>/catalog.db.
@@ -204,12 +208,17 @@ enum Cmd {
 }
 
 fn kv(s: &str) -> std::result::Result<(String, String), String> {
-    s.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).ok_or_else(|| format!("expected key=value, got '{s}'"))
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .ok_or_else(|| format!("expected key=value, got '{s}'"))
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start runtime: {e}");
@@ -236,7 +245,11 @@ fn main() -> ExitCode {
 }
 
 fn catalog(cli: &Cli) -> Result<Catalog> {
-    Catalog::open(cli.catalog.as_deref(), cli.warehouse.as_deref(), Some(&cli.catalog_name))
+    Catalog::open(
+        cli.catalog.as_deref(),
+        cli.warehouse.as_deref(),
+        Some(&cli.catalog_name),
+    )
 }
 
 async fn load(cli: &Cli, name: Option<&str>, metadata: Option<&str>) -> Result<Table> {
@@ -245,18 +258,26 @@ async fn load(cli: &Cli, name: Option<&str>, metadata: Option<&str>) -> Result<T
             let path = if m.starts_with('/') || m.contains(':') {
                 m.to_string()
             } else {
-                std::path::absolute(m).map(|p| p.to_string_lossy().replace("/./", "/")).unwrap_or_else(|_| m.to_string())
+                std::path::absolute(m)
+                    .map(|p| p.to_string_lossy().replace("/./", "/"))
+                    .unwrap_or_else(|_| m.to_string())
             };
             Table::open_static(&Storage::new(), &path).await
         }
         (Some(n), None) => catalog(cli)?.load_table(&parse_ident(n)?).await,
-        (None, None) => Err(Error::new(ErrorKind::InvalidInput, "give a table NAME or --metadata PATH")),
+        (None, None) => Err(Error::new(
+            ErrorKind::InvalidInput,
+            "give a table NAME or --metadata PATH",
+        )),
     }
 }
 
 fn spinner(msg: &str) -> ProgressBar {
     let pb = ProgressBar::new_spinner();
-    pb.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
     pb.set_message(msg.to_string());
     pb.enable_steady_tick(std::time::Duration::from_millis(120));
     pb
@@ -268,19 +289,40 @@ fn parse_time_ms(s: &str) -> Result<i64> {
     }
     chrono::DateTime::parse_from_rfc3339(s)
         .map(|d| d.timestamp_millis())
-        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("--as-of '{s}': expected RFC 3339 or milliseconds ({e})")))
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!("--as-of '{s}': expected RFC 3339 or milliseconds ({e})"),
+            )
+        })
 }
 
 async fn run(cli: Cli) -> Result<()> {
     match &cli.cmd {
         Cmd::Quickstart { dir, rows } => quickstart::run(dir, *rows).await,
-        Cmd::Create { name, schema, schema_from, partition_by, sort_by, properties, format_version, location } => {
+        Cmd::Create {
+            name,
+            schema,
+            schema_from,
+            partition_by,
+            sort_by,
+            properties,
+            format_version,
+            location,
+        } => {
             let cat = catalog(&cli)?;
             let ident = parse_ident(name)?;
             let schema = match (schema, schema_from) {
                 (Some(ddl), _) => parse_schema(ddl)?,
-                (None, Some(file)) => floe::spec::schema_from_arrow(input::parquet_schema(file)?.as_ref())?,
-                (None, None) => return Err(Error::new(ErrorKind::InvalidInput, "give --schema DDL or --schema-from FILE.parquet")),
+                (None, Some(file)) => {
+                    floe::spec::schema_from_arrow(input::parquet_schema(file)?.as_ref())?
+                }
+                (None, None) => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        "give --schema DDL or --schema-from FILE.parquet",
+                    ))
+                }
             };
             let mut c = TableCreation::new(schema.clone());
             if let Some(p) = partition_by {
@@ -294,11 +336,20 @@ async fn run(cli: Cli) -> Result<()> {
                 1 => FormatVersion::V1,
                 2 => FormatVersion::V2,
                 3 => FormatVersion::V3,
-                v => return Err(Error::new(ErrorKind::InvalidInput, format!("--format-version {v}: expected 1, 2 or 3"))),
+                v => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!("--format-version {v}: expected 1, 2 or 3"),
+                    ))
+                }
             };
             c.location = location.clone();
             let t = cat.create_table(&ident, c).await?;
-            println!("created {} at {}", ident_name(&ident), t.metadata().location());
+            println!(
+                "created {} at {}",
+                ident_name(&ident),
+                t.metadata().location()
+            );
             Ok(())
         }
         Cmd::Append { name, files } => {
@@ -321,7 +372,8 @@ async fn run(cli: Cli) -> Result<()> {
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
             });
-            let r = floe::txn::append(&cat, &table, readers.into_iter().flatten(), Some(&progress)).await;
+            let r = floe::txn::append(&cat, &table, readers.into_iter().flatten(), Some(&progress))
+                .await;
             ticker.abort();
             pb.finish_and_clear();
             let r = r?;
@@ -332,12 +384,27 @@ async fn run(cli: Cli) -> Result<()> {
                 r.added_files,
                 r.added_bytes as f64 / 1e6,
                 name,
-                r.snapshot_id.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+                r.snapshot_id
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "-".into()),
                 secs
             );
             Ok(())
         }
-        Cmd::Scan { name, metadata, columns, filter, snapshot, reference, as_of, count, format, output, limit, json } => {
+        Cmd::Scan {
+            name,
+            metadata,
+            columns,
+            filter,
+            snapshot,
+            reference,
+            as_of,
+            count,
+            format,
+            output,
+            limit,
+            json,
+        } => {
             let table = load(&cli, name.as_deref(), metadata.as_deref()).await?;
             let mut scan = Scan::new(&table);
             let sel = match (snapshot, reference, as_of) {
@@ -345,7 +412,12 @@ async fn run(cli: Cli) -> Result<()> {
                 (None, Some(r), None) => SnapshotSelector::Ref(r.clone()),
                 (None, None, Some(t)) => SnapshotSelector::AsOf(parse_time_ms(t)?),
                 (None, None, None) => SnapshotSelector::Current,
-                _ => return Err(Error::new(ErrorKind::InvalidInput, "give at most one of --snapshot, --ref, --as-of")),
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        "give at most one of --snapshot, --ref, --as-of",
+                    ))
+                }
             };
             scan = scan.snapshot(sel);
             let schema = scan.schema()?;
@@ -357,11 +429,19 @@ async fn run(cli: Cli) -> Result<()> {
             }
             if *count {
                 let n = scan.count().await?;
-                if *json { print_json(&json!({"count": n})) } else { println!("{n}") }
+                if *json {
+                    print_json(&json!({"count": n}))
+                } else {
+                    println!("{n}")
+                }
                 return Ok(());
             }
             let format = if *json { Format::Json } else { *format };
-            let limit = limit.or(if format == Format::Table && output.is_none() { Some(100) } else { None });
+            let limit = limit.or(if format == Format::Table && output.is_none() {
+                Some(100)
+            } else {
+                None
+            });
             let plan = scan.plan().await?;
             let arrow_schema = Arc::new(floe_arrow_schema(&plan.schema, columns.as_deref())?);
             let mut stream = scan.read(plan)?;
@@ -385,7 +465,11 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Describe { name, metadata, json } => {
+        Cmd::Describe {
+            name,
+            metadata,
+            json,
+        } => {
             let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
             let md = t.metadata();
             let v = json!({
@@ -410,12 +494,58 @@ async fn run(cli: Cli) -> Result<()> {
                 println!("format        v{}", md.format_version() as u8);
                 println!("schema        {}", schema_text(md.current_schema()));
                 let spec = md.default_partition_spec();
-                let spec_text: Vec<String> = spec.fields().iter().map(|f| format!("{}={}({})", f.name, f.transform, md.current_schema().name_by_field_id(f.source_id).unwrap_or("?"))).collect();
-                println!("partitioned   {}", if spec_text.is_empty() { "no".into() } else { spec_text.join(", ") });
+                let spec_text: Vec<String> = spec
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "{}={}({})",
+                            f.name,
+                            f.transform,
+                            md.current_schema()
+                                .name_by_field_id(f.source_id)
+                                .unwrap_or("?")
+                        )
+                    })
+                    .collect();
+                println!(
+                    "partitioned   {}",
+                    if spec_text.is_empty() {
+                        "no".into()
+                    } else {
+                        spec_text.join(", ")
+                    }
+                );
                 let so = md.default_sort_order();
-                let so_text: Vec<String> = so.fields.iter().map(|f| format!("{}({}) {} {}", f.transform, md.current_schema().name_by_field_id(f.source_id).unwrap_or("?"), f.direction, f.null_order)).collect();
-                println!("sorted        {}", if so_text.is_empty() { "no".into() } else { so_text.join(", ") });
-                println!("snapshot      {}", md.current_snapshot_id().map(|s| s.to_string()).unwrap_or_else(|| "none".into()));
+                let so_text: Vec<String> = so
+                    .fields
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "{}({}) {} {}",
+                            f.transform,
+                            md.current_schema()
+                                .name_by_field_id(f.source_id)
+                                .unwrap_or("?"),
+                            f.direction,
+                            f.null_order
+                        )
+                    })
+                    .collect();
+                println!(
+                    "sorted        {}",
+                    if so_text.is_empty() {
+                        "no".into()
+                    } else {
+                        so_text.join(", ")
+                    }
+                );
+                println!(
+                    "snapshot      {}",
+                    md.current_snapshot_id()
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "none".into())
+                );
                 let mut props: Vec<_> = md.properties().iter().collect();
                 props.sort();
                 for (k, v) in props {
@@ -424,24 +554,30 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Snapshots { name, metadata, json } => {
+        Cmd::Snapshots {
+            name,
+            metadata,
+            json,
+        } => {
             let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
             let mut snaps: Vec<_> = t.metadata().snapshots().cloned().collect();
             snaps.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
             if *json {
                 let v: Vec<_> = snaps
                     .iter()
-                    .map(|s| json!({
-                        "snapshot_id": s.snapshot_id(),
-                        "parent_snapshot_id": s.parent_snapshot_id(),
-                        "sequence_number": s.sequence_number(),
-                        "timestamp_ms": s.timestamp_ms(),
-                        "operation": s.summary().operation.as_str(),
-                        "summary": s.summary().additional_properties,
-                        "manifest_list": s.manifest_list(),
-                        "first_row_id": s.first_row_id(),
-                        "added_rows": s.added_rows_count(),
-                    }))
+                    .map(|s| {
+                        json!({
+                            "snapshot_id": s.snapshot_id(),
+                            "parent_snapshot_id": s.parent_snapshot_id(),
+                            "sequence_number": s.sequence_number(),
+                            "timestamp_ms": s.timestamp_ms(),
+                            "operation": s.summary().operation.as_str(),
+                            "summary": s.summary().additional_properties,
+                            "manifest_list": s.manifest_list(),
+                            "first_row_id": s.first_row_id(),
+                            "added_rows": s.added_rows_count(),
+                        })
+                    })
                     .collect();
                 print_json(&json!(v));
             } else {
@@ -452,18 +588,35 @@ async fn run(cli: Cli) -> Result<()> {
                         vec![
                             s.snapshot_id().to_string(),
                             s.sequence_number().to_string(),
-                            chrono::DateTime::from_timestamp_millis(s.timestamp_ms()).map(|d| d.to_rfc3339()).unwrap_or_default(),
+                            chrono::DateTime::from_timestamp_millis(s.timestamp_ms())
+                                .map(|d| d.to_rfc3339())
+                                .unwrap_or_default(),
                             s.summary().operation.as_str().to_string(),
                             p.get("added-records").cloned().unwrap_or_default(),
                             p.get("total-records").cloned().unwrap_or_default(),
                         ]
                     })
                     .collect();
-                print_table(&["snapshot_id", "seq", "committed_at", "operation", "added_records", "total_records"], &rows);
+                print_table(
+                    &[
+                        "snapshot_id",
+                        "seq",
+                        "committed_at",
+                        "operation",
+                        "added_records",
+                        "total_records",
+                    ],
+                    &rows,
+                );
             }
             Ok(())
         }
-        Cmd::Files { name, metadata, snapshot, json } => {
+        Cmd::Files {
+            name,
+            metadata,
+            snapshot,
+            json,
+        } => {
             let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
             let mut scan = Scan::new(&t);
             if let Some(s) = snapshot {
@@ -488,12 +641,17 @@ async fn run(cli: Cli) -> Result<()> {
                 let rows: Vec<Vec<String>> = plan
                     .files
                     .iter()
-                    .map(|f| vec![
-                        f.file.file_path().to_string(),
-                        f.spec.partition_to_path(&f.partition, t.metadata().current_schema().clone()),
-                        f.file.record_count().to_string(),
-                        f.file.file_size_in_bytes().to_string(),
-                    ])
+                    .map(|f| {
+                        vec![
+                            f.file.file_path().to_string(),
+                            f.spec.partition_to_path(
+                                &f.partition,
+                                t.metadata().current_schema().clone(),
+                            ),
+                            f.file.record_count().to_string(),
+                            f.file.file_size_in_bytes().to_string(),
+                        ]
+                    })
                     .collect();
                 print_table(&["file_path", "partition", "records", "bytes"], &rows);
             }
@@ -511,7 +669,11 @@ async fn run(cli: Cli) -> Result<()> {
             }
             if create.is_none() && drop.is_none() {
                 let ns = cat.list_namespaces().await?;
-                if *json { print_json(&json!(ns)) } else { ns.iter().for_each(|n| println!("{n}")) }
+                if *json {
+                    print_json(&json!(ns))
+                } else {
+                    ns.iter().for_each(|n| println!("{n}"))
+                }
             }
             Ok(())
         }
@@ -527,21 +689,34 @@ async fn run(cli: Cli) -> Result<()> {
                     names.push(ident_name(&t));
                 }
             }
-            if *json { print_json(&json!(names)) } else { names.iter().for_each(|n| println!("{n}")) }
+            if *json {
+                print_json(&json!(names))
+            } else {
+                names.iter().for_each(|n| println!("{n}"))
+            }
             Ok(())
         }
         Cmd::Rename { from, to } => {
-            catalog(&cli)?.rename_table(&parse_ident(from)?, &parse_ident(to)?).await?;
+            catalog(&cli)?
+                .rename_table(&parse_ident(from)?, &parse_ident(to)?)
+                .await?;
             println!("renamed {from} to {to}");
             Ok(())
         }
         Cmd::Drop { name, purge } => {
-            catalog(&cli)?.drop_table(&parse_ident(name)?, *purge).await?;
-            println!("dropped {name}{}", if *purge { " (files purged)" } else { "" });
+            catalog(&cli)?
+                .drop_table(&parse_ident(name)?, *purge)
+                .await?;
+            println!(
+                "dropped {name}{}",
+                if *purge { " (files purged)" } else { "" }
+            );
             Ok(())
         }
         Cmd::Register { name, metadata } => {
-            let t = catalog(&cli)?.register_table(&parse_ident(name)?, metadata).await?;
+            let t = catalog(&cli)?
+                .register_table(&parse_ident(name)?, metadata)
+                .await?;
             println!("registered {} at {}", t.name(), t.metadata_location());
             Ok(())
         }
@@ -552,13 +727,20 @@ fn iceberg_arrow_schema(t: &Table) -> Result<arrow::datatypes::Schema> {
     floe_arrow_schema(t.metadata().current_schema(), None)
 }
 
-fn floe_arrow_schema(schema: &floe::spec::Schema, columns: Option<&[String]>) -> Result<arrow::datatypes::Schema> {
-    let full = floe::write::Conformer::new(schema, "")?.schema().as_ref().clone();
+fn floe_arrow_schema(
+    schema: &floe::spec::Schema,
+    columns: Option<&[String]>,
+) -> Result<arrow::datatypes::Schema> {
+    let full = floe::write::Conformer::new(schema, "")?
+        .schema()
+        .as_ref()
+        .clone();
     Ok(match columns {
         None => full,
         Some(cols) => {
             let idx: Vec<usize> = cols.iter().filter_map(|c| full.index_of(c).ok()).collect();
-            full.project(&idx).map_err(|e| Error::new(ErrorKind::InvalidInput, e.to_string()))?
+            full.project(&idx)
+                .map_err(|e| Error::new(ErrorKind::InvalidInput, e.to_string()))?
         }
     })
 }
@@ -567,7 +749,14 @@ fn schema_text(s: &floe::spec::Schema) -> String {
     s.as_struct()
         .fields()
         .iter()
-        .map(|f| format!("{} {}{}", f.name, f.field_type, if f.required { " not null" } else { "" }))
+        .map(|f| {
+            format!(
+                "{} {}{}",
+                f.name,
+                f.field_type,
+                if f.required { " not null" } else { "" }
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -23,9 +23,16 @@ fn io_err(e: impl std::fmt::Display) -> Error {
 }
 
 /// Writes batches in `format` to `out`.
-pub fn write_batches(batches: &[RecordBatch], schema: arrow::datatypes::SchemaRef, format: Format, out: Option<&str>) -> Result<()> {
+pub fn write_batches(
+    batches: &[RecordBatch],
+    schema: arrow::datatypes::SchemaRef,
+    format: Format,
+    out: Option<&str>,
+) -> Result<()> {
     let mut sink: Box<dyn Write + Send> = match out {
-        Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?)),
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?,
+        )),
         None => Box::new(std::io::stdout()),
     };
     match format {
@@ -34,7 +41,9 @@ pub fn write_batches(batches: &[RecordBatch], schema: arrow::datatypes::SchemaRe
             writeln!(sink, "{s}").map_err(io_err)?;
         }
         Format::Csv => {
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(sink);
+            let mut w = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(sink);
             for b in batches {
                 w.write(b).map_err(io_err)?;
             }
@@ -48,12 +57,16 @@ pub fn write_batches(batches: &[RecordBatch], schema: arrow::datatypes::SchemaRe
         }
         Format::Parquet => {
             if out.is_none() {
-                return Err(Error::new(ErrorKind::InvalidInput, "--format parquet needs -o FILE"));
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    "--format parquet needs -o FILE",
+                ));
             }
             let props = parquet::file::properties::WriterProperties::builder()
                 .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
                 .build();
-            let mut w = parquet::arrow::ArrowWriter::try_new(sink, schema, Some(props)).map_err(io_err)?;
+            let mut w =
+                parquet::arrow::ArrowWriter::try_new(sink, schema, Some(props)).map_err(io_err)?;
             for b in batches {
                 w.write(b).map_err(io_err)?;
             }
@@ -79,7 +92,12 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
         }
     }
     let line = |cells: Vec<String>| {
-        cells.iter().enumerate().map(|(i, c)| format!("{:<w$}", c, w = widths[i])).collect::<Vec<_>>().join("  ")
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{:<w$}", c, w = widths[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
     };
     println!("{}", line(header.iter().map(|s| s.to_string()).collect()));
     for r in rows {

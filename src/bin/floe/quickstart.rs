@@ -11,7 +11,16 @@ use floe::table::parse_ident;
 use floe::{Error, ErrorKind, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
-const CITIES: [&str; 8] = ["Amsterdam", "Berlin", "Lisbon", "Madrid", "Oslo", "Paris", "Rome", "Vienna"];
+const CITIES: [&str; 8] = [
+    "Amsterdam",
+    "Berlin",
+    "Lisbon",
+    "Madrid",
+    "Oslo",
+    "Paris",
+    "Rome",
+    "Vienna",
+];
 const EVENTS: [&str; 4] = ["view", "click", "cart", "purchase"];
 
 /// Deterministic event rows `[start, start+n)`.
@@ -28,7 +37,10 @@ fn events(start: i64, n: usize) -> Result<RecordBatch> {
     let users: Vec<i64> = (0..n).map(|_| (rnd() % 50_000) as i64).collect();
     let kinds: Vec<&str> = (0..n).map(|_| EVENTS[(rnd() % 4) as usize]).collect();
     let cities: Vec<&str> = (0..n).map(|_| CITIES[(rnd() % 8) as usize]).collect();
-    let amounts: Vec<Option<f64>> = kinds.iter().map(|k| (*k == "purchase").then(|| ((rnd() % 50_000) as f64) / 100.0)).collect();
+    let amounts: Vec<Option<f64>> = kinds
+        .iter()
+        .map(|k| (*k == "purchase").then(|| ((rnd() % 50_000) as f64) / 100.0))
+        .collect();
     let ts: Vec<i64> = ids.iter().map(|i| base_us + i * 12_960_000).collect(); // 30 days over 200k rows
     let schema = Arc::new(Schema::new(vec![
         Field::new("event_id", DataType::Int64, false),
@@ -36,7 +48,11 @@ fn events(start: i64, n: usize) -> Result<RecordBatch> {
         Field::new("kind", DataType::Utf8, true),
         Field::new("city", DataType::Utf8, true),
         Field::new("amount", DataType::Float64, true),
-        Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), true),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+            true,
+        ),
     ]));
     RecordBatch::try_new(
         schema,
@@ -59,11 +75,24 @@ pub async fn run(dir: &str, rows: usize) -> Result<()> {
     let ddl = "event_id long not null, user_id long, kind string, city string, amount double, ts timestamptz";
     let schema = parse_schema(ddl)?;
     let pb = ProgressBar::new((rows * 2) as u64);
-    pb.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} rows {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    pb.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} rows {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let mut made = Vec::new();
     for (name, fv, partition, sort) in [
-        ("demo.events", FormatVersion::V2, Some("day(ts), bucket(8, user_id)"), None),
-        ("demo.events_v3", FormatVersion::V3, Some("city"), Some("event_id")),
+        (
+            "demo.events",
+            FormatVersion::V2,
+            Some("day(ts), bucket(8, user_id)"),
+            None,
+        ),
+        (
+            "demo.events_v3",
+            FormatVersion::V3,
+            Some("city"),
+            Some("event_id"),
+        ),
     ] {
         let ident = parse_ident(name)?;
         if cat.table_exists(&ident).await? {
@@ -92,11 +121,24 @@ pub async fn run(dir: &str, rows: usize) -> Result<()> {
         made.push((name, table));
     }
     pb.finish_and_clear();
-    println!("floe quickstart: built {} tables with {} rows each in {:.1}s\n", made.len(), rows, started.elapsed().as_secs_f64());
+    println!(
+        "floe quickstart: built {} tables with {} rows each in {:.1}s\n",
+        made.len(),
+        rows,
+        started.elapsed().as_secs_f64()
+    );
     println!("warehouse: {}", cat.warehouse());
-    println!("catalog:   {}/catalog.db (SQLite, pyiceberg SqlCatalog schema, catalog name 'default')\n", cat.warehouse().trim_start_matches("file://"));
+    println!(
+        "catalog:   {}/catalog.db (SQLite, pyiceberg SqlCatalog schema, catalog name 'default')\n",
+        cat.warehouse().trim_start_matches("file://")
+    );
     for (name, t) in &made {
-        println!("{name}: v{} table, {} snapshots, metadata {}", t.metadata().format_version() as u8, t.metadata().snapshots().len(), t.metadata_location());
+        println!(
+            "{name}: v{} table, {} snapshots, metadata {}",
+            t.metadata().format_version() as u8,
+            t.metadata().snapshots().len(),
+            t.metadata_location()
+        );
     }
     let (_, v2) = &made[0];
     let wh = cat.warehouse().trim_start_matches("file://");
@@ -104,10 +146,16 @@ pub async fn run(dir: &str, rows: usize) -> Result<()> {
     println!("  floe --warehouse {wh} scan demo.events --where \"city = 'Paris' AND amount > 100\" --limit 5");
     println!("  floe --warehouse {wh} snapshots demo.events");
     println!("\nRead it with DuckDB (iceberg extension):");
-    println!("  SELECT city, count(*) FROM iceberg_scan('{}') GROUP BY city;", v2.metadata_location());
+    println!(
+        "  SELECT city, count(*) FROM iceberg_scan('{}') GROUP BY city;",
+        v2.metadata_location()
+    );
     println!("\nRead it with pyiceberg:");
     println!("  from pyiceberg.catalog.sql import SqlCatalog");
-    println!("  cat = SqlCatalog('default', uri='sqlite:///{wh}/catalog.db', warehouse='{}')", cat.warehouse());
+    println!(
+        "  cat = SqlCatalog('default', uri='sqlite:///{wh}/catalog.db', warehouse='{}')",
+        cat.warehouse()
+    );
     println!("  cat.load_table('demo.events').scan().to_arrow()");
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | [`error`] | one opaque [`Error`] with an actionable [`ErrorKind`] | no |
 //! | [`spec`] | the Iceberg table model, typed properties, DDL for schemas/partitions/sorts | no |
+//! | [`codec`] | binary codecs the `iceberg` crate lacks (deletion vectors) | no |
 //! | [`expr`] | predicates: SQL-style parsing, partition and metrics pruning | no |
 //! | [`storage`] | every byte goes through `object_store` | yes |
 //! | [`catalog`] | SQLite (pyiceberg/JDBC schema) and filesystem (Hadoop) catalogs | yes |
@@ -18,6 +19,7 @@
 
 mod arrow_layout;
 pub mod catalog;
+pub mod codec;
 pub mod error;
 pub mod expr;
 pub mod scan;

@@ -3,9 +3,11 @@
 
 mod parse;
 mod prune;
+mod row_filter;
 
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
 pub use parse::parse_predicate;
+pub use row_filter::{column_by_field_id, filter_mask, referenced_field_ids};
 pub use prune::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
 
 use crate::error::{Error, Result};

@@ -1,12 +1,13 @@
-//! The direct read path: a delete-free, unfiltered scan of a local file whose columns carry
-//! the table's field ids with the table's types is decoded by the synchronous Parquet reader on
-//! a blocking thread (positioned reads, no per-batch schema transformation). Anything else
-//! goes through the general reader.
+//! The direct read path: a local file whose columns carry the table's field ids with the
+//! table's types is decoded by the synchronous Parquet reader on a blocking thread (positioned
+//! reads, no per-batch schema transformation); deleted positions are skipped through a
+//! `RowSelection`. Anything else goes through the general reader.
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef as ArrowSchemaRef;
 use futures::StreamExt;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use roaring::RoaringTreemap;
 use parquet::arrow::{ProjectionMask, PARQUET_FIELD_ID_META_KEY};
 
 use crate::arrow_layout::{relabel, same_layout};
@@ -51,14 +52,35 @@ fn shape(
         .map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))
 }
 
-/// A stream of `target`-shaped batches of the file, or `None` when the file needs the general
-/// reader (not a local file, missing field ids, other types, schema evolution). Opening and
-/// decoding both run on a blocking thread.
+/// The rows of a file of `rows` rows that are not in `deleted`, as a selection.
+pub(super) fn selection(rows: u64, deleted: &RoaringTreemap) -> RowSelection {
+    let mut out = Vec::new();
+    let mut next = 0u64;
+    for p in deleted.iter().take_while(|p| *p < rows) {
+        if p > next {
+            out.push(RowSelector::select((p - next) as usize));
+        }
+        match out.last_mut() {
+            Some(s) if s.skip => s.row_count += 1,
+            _ => out.push(RowSelector::skip(1)),
+        }
+        next = p + 1;
+    }
+    if rows > next {
+        out.push(RowSelector::select((rows - next) as usize));
+    }
+    out.into()
+}
+
+/// A stream of `target`-shaped batches of the file without the `deleted` positions, or
+/// `None` when the file needs the general reader (not a local file, missing field ids, other
+/// types, schema evolution). Opening and decoding both run on a blocking thread.
 pub(super) async fn open(
     storage: &Storage,
     path: &str,
     target: &ArrowSchemaRef,
     batch_size: usize,
+    deleted: Option<RoaringTreemap>,
 ) -> Result<Option<futures::stream::BoxStream<'static, Result<RecordBatch>>>> {
     let Some(local) = storage.local_file(path) else {
         return Ok(None);
@@ -81,6 +103,11 @@ pub(super) async fn open(
             .map(|r| sorted.iter().position(|s| s == r).unwrap_or(0))
             .collect();
         let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
+        let mut builder = builder;
+        if let Some(d) = deleted.filter(|d| !d.is_empty()) {
+            let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
+            builder = builder.with_row_selection(selection(rows, &d));
+        }
         let reader = builder
             .with_projection(mask)
             .with_batch_size(batch_size)

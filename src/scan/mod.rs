@@ -1,7 +1,10 @@
 //! Scans: choose a snapshot, plan the files (pure, [`plan`]), read them to Arrow.
 
+mod delete_index;
+mod deletes;
 mod direct;
 mod plan;
+mod read_file;
 
 use std::sync::Arc;
 
@@ -12,7 +15,12 @@ use iceberg::expr::{Bind, BoundPredicate, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
 
+pub use delete_index::{canonical_path, DeleteEntry, DeleteIndex, FILE_PATH_FIELD_ID, POS_FIELD_ID};
+pub use deletes::{EqualityDeletes, FileDeletes, LoadedDeletes};
+pub use read_file::PositionedBatch;
 pub use plan::{plan_files, PartitionFilters, PlanStats, PlannedFile};
+
+use read_file::FileRead;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::spec::{SchemaRef, Snapshot};
@@ -93,6 +101,82 @@ pub enum SnapshotSelector {
     AsOf(i64),
 }
 
+/// How one planned file is read.
+enum Job {
+    /// No deletes, no positions: the direct path or the iceberg reader with pushdown.
+    Plain(FileScanTask),
+    /// Deletes, positions or our own filtering.
+    WithDeletes(Box<FileRead>),
+}
+
+/// A delete-free file: the direct path when the scan is unfiltered and the file's layout
+/// matches, else the iceberg reader with the filter pushed down.
+async fn plain_stream(
+    storage: &crate::storage::Storage,
+    reader: &iceberg::arrow::ArrowReader,
+    task: FileScanTask,
+    direct_target: Option<&arrow_schema::SchemaRef>,
+    batch_size: usize,
+    name: &str,
+) -> Result<futures::stream::BoxStream<'static, Result<PositionedBatch>>> {
+    let path = task.data_file_path.clone();
+    if let Some(target) = direct_target {
+        if let Some(s) = direct::open(storage, &path, target, batch_size, None)
+            .await
+            .map_err(|e| e.context(format!("table {name}")))?
+        {
+            let name = name.to_string();
+            return Ok(s
+                .map(move |b| {
+                    b.map(|b| (b, None))
+                        .map_err(|e| e.context(format!("table {name}")))
+                })
+                .boxed());
+        }
+    }
+    let one = futures::stream::iter([Ok(task)]).boxed();
+    let stream = reader
+        .clone()
+        .read(one)
+        .map_err(|e| read_error(name, &path, e))?
+        .stream();
+    let name = name.to_string();
+    Ok(stream
+        .map(move |item| {
+            item.and_then(plain_batch)
+                .map(|b| (b, None))
+                .map_err(|e| read_error(&name, &path, e))
+        })
+        .boxed())
+}
+
+/// The id of the top-level field that is or contains field `id`.
+fn top_level_id(schema: &crate::spec::Schema, id: i32) -> Option<i32> {
+    use iceberg::spec::Type;
+    fn contains(t: &Type, id: i32) -> bool {
+        match t {
+            Type::Primitive(_) => false,
+            Type::Struct(s) => s
+                .fields()
+                .iter()
+                .any(|f| f.id == id || contains(&f.field_type, id)),
+            Type::List(l) => l.element_field.id == id || contains(&l.element_field.field_type, id),
+            Type::Map(m) => {
+                m.key_field.id == id
+                    || m.value_field.id == id
+                    || contains(&m.key_field.field_type, id)
+                    || contains(&m.value_field.field_type, id)
+            }
+        }
+    }
+    schema
+        .as_struct()
+        .fields()
+        .iter()
+        .find(|f| f.id == id || contains(&f.field_type, id))
+        .map(|f| f.id)
+}
+
 /// Stream of Arrow batches produced by a scan.
 pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
@@ -119,6 +203,9 @@ pub struct ScanPlan {
     /// Pruning counters.
     pub stats: PlanStats,
     tasks: Vec<FileScanTask>,
+    /// The loaded deletes of each file (aligned with `files`).
+    deletes: Vec<FileDeletes>,
+    filter: Option<BoundPredicate>,
 }
 
 impl Scan {
@@ -246,6 +333,8 @@ impl Scan {
                 files: vec![],
                 stats: PlanStats::default(),
                 tasks: vec![],
+                deletes: vec![],
+                filter: bound,
             });
         };
         let storage = self.table.storage();
@@ -311,6 +400,21 @@ impl Scan {
             .try_collect()
             .await?;
         let (files, stats) = plan_files(&manifests, bound.as_ref(), &partition_filters, &name)?;
+        let deletes = if stats.files_with_deletes > 0 {
+            let loaded = LoadedDeletes::load(
+                storage,
+                &schema,
+                files.iter().flat_map(|f| f.deletes.iter()),
+                &name,
+            )
+            .await?;
+            files
+                .iter()
+                .map(|f| loaded.for_file(f.file.file_path(), &f.deletes))
+                .collect()
+        } else {
+            vec![FileDeletes::default(); files.len()]
+        };
         let name_mapping: Option<Arc<NameMapping>> = md
             .properties()
             .get("schema.name-mapping.default")
@@ -350,6 +454,8 @@ impl Scan {
             files,
             stats,
             tasks,
+            deletes,
+            filter: bound,
         })
     }
 
@@ -362,45 +468,115 @@ impl Scan {
     /// Reads a planned scan: each file is decoded on its own task (at most `concurrency` at
     /// a time), so decoding uses every worker thread. Batch order across files is unspecified.
     pub fn read(&self, plan: ScanPlan) -> Result<BatchStream> {
+        Ok(self
+            .read_positioned(plan, false)?
+            .map(|r| r.map(|(_, (b, _))| b))
+            .boxed())
+    }
+
+    /// Reads a planned scan returning, with each batch, the index of its file in
+    /// `plan.files` and (when `with_positions`) each row's position in that file. Rows come
+    /// in file order within a file; files interleave.
+    pub fn read_positioned(
+        &self,
+        plan: ScanPlan,
+        with_positions: bool,
+    ) -> Result<futures::stream::BoxStream<'static, Result<(usize, PositionedBatch)>>> {
         let mut b =
             ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::Runtime::current())
                 .with_data_file_concurrency_limit(1)
                 .with_row_group_filtering_enabled(true)
-                .with_row_selection_enabled(self.filter.is_some());
+                .with_row_selection_enabled(plan.filter.is_some());
         if let Some(n) = self.batch_size {
             b = b.with_batch_size(n);
         }
         let reader = b.build();
+        // Files read with deletes, a filter we evaluate, or positions: no pushdown in the
+        // iceberg reader (rows must come whole and in order).
+        let plain_reader = {
+            let mut b = ArrowReaderBuilder::new(
+                self.table.storage().file_io(),
+                iceberg::Runtime::current(),
+            )
+            .with_data_file_concurrency_limit(1)
+            .with_row_group_filtering_enabled(false)
+            .with_row_selection_enabled(false);
+            if let Some(n) = self.batch_size {
+                b = b.with_batch_size(n);
+            }
+            b.build()
+        };
         let name = self.table.name();
         let concurrency = self.concurrency;
+        let full = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.schema)?);
+        let top_ids: Vec<i32> = plan.schema.as_struct().fields().iter().map(|f| f.id).collect();
+        let projection_of = |ids: &[i32]| -> Option<arrow_schema::SchemaRef> {
+            let idx: Vec<usize> = ids
+                .iter()
+                .filter_map(|id| top_ids.iter().position(|t| t == id))
+                .collect();
+            (idx.len() == ids.len())
+                .then(|| full.project(&idx).ok().map(Arc::new))
+                .flatten()
+        };
         // The direct path serves unfiltered scans of delete-free files.
-        let direct_target: Option<arrow_schema::SchemaRef> =
-            match (&self.filter, plan.tasks.first()) {
-                (None, Some(t)) => {
-                    let full = iceberg::arrow::schema_to_arrow_schema(&plan.schema)?;
-                    let idx: Vec<usize> = t
-                        .project_field_ids
-                        .iter()
-                        .filter_map(|id| {
-                            plan.schema
-                                .as_struct()
-                                .fields()
-                                .iter()
-                                .position(|f| f.id == *id)
-                        })
-                        .collect();
-                    (idx.len() == t.project_field_ids.len())
-                        .then(|| full.project(&idx).ok().map(Arc::new))
-                        .flatten()
+        let direct_target = match (&plan.filter, plan.tasks.first()) {
+            (None, Some(t)) => projection_of(&t.project_field_ids),
+            _ => None,
+        };
+        let mut filter_ids = Vec::new();
+        if let Some(f) = &plan.filter {
+            crate::expr::referenced_field_ids(f, &mut filter_ids);
+        }
+        let mut jobs = Vec::with_capacity(plan.tasks.len());
+        for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
+            if !with_positions && deletes.is_empty() {
+                jobs.push((i, Job::Plain(task)));
+                continue;
+            }
+            let mut ids = task.project_field_ids.clone();
+            let output_columns = ids.len();
+            for id in deletes.equality_field_ids().into_iter().chain(filter_ids.iter().copied()) {
+                let top = top_level_id(&plan.schema, id).ok_or_else(|| {
+                    Error::unsupported(format!(
+                        "table {name}: field id {id} (used by a filter or an equality delete) is not in the scan schema"
+                    ))
+                })?;
+                if !ids.contains(&top) {
+                    ids.push(top);
                 }
-                _ => None,
+            }
+            let target = projection_of(&ids).ok_or_else(|| {
+                Error::io(format!("table {name}: cannot project field ids {ids:?}"))
+            })?;
+            let task = FileScanTask {
+                project_field_ids: ids,
+                predicate: None,
+                ..task
             };
+            jobs.push((
+                i,
+                Job::WithDeletes(Box::new(FileRead {
+                    storage: self.table.storage().clone(),
+                    reader: plain_reader.clone(),
+                    task,
+                    target,
+                    output_columns,
+                    deletes,
+                    filter: plan.filter.clone(),
+                    with_positions,
+                    batch_size: self.batch_size.unwrap_or(32768),
+                    table: name.clone(),
+                })),
+            ));
+        }
         let storage = self.table.storage().clone();
         let batch_size = self.batch_size.unwrap_or(32768);
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(concurrency * 2);
+        let (tx, rx) =
+            tokio::sync::mpsc::channel::<Result<(usize, PositionedBatch)>>(concurrency * 2);
         tokio::spawn(async move {
             let permits = Arc::new(tokio::sync::Semaphore::new(concurrency));
-            for task in plan.tasks {
+            for (i, job) in jobs {
                 let Ok(permit) = permits.clone().acquire_owned().await else {
                     return;
                 };
@@ -411,40 +587,36 @@ impl Scan {
                 let (direct_target, storage) = (direct_target.clone(), storage.clone());
                 tokio::spawn(async move {
                     let _permit = permit;
-                    let path = task.data_file_path.clone();
-                    if let (Some(target), true) = (&direct_target, task.deletes.is_empty()) {
-                        match direct::open(&storage, &path, target, batch_size).await {
-                            Ok(Some(mut stream)) => {
-                                while let Some(item) = stream.next().await {
-                                    let stop = item.is_err();
-                                    let item = item.map_err(|e| e.context(format!("table {name}")));
-                                    if tx.send(item).await.is_err() || stop {
-                                        return;
-                                    }
-                                }
-                                return;
-                            }
-                            Ok(None) => {}
+                    let mut stream = match job {
+                        Job::WithDeletes(read) => match read.read().await {
+                            Ok(s) => s,
                             Err(e) => {
-                                let _ = tx.send(Err(e.context(format!("table {name}")))).await;
+                                let _ = tx.send(Err(e)).await;
                                 return;
                             }
-                        }
-                    }
-                    let one = futures::stream::iter([Ok(task)]).boxed();
-                    let mut stream = match reader.read(one) {
-                        Ok(r) => r.stream(),
-                        Err(e) => {
-                            let _ = tx.send(Err(read_error(&name, &path, e))).await;
-                            return;
+                        },
+                        Job::Plain(task) => {
+                            match plain_stream(
+                                &storage,
+                                &reader,
+                                task,
+                                direct_target.as_ref(),
+                                batch_size,
+                                &name,
+                            )
+                            .await
+                            {
+                                Ok(s) => s,
+                                Err(e) => {
+                                    let _ = tx.send(Err(e)).await;
+                                    return;
+                                }
+                            }
                         }
                     };
                     while let Some(item) = stream.next().await {
-                        let item = item
-                            .and_then(plain_batch)
-                            .map_err(|e| read_error(&name, &path, e));
                         let stop = item.is_err();
-                        if tx.send(item).await.is_err() || stop {
+                        if tx.send(item.map(|b| (i, b))).await.is_err() || stop {
                             return;
                         }
                     }
@@ -462,11 +634,13 @@ impl Scan {
         self.to_stream().await?.try_collect().await
     }
 
-    /// Counts matching rows (from metadata alone when there is no filter).
+    /// Counts matching rows (from metadata alone when there is no filter and no deletes).
     pub async fn count(&self) -> Result<u64> {
         if self.filter.is_none() {
             let plan = self.plan().await?;
-            return Ok(plan.files.iter().map(|f| f.file.record_count()).sum());
+            if plan.stats.files_with_deletes == 0 {
+                return Ok(plan.files.iter().map(|f| f.file.record_count()).sum());
+            }
         }
         let mut s = self
             .clone()

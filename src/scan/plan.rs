@@ -10,6 +10,7 @@ use iceberg::spec::{
 
 use crate::error::{Error, Result};
 use crate::expr::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
+use super::delete_index::{DeleteEntry, DeleteIndex};
 use crate::spec::{DataFile, Struct};
 
 /// A row filter projected onto each partitioned spec, once per spec.
@@ -63,6 +64,8 @@ pub struct PlannedFile {
     pub partition: Struct,
     /// Its data sequence number.
     pub sequence_number: i64,
+    /// The delete files that apply to it.
+    pub deletes: Vec<DeleteEntry>,
 }
 
 /// Counters of what planning skipped.
@@ -74,12 +77,14 @@ pub struct PlanStats {
     pub pruned_by_partition: usize,
     /// Files skipped by column metrics.
     pub pruned_by_metrics: usize,
+    /// Live delete files in the snapshot.
+    pub delete_files: usize,
+    /// Planned data files with at least one delete file to apply.
+    pub files_with_deletes: usize,
 }
 
-/// Plans a scan of `manifests` (data and delete manifests of one snapshot) for `filter`.
-///
-/// Delete files are not applied yet: a snapshot with live delete files is refused so that
-/// deleted rows are never returned.
+/// Plans a scan of `manifests` (data and delete manifests of one snapshot) for `filter`:
+/// the data files that may hold matching rows, each with the delete files that apply to it.
 pub fn plan_files(
     manifests: &[(Arc<PartitionSpec>, Manifest)],
     filter: Option<&BoundPredicate>,
@@ -87,7 +92,7 @@ pub fn plan_files(
     table: &str,
 ) -> Result<(Vec<PlannedFile>, PlanStats)> {
     let mut stats = PlanStats::default();
-    let mut deletes = 0usize;
+    let mut deletes = Vec::new();
     let mut out = Vec::new();
     for (spec, manifest) in manifests {
         let part_pred = partition_filters.get(spec.spec_id());
@@ -97,7 +102,17 @@ pub fn plan_files(
             }
             let f = entry.data_file();
             if f.content_type() != DataContentType::Data {
-                deletes += 1;
+                let sequence_number = entry.sequence_number().ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "table {table}: delete file '{}' has no sequence number",
+                        f.file_path()
+                    ))
+                })?;
+                deletes.push(DeleteEntry {
+                    file: f.clone(),
+                    spec: spec.clone(),
+                    sequence_number,
+                });
                 continue;
             }
             stats.data_files += 1;
@@ -118,15 +133,28 @@ pub fn plan_files(
                 spec: spec.clone(),
                 partition: f.partition().clone(),
                 sequence_number: entry.sequence_number().unwrap_or(0),
+                deletes: Vec::new(),
             });
         }
     }
-    if deletes > 0 {
-        return Err(Error::unsupported(format!(
-            "table {table}: the snapshot has {deletes} live delete file(s) (position/equality deletes or deletion vectors); \
-             this floe version cannot apply them yet and refuses to return rows that may be deleted. \
-             Compact the table with an engine that can, or read it with DuckDB/Spark"
-        )));
+    stats.delete_files = deletes.len();
+    if !deletes.is_empty() {
+        let index = DeleteIndex::new(deletes);
+        for p in &mut out {
+            p.deletes = index
+                .for_data_file(
+                    p.file.file_path(),
+                    p.sequence_number,
+                    p.spec.spec_id(),
+                    &p.partition,
+                )
+                .into_iter()
+                .cloned()
+                .collect();
+            if !p.deletes.is_empty() {
+                stats.files_with_deletes += 1;
+            }
+        }
     }
     Ok((out, stats))
 }

@@ -8,24 +8,99 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::spec::{Snapshot, TableMetadata};
 use crate::table::Table;
 
+use iceberg::spec::{ManifestList, ManifestStatus};
+
 use super::producer::SnapshotProducer;
+use super::validate::{ChangedFile, CommittedChange};
 
 /// Checks a staged change's preconditions against the snapshots committed since its base.
 ///
-/// `since` are the snapshots on `main` after the operation's starting snapshot, oldest first.
-/// Returning an error of kind [`ErrorKind::Conflict`] aborts the commit (nothing is committed).
+/// `since` are the changes of the snapshots on `main` after the operation's starting
+/// snapshot, oldest first. Returning an error of kind [`ErrorKind::Conflict`] aborts the
+/// commit (nothing is committed).
 pub trait Validation: Send + Sync {
     /// Validates `since` (committed after the starting snapshot) in `current`.
-    fn validate(&self, current: &TableMetadata, since: &[&Snapshot]) -> Result<()>;
+    fn validate(&self, current: &TableMetadata, since: &[CommittedChange]) -> Result<()>;
+
+    /// Whether [`Validation::validate`] looks at the changes (loading them costs I/O).
+    fn needs_changes(&self) -> bool {
+        true
+    }
 }
 
 /// No preconditions (appends).
 pub struct NoValidation;
 
 impl Validation for NoValidation {
-    fn validate(&self, _: &TableMetadata, _: &[&Snapshot]) -> Result<()> {
+    fn validate(&self, _: &TableMetadata, _: &[CommittedChange]) -> Result<()> {
         Ok(())
     }
+    fn needs_changes(&self) -> bool {
+        false
+    }
+}
+
+/// Loads what each snapshot in `since` added and removed (from the manifests it wrote).
+pub async fn load_changes(table: &Table, since: &[&Snapshot]) -> Result<Vec<CommittedChange>> {
+    let md = table.metadata();
+    let io = table.storage().file_io();
+    let mut out = Vec::with_capacity(since.len());
+    for s in since {
+        let bytes = table.storage().get(s.manifest_list()).await?;
+        let list = ManifestList::parse_with_version(&bytes, md.format_version()).map_err(|e| {
+            Error::corrupt(format!(
+                "manifest list '{}' of table {}: {e}",
+                s.manifest_list(),
+                table.name()
+            ))
+        })?;
+        let mut change = CommittedChange {
+            snapshot_id: s.snapshot_id(),
+            operation: s.summary().operation.clone(),
+            added: vec![],
+            removed: vec![],
+        };
+        for mf in list.entries() {
+            if mf.added_snapshot_id != s.snapshot_id() {
+                continue;
+            }
+            let spec = md
+                .partition_spec_by_id(mf.partition_spec_id)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "manifest '{}' of table {} uses unknown partition spec {}",
+                        mf.manifest_path,
+                        table.name(),
+                        mf.partition_spec_id
+                    ))
+                })?;
+            let m = mf.load_manifest(&io).await.map_err(|e| {
+                Error::corrupt(format!(
+                    "manifest '{}' of table {}: {}",
+                    mf.manifest_path,
+                    table.name(),
+                    e.message()
+                ))
+            })?;
+            for e in m.entries() {
+                if e.snapshot_id() != Some(s.snapshot_id()) {
+                    continue;
+                }
+                let f = ChangedFile {
+                    file: e.data_file().clone(),
+                    spec: spec.clone(),
+                };
+                match e.status() {
+                    ManifestStatus::Added => change.added.push(f),
+                    ManifestStatus::Deleted => change.removed.push(f),
+                    ManifestStatus::Existing => {}
+                }
+            }
+        }
+        out.push(change);
+    }
+    Ok(out)
 }
 
 /// Snapshots on `main` committed after `start` (exclusive), oldest first.
@@ -70,7 +145,10 @@ pub async fn commit(
     loop {
         let attempt_result = async {
             let since = snapshots_since(base.metadata(), start_snapshot)?;
-            validation.validate(base.metadata(), &since)?;
+            if !since.is_empty() && validation.needs_changes() {
+                let changes = load_changes(&base, &since).await?;
+                validation.validate(base.metadata(), &changes)?;
+            }
             producer.produce(&base).await
         }
         .await;

@@ -4,12 +4,14 @@
 mod commit;
 mod producer;
 mod summary;
+mod validate;
 
 use arrow_array::RecordBatch;
 use iceberg::spec::Operation;
 
-pub use commit::{commit, snapshots_since, NoValidation, Validation};
-pub use producer::{new_snapshot_id, SnapshotProducer};
+pub use commit::{commit, load_changes, snapshots_since, NoValidation, Validation};
+pub use producer::{new_snapshot_id, FileKey, SnapshotProducer};
+pub use validate::{ChangedFile, CommittedChange, IsolationLevel, RowLevelValidation};
 pub use summary::SummaryCounts;
 
 use crate::catalog::Catalog;

@@ -1,18 +1,41 @@
 //! The snapshot producer: writes manifests and the manifest list, builds the snapshot and the
 //! next table metadata. Iceberg-rust keeps its producer private; this one is ours.
+//!
+//! A change adds data and delete files and removes live files. Manifests holding removed files
+//! are rewritten (kept entries become EXISTING, removed ones DELETED); the others are carried
+//! over as they are.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{
-    DataFile, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
-    SnapshotReference, SnapshotRetention, Summary, TableMetadataBuilder, MAIN_BRANCH,
+    DataFile, DataFileBuilder, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention, Summary,
+    TableMetadataBuilder, MAIN_BRANCH,
 };
 
 use super::summary::SummaryCounts;
-use crate::error::{Error, Result};
-use crate::spec::{FormatVersion, ManifestContentType, TableMetadata};
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::{DataContentType, FormatVersion, ManifestContentType, TableMetadata};
 use crate::storage::join;
 use crate::table::Table;
+
+/// Identifies a live file to remove: its path and, for a deletion vector, its blob offset.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FileKey {
+    /// The file's path as the manifest records it.
+    pub path: String,
+    /// `content_offset` (deletion vectors share a Puffin file).
+    pub offset: Option<i64>,
+}
+
+impl FileKey {
+    /// The key of a manifest entry's file.
+    pub fn of(f: &DataFile) -> Self {
+        Self {
+            path: f.file_path().to_string(),
+            offset: f.content_offset(),
+        }
+    }
+}
 
 /// A staged change that becomes one snapshot. The snapshot id and the manifests of added
 /// files are fixed on first use and reused by every retry.
@@ -21,12 +44,17 @@ pub struct SnapshotProducer {
     snapshot_id: i64,
     commit_uuid: uuid::Uuid,
     operation: Operation,
-    added: Vec<DataFile>,
+    /// Added files with the id of the partition spec they were written with.
+    added: Vec<(i32, DataFile)>,
+    removed: HashSet<FileKey>,
     added_manifests: Option<Vec<ManifestFile>>,
+    /// Manifests rewritten by the last attempt (deleted when it is discarded).
+    rewritten: Vec<String>,
     properties: HashMap<String, String>,
     attempt: u32,
     last_list: Option<String>,
     expired_metadata: Vec<String>,
+    removed_files: Vec<DataFile>,
 }
 
 /// A positive random snapshot id, as Iceberg Java derives them.
@@ -36,20 +64,65 @@ pub fn new_snapshot_id() -> i64 {
     ((hi ^ lo) & (i64::MAX as u64)) as i64
 }
 
+/// A copy of `f` with `first_row_id` set (manifests do not hand it down in iceberg 0.10.1).
+fn with_first_row_id(f: &DataFile, first_row_id: Option<i64>) -> Result<DataFile> {
+    let mut b = DataFileBuilder::default();
+    b.content(f.content_type())
+        .file_path(f.file_path().to_string())
+        .file_format(f.file_format())
+        .partition(f.partition().clone())
+        .record_count(f.record_count())
+        .file_size_in_bytes(f.file_size_in_bytes())
+        .column_sizes(f.column_sizes().clone())
+        .value_counts(f.value_counts().clone())
+        .null_value_counts(f.null_value_counts().clone())
+        .nan_value_counts(f.nan_value_counts().clone())
+        .lower_bounds(f.lower_bounds().clone())
+        .upper_bounds(f.upper_bounds().clone())
+        .key_metadata(f.key_metadata().map(|k| k.to_vec()))
+        .split_offsets(f.split_offsets().map(|s| s.to_vec()))
+        .equality_ids(f.equality_ids())
+        .first_row_id(first_row_id)
+        .referenced_data_file(f.referenced_data_file())
+        .content_offset(f.content_offset())
+        .content_size_in_bytes(f.content_size_in_bytes());
+    if let Some(s) = f.sort_order_id() {
+        b.sort_order_id(s);
+    }
+    b.build()
+        .map_err(|e| Error::io(format!("copying entry of '{}': {e}", f.file_path())))
+}
+
 impl SnapshotProducer {
-    /// A producer for `operation` adding `files`.
+    /// A producer for `operation` adding data files written with the default partition spec.
     pub fn new(operation: Operation, added: Vec<DataFile>) -> Self {
         Self {
             snapshot_id: new_snapshot_id(),
             commit_uuid: uuid::Uuid::new_v4(),
             operation,
-            added,
+            added: added.into_iter().map(|f| (-1, f)).collect(),
+            removed: HashSet::new(),
             added_manifests: None,
+            rewritten: Vec::new(),
             properties: HashMap::new(),
             attempt: 0,
             last_list: None,
             expired_metadata: Vec::new(),
+            removed_files: Vec::new(),
         }
+    }
+
+    /// Also adds files (data or delete) written with partition spec `spec_id`.
+    pub fn add_files(mut self, spec_id: i32, files: impl IntoIterator<Item = DataFile>) -> Self {
+        self.added.extend(files.into_iter().map(|f| (spec_id, f)));
+        self
+    }
+
+    /// Also removes live files (data or delete files). Each must be live in the table the
+    /// change commits onto, else the commit fails with a conflict.
+    pub fn remove_files(mut self, files: impl IntoIterator<Item = FileKey>) -> Self {
+        self.removed.extend(files);
+        self
     }
 
     /// Extra summary properties (for example `engine-name`).
@@ -63,42 +136,34 @@ impl SnapshotProducer {
         self.snapshot_id
     }
 
+    /// The files the last produced snapshot removed.
+    pub fn removed_files(&self) -> &[DataFile] {
+        &self.removed_files
+    }
+
     async fn write_added_manifests(&mut self, base: &Table) -> Result<Vec<ManifestFile>> {
         if let Some(m) = &self.added_manifests {
             return Ok(m.clone());
         }
         let md = base.metadata();
-        let io = base.storage().file_io();
-        // Added files are written with the table's default partition spec.
-        let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
-        if !self.added.is_empty() {
-            by_spec.insert(md.default_partition_spec_id(), self.added.clone());
+        // One manifest per (spec, data or deletes).
+        let mut groups: BTreeMap<(i32, bool), Vec<DataFile>> = BTreeMap::new();
+        for (spec_id, f) in &self.added {
+            let spec_id = if *spec_id < 0 {
+                md.default_partition_spec_id()
+            } else {
+                *spec_id
+            };
+            let deletes = f.content_type() != DataContentType::Data;
+            groups.entry((spec_id, deletes)).or_default().push(f.clone());
         }
-        let schema = md.current_schema().clone();
         let mut out = Vec::new();
-        for (i, (spec_id, files)) in by_spec.into_iter().enumerate() {
-            let spec = md.partition_spec_by_id(spec_id).ok_or_else(|| {
-                Error::invalid(format!(
-                    "data file refers to partition spec {spec_id}, which table {} does not have",
-                    base.name()
-                ))
-            })?;
+        for (i, ((spec_id, deletes), files)) in groups.into_iter().enumerate() {
             let path = join(
                 md.location(),
                 &format!("metadata/{}-m{i}.avro", self.commit_uuid),
             );
-            let output = io.new_output(&path)?;
-            let b = ManifestWriterBuilder::new(
-                output,
-                Some(self.snapshot_id),
-                schema.clone(),
-                spec.as_ref().clone(),
-            );
-            let mut w = match md.format_version() {
-                FormatVersion::V1 => b.build_v1(),
-                FormatVersion::V2 => b.build_v2_data(),
-                FormatVersion::V3 => b.build_v3_data(),
-            };
+            let mut w = self.manifest_writer(base, spec_id, deletes, &path)?;
             for f in files {
                 // A negative sequence number leaves it null: inherited from the manifest list.
                 w.add_file(f, -1)?;
@@ -109,16 +174,148 @@ impl SnapshotProducer {
         Ok(out)
     }
 
+    fn manifest_writer(
+        &self,
+        base: &Table,
+        spec_id: i32,
+        deletes: bool,
+        path: &str,
+    ) -> Result<iceberg::spec::ManifestWriter> {
+        let md = base.metadata();
+        let spec = md.partition_spec_by_id(spec_id).ok_or_else(|| {
+            Error::invalid(format!(
+                "a file refers to partition spec {spec_id}, which table {} does not have",
+                base.name()
+            ))
+        })?;
+        let output = base.storage().file_io().new_output(path)?;
+        let b = ManifestWriterBuilder::new(
+            output,
+            Some(self.snapshot_id),
+            md.current_schema().clone(),
+            spec.as_ref().clone(),
+        );
+        Ok(match (md.format_version(), deletes) {
+            (FormatVersion::V1, false) => b.build_v1(),
+            (FormatVersion::V1, true) => {
+                return Err(Error::unsupported(format!(
+                    "table {} is format v1, which has no delete files; upgrade it to v2 (format-version=2)",
+                    base.name()
+                )))
+            }
+            (FormatVersion::V2, false) => b.build_v2_data(),
+            (FormatVersion::V2, true) => b.build_v2_deletes(),
+            (FormatVersion::V3, false) => b.build_v3_data(),
+            (FormatVersion::V3, true) => b.build_v3_deletes(),
+        })
+    }
+
+    /// Carries the base's manifests over, rewriting those that hold removed files.
+    async fn carry_over(
+        &mut self,
+        base: &Table,
+        existing: Vec<ManifestFile>,
+    ) -> Result<Vec<ManifestFile>> {
+        if self.removed.is_empty() {
+            return Ok(existing);
+        }
+        let io = base.storage().file_io();
+        let v3 = base.metadata().format_version() == FormatVersion::V3;
+        let mut out = Vec::with_capacity(existing.len());
+        let mut found: HashSet<FileKey> = HashSet::new();
+        for (i, mf) in existing.into_iter().enumerate() {
+            if !mf.has_added_files() && !mf.has_existing_files() {
+                out.push(mf);
+                continue;
+            }
+            let m = mf.load_manifest(&io).await.map_err(|e| {
+                Error::corrupt(format!(
+                    "manifest '{}' of table {} cannot be read: {}",
+                    mf.manifest_path,
+                    base.name(),
+                    e.message()
+                ))
+            })?;
+            let hits = m
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive() && self.removed.contains(&FileKey::of(e.data_file())))
+                .count();
+            if hits == 0 {
+                out.push(mf);
+                continue;
+            }
+            let path = join(
+                base.metadata().location(),
+                &format!(
+                    "metadata/{}-r{}-{i}.avro",
+                    self.commit_uuid, self.attempt
+                ),
+            );
+            let deletes = mf.content == ManifestContentType::Deletes;
+            let mut w = self.manifest_writer(base, mf.partition_spec_id, deletes, &path)?;
+            self.rewritten.push(path);
+            // First row ids of data files that inherit them from the manifest (v3).
+            let mut next_row_id = mf.first_row_id.map(|r| r as i64);
+            for e in m.entries() {
+                let f = e.data_file();
+                let inherited = if v3 && !deletes && f.first_row_id().is_none() {
+                    let id = next_row_id;
+                    if let Some(n) = next_row_id.as_mut() {
+                        *n += f.record_count() as i64;
+                    }
+                    id
+                } else {
+                    f.first_row_id()
+                };
+                if !e.is_alive() {
+                    continue;
+                }
+                let file = if inherited != f.first_row_id() {
+                    with_first_row_id(f, inherited)?
+                } else {
+                    f.clone()
+                };
+                let seq = e.sequence_number().unwrap_or(0);
+                let file_seq = e.file_sequence_number.unwrap_or(seq);
+                let key = FileKey::of(f);
+                if self.removed.contains(&key) {
+                    found.insert(key);
+                    self.removed_files.push(f.clone());
+                    w.add_delete_file(file, seq, Some(file_seq))?;
+                } else {
+                    let sid = e.snapshot_id().unwrap_or(self.snapshot_id);
+                    w.add_existing_file(file, sid, seq, Some(file_seq))?;
+                }
+            }
+            out.push(w.write_manifest_file().await?);
+        }
+        if let Some(missing) = self.removed.iter().find(|k| !found.contains(k)) {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "file '{}' is no longer live in table {} (a concurrent commit removed it); redo the operation",
+                    missing.path,
+                    base.name()
+                ),
+            ));
+        }
+        Ok(out)
+    }
+
     /// Metadata files the last produced version dropped from its metadata log
     /// (`write.metadata.previous-versions-max`).
     pub fn expired_metadata_files(&self) -> &[String] {
         &self.expired_metadata
     }
 
-    /// Deletes the manifest list of the last (failed) attempt.
+    /// Deletes the manifest list and rewritten manifests of the last (failed) attempt.
     pub async fn discard_attempt(&mut self, storage: &crate::storage::Storage) {
         if let Some(l) = self.last_list.take() {
             let _ = storage.delete(&l).await;
+        }
+        for m in self.rewritten.drain(..) {
+            let _ = storage.delete(&m).await;
         }
     }
 
@@ -149,6 +346,8 @@ impl SnapshotProducer {
                 })?;
             existing = list.consume_entries().into_iter().collect::<Vec<_>>();
         }
+        self.removed_files.clear();
+        let existing = self.carry_over(base, existing).await?;
         let seq = md.next_sequence_number();
         let list_path = join(
             md.location(),
@@ -178,8 +377,11 @@ impl SnapshotProducer {
         lw.close().await?;
 
         let mut counts = SummaryCounts::default();
-        for f in &self.added {
+        for (_, f) in &self.added {
             counts.add(f);
+        }
+        for f in &self.removed_files {
+            counts.remove(f);
         }
         let mut props = counts.build(parent.as_ref().map(|p| &p.summary().additional_properties));
         props.extend(self.properties.clone());

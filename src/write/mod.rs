@@ -1,11 +1,14 @@
-//! Writers: Arrow → Parquet data files. Nothing here commits; see [`crate::txn`].
+//! Writers: Arrow → Parquet data files and delete files. Nothing here commits; see
+//! [`crate::txn`].
 
 mod conform;
 mod data;
+mod deletes;
 mod metrics;
 mod partition;
 mod progress;
 
 pub use conform::Conformer;
 pub use data::DataWriter;
+pub use deletes::DeleteFileWriter;
 pub use progress::WriteProgress;

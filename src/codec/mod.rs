@@ -1,0 +1,3 @@
+//! Binary codecs of the spec that the `iceberg` crate lacks. Pure: no I/O.
+
+pub mod dv;

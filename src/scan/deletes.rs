@@ -1,0 +1,333 @@
+//! Loading delete files: position delete files and deletion vectors become per-data-file
+//! position bitmaps, equality delete files a hash set of encoded keys. Each delete file is
+//! read once per scan, however many data files it applies to.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::row::{RowConverter, SortField};
+use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow_schema::DataType;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::{DataContentType, DataFileFormat};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use roaring::RoaringTreemap;
+
+use super::delete_index::{canonical_path, DeleteEntry, FILE_PATH_FIELD_ID, POS_FIELD_ID};
+use crate::codec::dv;
+use crate::error::{Error, Result};
+use crate::expr::column_by_field_id;
+use crate::spec::Schema;
+use crate::storage::Storage;
+
+/// The deletes that apply to one data file, ready to apply while reading it.
+#[derive(Debug, Default, Clone)]
+pub struct FileDeletes {
+    /// Deleted row positions (from position delete files and deletion vectors).
+    pub positions: Option<RoaringTreemap>,
+    /// Equality delete sets.
+    pub equality: Vec<Arc<EqualityDeletes>>,
+}
+
+impl FileDeletes {
+    /// Whether nothing is deleted.
+    pub fn is_empty(&self) -> bool {
+        self.positions.as_ref().is_none_or(|p| p.is_empty()) && self.equality.is_empty()
+    }
+
+    /// Field ids the equality deletes compare.
+    pub fn equality_field_ids(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self
+            .equality
+            .iter()
+            .flat_map(|e| e.field_ids.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Rows of `batch` that no equality delete removes (`None`: all survive).
+    pub fn equality_survivors(&self, batch: &RecordBatch) -> Result<Option<BooleanArray>> {
+        let mut keep: Option<BooleanArray> = None;
+        for e in &self.equality {
+            let m = e.survivors(batch)?;
+            keep = Some(match keep {
+                None => m,
+                Some(k) => arrow_arith::boolean::and(&k, &m)?,
+            });
+        }
+        Ok(keep)
+    }
+}
+
+/// The keys of one equality delete file.
+#[derive(Debug)]
+pub struct EqualityDeletes {
+    /// The compared field ids.
+    pub field_ids: Vec<i32>,
+    types: Vec<DataType>,
+    converter: RowConverter,
+    keys: HashSet<Box<[u8]>>,
+}
+
+impl EqualityDeletes {
+    fn columns(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+        self.field_ids
+            .iter()
+            .zip(&self.types)
+            .map(|(id, t)| {
+                let c = column_by_field_id(batch, *id)?;
+                Ok(if c.data_type() == t {
+                    c
+                } else {
+                    arrow_cast::cast(&c, t)?
+                })
+            })
+            .collect()
+    }
+
+    /// `false` for rows whose key is deleted (NULL keys match NULL).
+    pub fn survivors(&self, batch: &RecordBatch) -> Result<BooleanArray> {
+        let rows = self.converter.convert_columns(&self.columns(batch)?)?;
+        Ok(rows
+            .iter()
+            .map(|r| Some(!self.keys.contains(r.as_ref())))
+            .collect())
+    }
+}
+
+enum Loaded {
+    Positions(HashMap<String, RoaringTreemap>),
+    Vector(RoaringTreemap),
+    Equality(Arc<EqualityDeletes>),
+}
+
+/// Delete files of a scan, loaded.
+#[derive(Default)]
+pub struct LoadedDeletes {
+    files: HashMap<String, Loaded>,
+}
+
+impl std::fmt::Debug for LoadedDeletes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LoadedDeletes({} files)", self.files.len())
+    }
+}
+
+fn key(e: &DeleteEntry) -> String {
+    format!(
+        "{}#{}",
+        e.file.file_path(),
+        e.file.content_offset().unwrap_or(-1)
+    )
+}
+
+impl LoadedDeletes {
+    /// Reads every delete file in `entries` (each once; up to 8 at a time).
+    pub async fn load<'a>(
+        storage: &Storage,
+        schema: &Schema,
+        entries: impl IntoIterator<Item = &'a DeleteEntry>,
+        table: &str,
+    ) -> Result<Self> {
+        let mut unique: HashMap<String, &DeleteEntry> = HashMap::new();
+        for e in entries {
+            unique.entry(key(e)).or_insert(e);
+        }
+        let arrow_schema = iceberg::arrow::schema_to_arrow_schema(schema)?;
+        let files = futures::stream::iter(unique)
+            .map(|(k, e)| {
+                let arrow_schema = &arrow_schema;
+                async move {
+                    let loaded = load_one(storage, schema, arrow_schema, e)
+                        .await
+                        .map_err(|err| err.context(format!("table {table}")))?;
+                    Ok::<_, Error>((k, loaded))
+                }
+            })
+            .buffer_unordered(8)
+            .try_collect()
+            .await?;
+        Ok(Self { files })
+    }
+
+    /// The deletes of one data file, given the delete files that apply to it.
+    pub fn for_file(&self, data_path: &str, deletes: &[DeleteEntry]) -> FileDeletes {
+        let path = canonical_path(data_path);
+        let mut out = FileDeletes::default();
+        let mut add = |bm: &RoaringTreemap| match &mut out.positions {
+            Some(p) => *p |= bm,
+            None => out.positions = Some(bm.clone()),
+        };
+        for d in deletes {
+            match self.files.get(&key(d)) {
+                Some(Loaded::Positions(m)) => {
+                    if let Some(bm) = m.get(path) {
+                        add(bm)
+                    }
+                }
+                Some(Loaded::Vector(bm)) => add(bm),
+                Some(Loaded::Equality(e)) => out.equality.push(e.clone()),
+                None => {}
+            }
+        }
+        out
+    }
+}
+
+async fn load_one(
+    storage: &Storage,
+    schema: &Schema,
+    arrow_schema: &arrow_schema::Schema,
+    e: &DeleteEntry,
+) -> Result<Loaded> {
+    let f = &e.file;
+    let path = f.file_path();
+    match (f.content_type(), f.file_format()) {
+        (DataContentType::PositionDeletes, DataFileFormat::Puffin) => {
+            let (Some(off), Some(len)) = (f.content_offset(), f.content_size_in_bytes()) else {
+                return Err(Error::corrupt(format!(
+                    "deletion vector in '{path}' has no content_offset/content_size_in_bytes"
+                )));
+            };
+            let (off, len) = (off as u64, len as u64);
+            let blob = storage
+                .get_range(path, off..off + len)
+                .await
+                .map_err(|err| err.context(format!("deletion vector file '{path}'")))?;
+            if blob.len() as u64 != len {
+                return Err(Error::corrupt(format!(
+                    "deletion vector file '{path}' is truncated (wanted {len} bytes at {off})"
+                )));
+            }
+            let what = format!("at offset {off} of '{path}'");
+            let bm = dv::decode(&blob, Some(f.record_count()), &what)?;
+            Ok(Loaded::Vector(bm))
+        }
+        (DataContentType::PositionDeletes, _) => {
+            let batches = read_parquet(storage, path).await?;
+            let mut m: HashMap<String, RoaringTreemap> = HashMap::new();
+            // Rows are sorted by file path: collect each file's run before looking it up.
+            let mut cur: Option<(String, RoaringTreemap)> = None;
+            for b in batches {
+                let files = column_by_field_id(&b, FILE_PATH_FIELD_ID)
+                    .or_else(|_| by_name(&b, "file_path"))?;
+                let files = arrow_cast::cast(&files, &DataType::Utf8)?;
+                let files = files
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .ok_or_else(|| bad_pos(path))?;
+                let pos = column_by_field_id(&b, POS_FIELD_ID).or_else(|_| by_name(&b, "pos"))?;
+                let pos = pos
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .ok_or_else(|| bad_pos(path))?;
+                for i in 0..b.num_rows() {
+                    if files.is_null(i) || pos.is_null(i) || pos.value(i) < 0 {
+                        return Err(bad_pos(path));
+                    }
+                    let fp = canonical_path(files.value(i));
+                    if cur.as_ref().map(|(f, _)| f.as_str()) != Some(fp) {
+                        if let Some((f, bm)) = cur.take() {
+                            *m.entry(f).or_default() |= bm;
+                        }
+                        cur = Some((fp.to_string(), RoaringTreemap::new()));
+                    }
+                    if let Some((_, bm)) = &mut cur {
+                        bm.insert(pos.value(i) as u64);
+                    }
+                }
+            }
+            if let Some((f, bm)) = cur.take() {
+                *m.entry(f).or_default() |= bm;
+            }
+            Ok(Loaded::Positions(m))
+        }
+        (DataContentType::EqualityDeletes, _) => {
+            let ids = f.equality_ids().unwrap_or_default();
+            if ids.is_empty() {
+                return Err(Error::corrupt(format!(
+                    "equality delete file '{path}' has no equality_ids"
+                )));
+            }
+            let mut types = Vec::new();
+            for id in &ids {
+                let field = schema.field_by_id(*id).ok_or_else(|| {
+                    Error::unsupported(format!(
+                        "equality delete file '{path}' compares field id {id}, which the table schema does not have"
+                    ))
+                })?;
+                let t = arrow_schema
+                    .fields()
+                    .iter()
+                    .find(|af| af.name() == &field.name)
+                    .map(|af| af.data_type().clone())
+                    .ok_or_else(|| {
+                        Error::unsupported(format!(
+                            "equality delete file '{path}': nested equality field '{}' is not supported",
+                            field.name
+                        ))
+                    })?;
+                types.push(t);
+            }
+            let converter =
+                RowConverter::new(types.iter().map(|t| SortField::new(t.clone())).collect())?;
+            let mut set = EqualityDeletes {
+                field_ids: ids,
+                types,
+                converter,
+                keys: HashSet::new(),
+            };
+            for b in read_parquet(storage, path).await? {
+                let cols = set
+                    .columns(&b)
+                    .map_err(|err| err.context(format!("equality delete file '{path}'")))?;
+                let rows = set.converter.convert_columns(&cols)?;
+                for r in rows.iter() {
+                    set.keys.insert(r.as_ref().into());
+                }
+            }
+            Ok(Loaded::Equality(Arc::new(set)))
+        }
+        (DataContentType::Data, _) => Err(Error::corrupt(format!(
+            "data file '{path}' listed in a delete manifest"
+        ))),
+    }
+}
+
+fn bad_pos(path: &str) -> Error {
+    Error::corrupt(format!(
+        "position delete file '{path}' is malformed: it needs non-null file_path (string) and pos (long) columns"
+    ))
+}
+
+fn by_name(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
+    b.column_by_name(name)
+        .cloned()
+        .ok_or_else(|| Error::corrupt(format!("position delete file has no '{name}' column")))
+}
+
+/// Reads a (small) delete file whole.
+async fn read_parquet(storage: &Storage, path: &str) -> Result<Vec<RecordBatch>> {
+    let bytes: Bytes = storage
+        .get(path)
+        .await
+        .map_err(|e| e.context(format!("delete file '{path}'")))?;
+    let p = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        let corrupt = |e: parquet::errors::ParquetError| {
+            Error::corrupt(format!("delete file '{p}' cannot be read: {e}"))
+        };
+        ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map_err(corrupt)?
+            .with_batch_size(65536)
+            .build()
+            .map_err(corrupt)?
+            .map(|b| b.map_err(|e| Error::corrupt(format!("delete file '{p}': {e}"))))
+            .collect::<Result<Vec<_>>>()
+    })
+    .await
+    .map_err(|e| Error::io("delete file reader task failed").with_source(e))?
+}

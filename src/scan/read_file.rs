@@ -1,0 +1,210 @@
+//! Reading one data file with its deletes applied: deleted positions are skipped (a
+//! `RowSelection` on the direct path, a mask on the general one), equality deletes and the
+//! residual row filter are evaluated on the decoded rows, and each surviving row's position in
+//! the file can be returned with it (what row-level writes need).
+
+use std::sync::Arc;
+
+use arrow_array::{Array, BooleanArray, RecordBatch, UInt64Array};
+use arrow_schema::SchemaRef as ArrowSchemaRef;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use iceberg::arrow::ArrowReader;
+use iceberg::expr::BoundPredicate;
+use iceberg::scan::FileScanTask;
+use roaring::RoaringTreemap;
+
+use super::deletes::FileDeletes;
+use super::direct;
+use crate::error::{Error, Result};
+use crate::expr::filter_mask;
+use crate::storage::Storage;
+
+/// Rows of a file with their positions (`None` unless asked for).
+pub type PositionedBatch = (RecordBatch, Option<UInt64Array>);
+
+/// What to read from one file.
+pub(super) struct FileRead {
+    pub storage: Storage,
+    pub reader: ArrowReader,
+    /// Projection: the output columns first, then those only the deletes or filter need.
+    pub task: FileScanTask,
+    /// The Arrow schema of `task.project_field_ids` (for the direct path).
+    pub target: ArrowSchemaRef,
+    /// How many leading columns are returned.
+    pub output_columns: usize,
+    pub deletes: FileDeletes,
+    pub filter: Option<BoundPredicate>,
+    pub with_positions: bool,
+    pub batch_size: usize,
+    pub table: String,
+}
+
+/// Tracks the file positions of the rows a reader returns, in order.
+struct PositionCursor {
+    next: u64,
+    deleted: Option<RoaringTreemap>,
+    /// The reader already skipped deleted rows.
+    skipped: bool,
+}
+
+impl PositionCursor {
+    /// Positions of the next `n` rows, and a keep-mask when deleted rows are still in them.
+    fn advance(&mut self, n: usize, want: bool) -> (Option<Vec<u64>>, Option<BooleanArray>) {
+        match (&self.deleted, self.skipped) {
+            (Some(d), true) => {
+                if !want {
+                    return (None, None);
+                }
+                let mut out = Vec::with_capacity(n);
+                while out.len() < n {
+                    if !d.contains(self.next) {
+                        out.push(self.next);
+                    }
+                    self.next += 1;
+                }
+                (Some(out), None)
+            }
+            (Some(d), false) => {
+                let start = self.next;
+                self.next += n as u64;
+                let keep: BooleanArray = (start..self.next).map(|p| Some(!d.contains(p))).collect();
+                (want.then(|| (start..self.next).collect()), Some(keep))
+            }
+            (None, _) => {
+                let start = self.next;
+                self.next += n as u64;
+                (want.then(|| (start..self.next).collect()), None)
+            }
+        }
+    }
+}
+
+fn and(a: Option<BooleanArray>, b: Option<BooleanArray>) -> Result<Option<BooleanArray>> {
+    Ok(match (a, b) {
+        (Some(a), Some(b)) => Some(arrow_arith::boolean::and(&a, &b)?),
+        (a, b) => a.or(b),
+    })
+}
+
+impl FileRead {
+    fn finish(
+        &self,
+        batch: RecordBatch,
+        cursor: &mut PositionCursor,
+    ) -> Result<Option<PositionedBatch>> {
+        let (positions, keep) = cursor.advance(batch.num_rows(), self.with_positions);
+        let mut keep = and(keep, self.deletes.equality_survivors(&batch)?)?;
+        if let Some(f) = &self.filter {
+            keep = and(keep, Some(filter_mask(f, &batch)?))?;
+        }
+        let positions = positions.map(UInt64Array::from);
+        let (batch, positions) = match keep {
+            Some(k) if k.true_count() < k.len() => (
+                arrow_select::filter::filter_record_batch(&batch, &k)?,
+                match positions {
+                    Some(p) => Some(
+                        arrow_select::filter::filter(&p, &k)?
+                            .as_any()
+                            .downcast_ref::<UInt64Array>()
+                            .cloned()
+                            .ok_or_else(|| Error::io("filtering positions"))?,
+                    ),
+                    None => None,
+                },
+            ),
+            _ => (batch, positions),
+        };
+        if batch.num_rows() == 0 {
+            return Ok(None);
+        }
+        let batch = if batch.num_columns() > self.output_columns {
+            batch.project(&(0..self.output_columns).collect::<Vec<_>>())?
+        } else {
+            batch
+        };
+        Ok(Some((batch, positions)))
+    }
+
+    /// Streams the file's surviving rows.
+    pub async fn read(self) -> Result<BoxStream<'static, Result<PositionedBatch>>> {
+        let path = self.task.data_file_path.clone();
+        let deleted = self.deletes.positions.clone().filter(|d| !d.is_empty());
+        let direct = direct::open(
+            &self.storage,
+            &path,
+            &self.target,
+            self.batch_size,
+            deleted.clone(),
+        )
+        .await
+        .map_err(|e| e.context(format!("table {}", self.table)))?;
+        let (stream, skipped) = match direct {
+            Some(s) => (s, true),
+            None => {
+                let one = futures::stream::iter([Ok(self.task.clone())]).boxed();
+                let table = self.table.clone();
+                let p = path.clone();
+                let s = self
+                    .reader
+                    .clone()
+                    .read(one)
+                    .map_err(|e| super::read_error(&table, &p, e))?
+                    .stream()
+                    .map(move |b| {
+                        b.and_then(super::plain_batch)
+                            .map_err(|e| super::read_error(&table, &p, e))
+                    })
+                    .boxed();
+                (s, false)
+            }
+        };
+        let mut cursor = PositionCursor {
+            next: 0,
+            deleted,
+            skipped,
+        };
+        let this = Arc::new(self);
+        Ok(stream
+            .filter_map(move |b| {
+                let out = b.and_then(|b| this.finish(b, &mut cursor)).transpose();
+                async move { out }
+            })
+            .boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_positions() {
+        let mut d = RoaringTreemap::new();
+        d.extend([1u64, 2, 5]);
+        let mut c = PositionCursor {
+            next: 0,
+            deleted: Some(d.clone()),
+            skipped: true,
+        };
+        assert_eq!(c.advance(3, true).0.unwrap(), vec![0, 3, 4]);
+        assert_eq!(c.advance(2, true).0.unwrap(), vec![6, 7]);
+        let mut c = PositionCursor {
+            next: 0,
+            deleted: Some(d),
+            skipped: false,
+        };
+        let (p, k) = c.advance(4, true);
+        assert_eq!(p.unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(
+            k.unwrap().iter().map(|v| v.unwrap()).collect::<Vec<_>>(),
+            vec![true, false, false, true]
+        );
+        let sel = direct::selection(7, &{
+            let mut d = RoaringTreemap::new();
+            d.extend([1u64, 2, 5]);
+            d
+        });
+        assert_eq!(sel.row_count(), 4);
+    }
+}

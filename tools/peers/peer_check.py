@@ -17,7 +17,9 @@ CHECKS.json is a JSON list of objects:
       "ref": "my-branch",                             # optional, alternative to snapshot_id (branch/tag name,
                                                       #   resolved from the metadata's "refs")
       "engines": ["duckdb", "pyiceberg", "spark"],    # optional, default: all three
-      "allow_moved_paths": false                      # optional, DuckDB only (relocated tables)
+      "allow_moved_paths": false,                     # optional, DuckDB only (relocated tables)
+      "refuse": ["pyiceberg"]                         # optional: engines that must REFUSE this read
+                                                      #   (raise), e.g. pyiceberg 0.12 on equality deletes
     }
 
 For every (check, engine) one JSON line is printed on stdout:
@@ -28,8 +30,11 @@ plus, when ok is false, "missing" (expected rows the engine did not return) and
 "unexpected" (rows the engine returned that were not expected), each at most
 --max-diff canonical rows (a row = JSON list of canonical strings / null, in
 the expected file's column order), and "error" if the engine raised. A skipped engine
-prints {"name", "engine", "skipped": reason, "ok": true}. Exit code 0 only if
-every line is ok.
+prints {"name", "engine", "skipped": reason, "ok": true}. For an engine listed
+in the check's "refuse" the read must raise: it prints {"name", "engine",
+"refused": true, "ok": true, "reason": "<the error>"}; if the engine returned
+rows instead it prints {"name", "engine", "refused": false, "ok": false, "rows": n}.
+Exit code 0 only if every line is ok.
 
 Comparison: the engine's result is projected onto the expected file's columns
 (by name), every value is turned into a canonical string by canon() (guided
@@ -349,6 +354,18 @@ def main(argv=None) -> int:
                     continue
                 if engine == "spark" and no_spark:
                     rec.update(skipped="FLOE_PEERS_NO_SPARK=1", ok=True)
+                    emit(rec)
+                    continue
+                if engine in (check.get("refuse") or []):
+                    try:
+                        n, _raw = getattr(eng, engine)(check, columns, snap)
+                        rec.update(refused=False, ok=False, rows=n,
+                                   error="expected the engine to refuse this read, but it returned rows")
+                    except Exception as e:
+                        msg = str(e).strip().splitlines()
+                        rec.update(refused=True, ok=True,
+                                   reason=f"{type(e).__name__}: {' | '.join(msg[:3])}"[:500])
+                    all_ok = all_ok and rec["ok"]
                     emit(rec)
                     continue
                 try:

@@ -15,11 +15,13 @@
 //! | [`table`] | a loaded table; catalog-less opening of metadata files / directories | yes |
 //! | [`scan`] | scan planning (pure) and reading to Arrow | yes |
 //! | [`write`] | Arrow to Parquet data files (partitioned, sorted, rolled); commits nothing | yes |
+//! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
 //! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`] | yes |
 
 mod arrow_layout;
 pub mod catalog;
 pub mod codec;
+pub mod dml;
 pub mod error;
 pub mod expr;
 pub mod scan;

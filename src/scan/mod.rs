@@ -208,6 +208,34 @@ pub struct ScanPlan {
     filter: Option<BoundPredicate>,
 }
 
+impl ScanPlan {
+    /// Keeps only the files `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&PlannedFile) -> bool) {
+        let keep: Vec<bool> = self.files.iter().map(&mut keep).collect();
+        let mut it = keep.iter();
+        self.files.retain(|_| *it.next().unwrap_or(&false));
+        let mut it = keep.iter();
+        self.tasks.retain(|_| *it.next().unwrap_or(&false));
+        let mut it = keep.iter();
+        self.deletes.retain(|_| *it.next().unwrap_or(&false));
+    }
+
+    /// Reads every row of the planned files: the filter still pruned files, but no longer
+    /// filters rows (row-level writes evaluate their own condition).
+    pub fn without_row_filter(mut self) -> Self {
+        self.filter = None;
+        for t in &mut self.tasks {
+            t.predicate = None;
+        }
+        self
+    }
+
+    /// Positions already deleted in file `i` (position deletes and deletion vectors).
+    pub fn deleted_positions(&self, i: usize) -> Option<&roaring::RoaringTreemap> {
+        self.deletes.get(i).and_then(|d| d.positions.as_ref())
+    }
+}
+
 impl Scan {
     /// A full scan of the current snapshot.
     pub fn new(table: &Table) -> Self {

@@ -7,7 +7,7 @@ mod properties;
 
 pub use ddl::{parse_schema, schema_from_arrow};
 pub use layout::{parse_partition_spec, parse_sort_order};
-pub use properties::{MetricsMode, TableProperties, WriteMode};
+pub use properties::{DeleteGranularity, IsolationLevel, MetricsMode, TableProperties, WriteMode};
 
 pub use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, Datum, FormatVersion, Literal, ManifestContentType,

@@ -51,6 +51,24 @@ pub enum WriteMode {
     MergeOnRead,
 }
 
+/// `write.{delete,update,merge}.isolation-level`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsolationLevel {
+    /// No data file matching the operation's filter may be added concurrently (default).
+    Serializable,
+    /// Only concurrent removals of, or deletes against, the same data files conflict.
+    Snapshot,
+}
+
+/// `write.delete.granularity`: how position delete files are grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteGranularity {
+    /// One position delete file per data file (default, as Iceberg Java since 1.8).
+    File,
+    /// One position delete file per partition.
+    Partition,
+}
+
 /// The properties floe honours, parsed once.
 #[derive(Debug, Clone)]
 pub struct TableProperties {
@@ -86,6 +104,14 @@ pub struct TableProperties {
     pub update_mode: WriteMode,
     /// `write.merge.mode`.
     pub merge_mode: WriteMode,
+    /// `write.delete.isolation-level`.
+    pub delete_isolation: IsolationLevel,
+    /// `write.update.isolation-level`.
+    pub update_isolation: IsolationLevel,
+    /// `write.merge.isolation-level`.
+    pub merge_isolation: IsolationLevel,
+    /// `write.delete.granularity`.
+    pub delete_granularity: DeleteGranularity,
     /// `gc.enabled` (true).
     pub gc_enabled: bool,
     /// `write.data.path` (`<location>/data`).
@@ -113,6 +139,27 @@ fn mode(p: &HashMap<String, String>, k: &str) -> Result<WriteMode> {
         Some("merge-on-read") => Ok(WriteMode::MergeOnRead),
         Some(v) => Err(Error::invalid(format!(
             "table property {k}='{v}': expected copy-on-write or merge-on-read"
+        ))),
+    }
+}
+
+fn isolation(p: &HashMap<String, String>, k: &str) -> Result<IsolationLevel> {
+    match p.get(k).map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("serializable") => Ok(IsolationLevel::Serializable),
+        Some("snapshot") => Ok(IsolationLevel::Snapshot),
+        Some(v) => Err(Error::invalid(format!(
+            "table property {k}='{v}': expected serializable or snapshot"
+        ))),
+    }
+}
+
+fn granularity(p: &HashMap<String, String>) -> Result<DeleteGranularity> {
+    let k = "write.delete.granularity";
+    match p.get(k).map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("file") => Ok(DeleteGranularity::File),
+        Some("partition") => Ok(DeleteGranularity::Partition),
+        Some(v) => Err(Error::invalid(format!(
+            "table property {k}='{v}': expected file or partition"
         ))),
     }
 }
@@ -169,6 +216,10 @@ impl TableProperties {
             delete_mode: mode(p, "write.delete.mode")?,
             update_mode: mode(p, "write.update.mode")?,
             merge_mode: mode(p, "write.merge.mode")?,
+            delete_isolation: isolation(p, "write.delete.isolation-level")?,
+            update_isolation: isolation(p, "write.update.isolation-level")?,
+            merge_isolation: isolation(p, "write.merge.isolation-level")?,
+            delete_granularity: granularity(p)?,
             gc_enabled: p
                 .get("gc.enabled")
                 .map(|v| v.trim() != "false")

@@ -11,7 +11,7 @@ use iceberg::spec::Operation;
 
 pub use commit::{commit, load_changes, snapshots_since, NoValidation, Validation};
 pub use producer::{new_snapshot_id, FileKey, SnapshotProducer};
-pub use validate::{ChangedFile, CommittedChange, IsolationLevel, RowLevelValidation};
+pub use validate::{ChangedFile, CommittedChange, RowLevelValidation};
 pub use summary::SummaryCounts;
 
 use crate::catalog::Catalog;

@@ -11,7 +11,7 @@ use super::commit::Validation;
 use crate::error::{Error, ErrorKind, Result};
 use crate::expr::{file_may_match, partition_matches};
 use crate::scan::{canonical_path, PartitionFilters};
-use crate::spec::{DataContentType, DataFile, Struct, TableMetadata};
+use crate::spec::{DataContentType, DataFile, IsolationLevel, Struct, TableMetadata};
 
 /// A file a committed snapshot added or removed.
 #[derive(Debug, Clone)]
@@ -33,28 +33,6 @@ pub struct CommittedChange {
     pub added: Vec<ChangedFile>,
     /// Files it removed.
     pub removed: Vec<ChangedFile>,
-}
-
-/// `write.{delete,update,merge}.isolation-level`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IsolationLevel {
-    /// No new data matching the operation's filter may appear concurrently (default).
-    Serializable,
-    /// Only concurrent deletes against the same rows conflict.
-    Snapshot,
-}
-
-impl IsolationLevel {
-    /// Parses a property value.
-    pub fn parse(v: &str, key: &str) -> Result<Self> {
-        match v.to_ascii_lowercase().as_str() {
-            "serializable" => Ok(Self::Serializable),
-            "snapshot" => Ok(Self::Snapshot),
-            _ => Err(Error::invalid(format!(
-                "{key}='{v}': expected 'serializable' or 'snapshot'"
-            ))),
-        }
-    }
 }
 
 /// The preconditions of a row-level change (DELETE, UPDATE, MERGE, compaction):

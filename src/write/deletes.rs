@@ -51,16 +51,17 @@ impl DeleteFileWriter {
         })
     }
 
-    fn location(&mut self, spec: &PartitionSpec, partition: &Struct, suffix: &str) -> String {
-        let dir = if spec.is_unpartitioned() {
-            self.data_path.clone()
-        } else {
+    /// A new file's path: in the partition's directory, or the data root for `None`.
+    fn location(&mut self, partition: Option<(&PartitionSpec, &Struct)>, suffix: &str) -> String {
+        let dir = if let Some((spec, partition)) = partition.filter(|(s, _)| !s.is_unpartitioned()) {
             let key = PartitionKey::new(
                 spec.clone(),
                 self.table.metadata().current_schema().clone(),
                 partition.clone(),
             );
             join(&self.data_path, &key.to_path())
+        } else {
+            self.data_path.clone()
         };
         self.seq += 1;
         let p = join(&dir, &format!("{:05}-{}-{suffix}", self.seq, self.commit_uuid));
@@ -118,7 +119,7 @@ impl DeleteFileWriter {
             ],
         )?;
         let props = writer_properties(&self.table.properties()?, &[])?;
-        let path = self.location(spec, partition, "deletes.parquet");
+        let path = self.location(Some((spec, partition)), "deletes.parquet");
         let out = self.table.storage().file_io().new_output(&path)?;
         let mut w = ParquetWriterBuilder::new(props, schema).build(out).await?;
         w.write(&batch).await?;
@@ -146,9 +147,7 @@ impl DeleteFileWriter {
         if vectors.is_empty() {
             return Ok(vec![]);
         }
-        let md = self.table.metadata();
-        let unpartitioned = md.default_partition_spec().as_ref().clone();
-        let path = self.location(&unpartitioned, &Struct::empty(), "deletes.puffin");
+        let path = self.location(None, "deletes.puffin");
         let out = self.table.storage().file_io().new_output(&path)?;
         let mut w = PuffinWriter::new(
             &out,
@@ -238,7 +237,7 @@ impl DeleteFileWriter {
             .collect::<Result<Vec<_>>>()?;
         let batch = RecordBatch::try_new(arrow, cols)?;
         let props = writer_properties(&self.table.properties()?, &[])?;
-        let path = self.location(spec, partition, "eq-deletes.parquet");
+        let path = self.location(Some((spec, partition)), "eq-deletes.parquet");
         let out = self.table.storage().file_io().new_output(&path)?;
         let mut w = ParquetWriterBuilder::new(props, eq_schema)
             .build(out)

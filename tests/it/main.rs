@@ -5,6 +5,7 @@ mod bad_input;
 mod catalog;
 mod cli;
 mod common;
+mod dml;
 mod fixtures;
 mod interop;
 mod tidy;

@@ -1,0 +1,383 @@
+//! The row-level write engine shared by DELETE, UPDATE and MERGE.
+//!
+//! 1. Plan the files that may hold affected rows (pruned by the operation's filter).
+//! 2. Read their live rows with positions; a [`RowChanger`] says which rows go away and which
+//!    new rows replace them (written as new data files, partitioned by the current spec).
+//! 3. Copy-on-write: rewrite each touched file without its removed rows.
+//!    Merge-on-read: position delete files (v2) or deletion vectors (v3, merged with the
+//!    file's previous one) for the removed rows.
+//!    Either way, a file that loses every row is dropped whole.
+//! 4. Commit one snapshot, validated against what was committed meanwhile.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow_array::{BooleanArray, RecordBatch};
+use futures::StreamExt;
+use iceberg::expr::{Bind, Predicate};
+use iceberg::spec::Operation;
+use roaring::RoaringTreemap;
+
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::scan::{PlannedFile, Scan, SnapshotSelector};
+use crate::spec::{
+    DataContentType, DataFile, DeleteGranularity, FormatVersion, PartitionSpec, Struct, WriteMode,
+};
+use crate::table::Table;
+use crate::txn::{commit, FileKey, RowLevelValidation, SnapshotProducer};
+use crate::write::{DataWriter, DeleteFileWriter};
+
+/// Which statement runs (selects the `write.*.mode` and `write.*.isolation-level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowLevelKind {
+    /// DELETE.
+    Delete,
+    /// UPDATE.
+    Update,
+    /// MERGE.
+    Merge,
+}
+
+impl RowLevelKind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Delete => "delete",
+            Self::Update => "update",
+            Self::Merge => "merge",
+        }
+    }
+}
+
+/// Decides, batch by batch, what happens to the live rows of the files read.
+pub trait RowChanger: Send {
+    /// Columns the changer reads (`None`: all of them).
+    fn columns(&self) -> Option<Vec<String>>;
+
+    /// For a batch of live rows: which rows go away (`true`), and new rows to write
+    /// (deleted rows' replacements; any column order, matched to the table by name).
+    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)>;
+
+    /// New rows to write once every row was seen (MERGE's `WHEN NOT MATCHED`).
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        Ok(vec![])
+    }
+}
+
+/// What a row-level statement did.
+#[derive(Debug, Clone)]
+pub struct RowLevelResult {
+    /// The table at the new version (unchanged if nothing was affected).
+    pub table: Table,
+    /// The new snapshot (`None` when no row was affected).
+    pub snapshot_id: Option<i64>,
+    /// The mode used.
+    pub mode: WriteMode,
+    /// Rows removed (deleted, or replaced by their updated version).
+    pub removed_rows: u64,
+    /// Rows written (updated and inserted).
+    pub written_rows: u64,
+    /// Data files dropped (rewritten or emptied).
+    pub removed_data_files: usize,
+    /// Data files added.
+    pub added_data_files: usize,
+    /// Delete files added.
+    pub added_delete_files: usize,
+    /// Bytes of every added file.
+    pub written_bytes: u64,
+}
+
+/// Per planned file: rows seen and positions removed.
+#[derive(Default)]
+struct FileState {
+    live_rows: u64,
+    removed: RoaringTreemap,
+}
+
+/// Runs a row-level change on `table`. `filter` prunes the files read (it must hold for every
+/// row the changer may remove; `None` reads the whole table).
+pub async fn run(
+    catalog: &Catalog,
+    table: &Table,
+    kind: RowLevelKind,
+    filter: Option<Predicate>,
+    changer: &mut dyn RowChanger,
+) -> Result<RowLevelResult> {
+    let props = table.properties()?;
+    let (mode, isolation) = match kind {
+        RowLevelKind::Delete => (props.delete_mode, props.delete_isolation),
+        RowLevelKind::Update => (props.update_mode, props.update_isolation),
+        RowLevelKind::Merge => (props.merge_mode, props.merge_isolation),
+    };
+    let version = table.metadata().format_version();
+    if mode == WriteMode::MergeOnRead && version == FormatVersion::V1 {
+        return Err(Error::unsupported(format!(
+            "table {} is format v1, which has no delete files, so write.{}.mode=merge-on-read cannot apply; \
+             upgrade it (format-version=2) or use copy-on-write",
+            table.name(),
+            kind.name()
+        )));
+    }
+    let snapshot_id = table.current_snapshot().map(|s| s.snapshot_id());
+    let at = |s: Scan| match snapshot_id {
+        Some(id) => s.snapshot(SnapshotSelector::Id(id)),
+        None => s,
+    };
+    let mut scan = at(Scan::new(table));
+    if let Some(f) = &filter {
+        scan = scan.filter(f.clone());
+    }
+    if let Some(cols) = changer.columns() {
+        scan = scan.select(cols);
+    }
+    let plan = scan.plan().await?.without_row_filter();
+    let files: Vec<PlannedFile> = plan.files.clone();
+    let previous: Vec<Option<RoaringTreemap>> = (0..files.len())
+        .map(|i| plan.deleted_positions(i).cloned())
+        .collect();
+    let mut states: Vec<FileState> = (0..files.len()).map(|_| FileState::default()).collect();
+    let mut data = DataWriter::new(table)?;
+    let mut deletes = DeleteFileWriter::new(table)?;
+
+    let outcome = async {
+        let mut stream = scan.read_positioned(plan, true)?;
+        while let Some(item) = stream.next().await {
+            let (i, (batch, positions)) = item?;
+            let positions = positions
+                .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+            let (remove, new_rows) = changer.change(&batch)?;
+            let st = &mut states[i];
+            st.live_rows += batch.num_rows() as u64;
+            for (r, gone) in remove.iter().enumerate() {
+                if gone == Some(true) {
+                    st.removed.insert(positions.value(r));
+                }
+            }
+            if let Some(b) = new_rows {
+                if b.num_rows() > 0 {
+                    data.write(b).await?;
+                }
+            }
+        }
+        for b in changer.finish()? {
+            if b.num_rows() > 0 {
+                data.write(b).await?;
+            }
+        }
+        let mut producer_removed: Vec<FileKey> = Vec::new();
+        let mut touched = Vec::new();
+        let mut removed_rows = 0u64;
+        let mut removed_data_files = 0usize;
+        let mut rewrite: Vec<usize> = Vec::new();
+        let mut new_positions: Vec<(usize, RoaringTreemap)> = Vec::new();
+        for (i, st) in states.iter_mut().enumerate() {
+            if st.removed.is_empty() {
+                continue;
+            }
+            let f = &files[i];
+            removed_rows += st.removed.len();
+            touched.push((f.file.clone(), f.spec.clone()));
+            let whole = st.removed.len() == st.live_rows;
+            if whole || mode == WriteMode::CopyOnWrite {
+                producer_removed.push(FileKey::of(&f.file));
+                producer_removed.extend(file_scoped_deletes(f));
+                removed_data_files += 1;
+                if !whole {
+                    rewrite.push(i);
+                }
+            } else {
+                new_positions.push((i, std::mem::take(&mut st.removed)));
+            }
+        }
+        // Copy-on-write: the touched files again, whole, without their removed rows.
+        if !rewrite.is_empty() {
+            let keep: std::collections::HashSet<&str> =
+                rewrite.iter().map(|&i| files[i].file.file_path()).collect();
+            let mut plan = at(Scan::new(table)).plan().await?;
+            plan.retain(|p| keep.contains(p.file.file_path()));
+            let order: Vec<usize> = plan
+                .files
+                .iter()
+                .map(|p| {
+                    rewrite
+                        .iter()
+                        .copied()
+                        .find(|&i| files[i].file.file_path() == p.file.file_path())
+                        .unwrap_or(usize::MAX)
+                })
+                .collect();
+            let mut stream = at(Scan::new(table)).read_positioned(plan, true)?;
+            while let Some(item) = stream.next().await {
+                let (j, (batch, positions)) = item?;
+                let positions = positions
+                    .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+                let removed = &states
+                    .get(order[j])
+                    .ok_or_else(|| Error::io("rewritten file lost"))?
+                    .removed;
+                let keep: BooleanArray = positions
+                    .values()
+                    .iter()
+                    .map(|p| Some(!removed.contains(*p)))
+                    .collect();
+                let b = arrow_select::filter::filter_record_batch(&batch, &keep)?;
+                if b.num_rows() > 0 {
+                    data.write(b).await?;
+                }
+            }
+        }
+        // Merge-on-read: delete files for the removed positions.
+        let mut added_deletes: Vec<(i32, DataFile)> = Vec::new();
+        if !new_positions.is_empty() {
+            if version == FormatVersion::V3 {
+                let mut vectors = Vec::new();
+                for (i, p) in new_positions {
+                    let f = &files[i];
+                    let mut all = p;
+                    if let Some(prev) = &previous[i] {
+                        all |= prev;
+                    }
+                    producer_removed.extend(file_scoped_deletes(f));
+                    vectors.push((&f.file, f.spec.spec_id(), all));
+                }
+                for dv in deletes.write_deletion_vectors(&vectors).await? {
+                    let spec_id = vectors
+                        .iter()
+                        .find(|(f, _, _)| Some(f.file_path().to_string()) == dv.referenced_data_file())
+                        .map(|(_, s, _)| *s)
+                        .unwrap_or(0);
+                    added_deletes.push((spec_id, dv));
+                }
+            } else {
+                let mut groups: BTreeMap<(i32, String), (Arc<PartitionSpec>, Struct, Vec<(String, RoaringTreemap)>)> =
+                    BTreeMap::new();
+                for (i, p) in new_positions {
+                    let f = &files[i];
+                    let key = match props.delete_granularity {
+                        DeleteGranularity::File => (f.spec.spec_id(), f.file.file_path().to_string()),
+                        DeleteGranularity::Partition => {
+                            (f.spec.spec_id(), format!("{:?}", f.partition))
+                        }
+                    };
+                    groups
+                        .entry(key)
+                        .or_insert_with(|| (f.spec.clone(), f.partition.clone(), Vec::new()))
+                        .2
+                        .push((f.file.file_path().to_string(), p));
+                }
+                for (_, (spec, partition, entries)) in groups {
+                    let df = deletes
+                        .write_position_deletes(&spec, &partition, &entries)
+                        .await?;
+                    added_deletes.push((spec.spec_id(), df));
+                }
+            }
+        }
+        let written_rows = data.rows_written();
+        Ok::<_, Error>((
+            producer_removed,
+            touched,
+            removed_rows,
+            removed_data_files,
+            added_deletes,
+            written_rows,
+        ))
+    }
+    .await;
+    let (removed, touched, removed_rows, removed_data_files, added_deletes, written_rows) =
+        match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                data.abort(table.storage()).await;
+                deletes.abort().await;
+                return Err(e);
+            }
+        };
+    let added_data = match data.close().await {
+        Ok(f) => f,
+        Err(e) => {
+            deletes.abort().await;
+            return Err(e);
+        }
+    };
+    let nothing = removed.is_empty() && added_data.is_empty() && added_deletes.is_empty();
+    let written_bytes = added_data
+        .iter()
+        .chain(added_deletes.iter().map(|(_, f)| f))
+        .map(|f| f.file_size_in_bytes())
+        .sum::<u64>();
+    let mut result = RowLevelResult {
+        table: table.clone(),
+        snapshot_id: None,
+        mode,
+        removed_rows,
+        written_rows,
+        removed_data_files,
+        added_data_files: added_data.len(),
+        added_delete_files: added_deletes.len(),
+        written_bytes,
+    };
+    if nothing {
+        return Ok(result);
+    }
+    let operation = if added_data.is_empty() {
+        Operation::Delete
+    } else {
+        Operation::Overwrite
+    };
+    let written: Vec<String> = added_data
+        .iter()
+        .map(|f| f.file_path().to_string())
+        .chain(deletes.written().iter().cloned())
+        .collect();
+    let mut by_spec: HashMap<i32, Vec<DataFile>> = HashMap::new();
+    for (s, f) in added_deletes {
+        by_spec.entry(s).or_default().push(f);
+    }
+    let mut producer = SnapshotProducer::new(operation, added_data).remove_files(removed);
+    for (s, fs) in by_spec {
+        producer = producer.add_files(s, fs);
+    }
+    let conflict_filter = match &filter {
+        Some(f) => Some(
+            f.clone()
+                .bind(table.metadata().current_schema().clone(), false)
+                .map_err(|e| Error::invalid(format!("filter on table {}: {}", table.name(), e.message())))?,
+        ),
+        None => None,
+    };
+    let validation = RowLevelValidation {
+        isolation,
+        conflict_filter,
+        touched,
+        table: table.name(),
+    };
+    match commit(catalog, table, &mut producer, &validation).await {
+        Ok(t) => {
+            result.table = t;
+            result.snapshot_id = Some(producer.snapshot_id());
+            Ok(result)
+        }
+        Err(e) => {
+            if e.kind() != crate::ErrorKind::CommitStateUnknown {
+                for p in written {
+                    let _ = table.storage().delete(&p).await;
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Keys of the delete files that only concern `f` (its deletion vector, file-scoped position
+/// deletes): they go away with it or are replaced by a merged deletion vector.
+fn file_scoped_deletes(f: &PlannedFile) -> Vec<FileKey> {
+    f.deletes
+        .iter()
+        .filter(|d| {
+            d.file.content_type() == DataContentType::PositionDeletes
+                && d.file.referenced_data_file().is_some()
+        })
+        .map(|d| FileKey::of(&d.file))
+        .collect()
+}

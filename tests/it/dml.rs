@@ -1,0 +1,162 @@
+//! Row-level changes (DELETE / UPDATE / MERGE) in every write mode: after each statement
+//! floe's scan must equal an independent model (the same SQL run by DuckDB on a plain copy of
+//! the rows), and DuckDB, pyiceberg and Spark must read every snapshot row for row.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use floe::catalog::{Catalog, TableCreation};
+use floe::spec::{parse_partition_spec, parse_schema, FormatVersion};
+use floe::table::parse_ident;
+use floe::txn::append;
+use floe::Table;
+
+use crate::common::*;
+
+/// One table under test and the model of its rows.
+struct Case {
+    label: String,
+    table: Table,
+    work: PathBuf,
+    model: PathBuf,
+    step: usize,
+    checks: Vec<Check>,
+    eq_deletes: bool,
+}
+
+async fn create(
+    cat: &Catalog,
+    work: &Path,
+    label: &str,
+    partition: Option<&str>,
+    fv: FormatVersion,
+    props: &[(&str, &str)],
+) -> Case {
+    let schema = parse_schema(WIDE_DDL).unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    c.format_version = fv;
+    if let Some(p) = partition {
+        c.partition_spec = parse_partition_spec(p, &schema).unwrap();
+    }
+    c.properties = props
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect::<HashMap<_, _>>();
+    let t = cat
+        .create_table(&parse_ident(&format!("dml.{label}")).unwrap(), c)
+        .await
+        .unwrap();
+    let batches = vec![wide_batch(0, 700), wide_batch(700, 650)];
+    let r1 = append(cat, &t, vec![Ok(batches[0].clone())], None)
+        .await
+        .unwrap();
+    let r2 = append(cat, &r1.table, vec![Ok(batches[1].clone())], None)
+        .await
+        .unwrap();
+    let model = work.join(format!("{label}-model-0.parquet"));
+    write_parquet(&model, &batches);
+    Case {
+        label: label.to_string(),
+        table: r2.table,
+        work: work.to_path_buf(),
+        model,
+        step: 0,
+        checks: Vec::new(),
+        eq_deletes: false,
+    }
+}
+
+impl Case {
+    /// Runs `sql` on the model; then checks floe's current scan against it and queues the
+    /// peer check of this snapshot.
+    async fn expect(&mut self, py: &Path, model_sql: &str, source: Option<&Path>) {
+        self.step += 1;
+        let next = self
+            .work
+            .join(format!("{}-model-{}.parquet", self.label, self.step));
+        let mut cmd = Command::new(py);
+        cmd.arg(repo().join("tools/peers/duckdb_model.py"))
+            .arg(&self.model)
+            .arg(&next);
+        if let Some(s) = source {
+            cmd.arg("--source").arg(s);
+        }
+        let out = cmd.arg(model_sql).output().unwrap();
+        assert!(
+            out.status.success(),
+            "model failed for {model_sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.model = next;
+        let actual = self
+            .work
+            .join(format!("{}-floe-{}.parquet", self.label, self.step));
+        floe_expected(&self.table, None, &actual).await;
+        let cmp = Command::new(py)
+            .arg(repo().join("tools/peers/compare_parquet.py"))
+            .arg(&self.model)
+            .arg(&actual)
+            .output()
+            .unwrap();
+        assert!(
+            cmp.status.success(),
+            "{} after `{model_sql}`: floe differs from the model:\n{}{}",
+            self.label,
+            String::from_utf8_lossy(&cmp.stdout),
+            String::from_utf8_lossy(&cmp.stderr)
+        );
+        let sid = self.table.current_snapshot().map(|s| s.snapshot_id());
+        self.checks.push(Check {
+            name: format!("{}@{}", self.label, self.step),
+            metadata: self.table.metadata_location().to_string(),
+            snapshot_id: sid,
+            expected: self.model.to_string_lossy().to_string(),
+            engines: None,
+        });
+    }
+}
+
+fn statements() -> Vec<&'static str> {
+    vec![
+        "small = 3 OR small = 50",
+        "cat = 'beta' AND id < 400",
+        "id >= 1300",
+        "name IS NULL OR k = 5",
+    ]
+}
+
+async fn delete_case(py: &Path, cat: &Catalog, work: &Path, label: &str, partition: Option<&str>, fv: FormatVersion, props: &[(&str, &str)]) -> Case {
+    let mut case = create(cat, work, label, partition, fv, props).await;
+    for w in statements() {
+        let schema = case.table.metadata().current_schema().clone();
+        let p = floe::expr::parse_predicate(w, &schema).unwrap();
+        let r = floe::dml::delete_where(cat, &case.table, p).await.unwrap();
+        assert!(r.snapshot_id.is_some(), "{label}: `{w}` deleted nothing");
+        case.table = r.table;
+        case.expect(py, &format!("DELETE FROM t WHERE {w}"), None).await;
+    }
+    case
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_in_every_mode_matches_the_model_and_the_peers() {
+    let Some(py) = peers_python() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (_d, cat) = fs_catalog();
+    let mor = [
+        ("write.delete.mode", "merge-on-read"),
+        ("write.update.mode", "merge-on-read"),
+        ("write.merge.mode", "merge-on-read"),
+    ];
+    let mut cases = Vec::new();
+    cases.push(delete_case(&py, &cat, work.path(), "cow_v2", Some("cat"), FormatVersion::V2, &[]).await);
+    cases.push(delete_case(&py, &cat, work.path(), "mor_v2", None, FormatVersion::V2, &mor).await);
+    let mut part = mor.to_vec();
+    part.push(("write.delete.granularity", "partition"));
+    cases.push(delete_case(&py, &cat, work.path(), "mor_v2_part", Some("bucket(4, id)"), FormatVersion::V2, &part).await);
+    cases.push(delete_case(&py, &cat, work.path(), "mor_v3", Some("cat"), FormatVersion::V3, &mor).await);
+    cases.push(delete_case(&py, &cat, work.path(), "cow_v3", None, FormatVersion::V3, &[]).await);
+    let checks: Vec<Check> = cases.iter().flat_map(|c| c.checks.clone()).collect();
+    peer_check(&py, work.path(), &checks);
+}

@@ -907,3 +907,215 @@ fn expr(e: &sql::Expr) -> Result<Expr> {
         other => return Err(unsupported("expression", other, other)),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(s: &str) -> Expr {
+        parse_expr(s).unwrap()
+    }
+
+    #[test]
+    fn delete_and_update() {
+        let s = parse_statement("DELETE FROM db.t x WHERE x.id = 1 AND t.name IS NULL").unwrap();
+        assert_eq!(
+            s,
+            Statement::Delete {
+                table: "db.t".into(),
+                predicate: Some(e("id = 1 AND name IS NULL")),
+            }
+        );
+        assert_eq!(
+            parse_statement("delete from t").unwrap(),
+            Statement::Delete {
+                table: "t".into(),
+                predicate: None
+            }
+        );
+        let s = parse_statement("UPDATE db.t SET a = a + 1, t.b = upper(b) WHERE id IN (1, 2);")
+            .unwrap();
+        assert_eq!(
+            s,
+            Statement::Update {
+                table: "db.t".into(),
+                assignments: vec![("a".into(), e("a + 1")), ("b".into(), e("upper(b)"))],
+                predicate: Some(e("id IN (1, 2)")),
+            }
+        );
+        assert_eq!(
+            parse_assignments("a = a + 1, b = upper(b)").unwrap(),
+            vec![("a".into(), e("a + 1")), ("b".into(), e("upper(b)"))]
+        );
+    }
+
+    #[test]
+    fn merge_with_all_clause_kinds() {
+        let sql = "MERGE INTO db.target AS t USING 'data/up dates.parquet' AS s \
+                   ON t.id = s.id AND s.region = t.region \
+                   WHEN MATCHED AND s.op = 'delete' THEN DELETE \
+                   WHEN MATCHED THEN UPDATE SET v = s.v, target.n = t.n + 1 \
+                   WHEN NOT MATCHED AND s.v > 0 THEN INSERT (id, region, v) VALUES (s.id, s.region, s.v) \
+                   WHEN NOT MATCHED BY SOURCE AND t.v < 0 THEN DELETE \
+                   WHEN NOT MATCHED BY SOURCE THEN UPDATE SET v = 0";
+        let Statement::Merge(m) = parse_statement(sql).unwrap() else {
+            panic!("not a merge")
+        };
+        assert_eq!(m.target, "db.target");
+        assert_eq!(m.target_alias.as_deref(), Some("t"));
+        assert_eq!(m.source, MergeSource::Path("data/up dates.parquet".into()));
+        assert_eq!(m.source_qualifier(), "s");
+        assert_eq!(
+            m.on,
+            vec![
+                ("id".into(), "id".into()),
+                ("region".into(), "region".into())
+            ]
+        );
+        assert_eq!(m.clauses.len(), 5);
+        assert_eq!(
+            m.clauses[0],
+            MergeClause::Matched {
+                condition: Some(e("s.op = 'delete'")),
+                action: MatchedAction::Delete
+            }
+        );
+        // `target.n` (the table name) is normalised to the alias `t`.
+        assert_eq!(
+            m.clauses[1],
+            MergeClause::Matched {
+                condition: None,
+                action: MatchedAction::Update(vec![
+                    ("v".into(), e("s.v")),
+                    ("n".into(), e("t.n + 1"))
+                ])
+            }
+        );
+        assert_eq!(
+            m.clauses[2],
+            MergeClause::NotMatched {
+                condition: Some(e("s.v > 0")),
+                insert: Insert::Values {
+                    columns: vec!["id".into(), "region".into(), "v".into()],
+                    values: vec![e("s.id"), e("s.region"), e("s.v")]
+                }
+            }
+        );
+        assert_eq!(
+            m.clauses[3],
+            MergeClause::NotMatchedBySource {
+                condition: Some(e("t.v < 0")),
+                action: MatchedAction::Delete
+            }
+        );
+        assert!(matches!(
+            &m.clauses[4],
+            MergeClause::NotMatchedBySource { condition: None, action: MatchedAction::Update(a) } if a == &vec![("v".to_string(), e("0"))]
+        ));
+    }
+
+    #[test]
+    fn merge_star_and_table_source() {
+        let Statement::Merge(m) = parse_statement(
+            "MERGE INTO db.t USING db.updates ON t.id = updates.id \
+             WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+        )
+        .unwrap() else {
+            panic!("not a merge")
+        };
+        assert_eq!(m.source, MergeSource::Table("db.updates".into()));
+        assert_eq!(
+            (m.target_qualifier(), m.source_qualifier()),
+            ("t", "updates")
+        );
+        assert_eq!(m.on, vec![("id".into(), "id".into())]);
+        assert_eq!(
+            m.clauses,
+            vec![
+                MergeClause::Matched {
+                    condition: None,
+                    action: MatchedAction::UpdateStar
+                },
+                MergeClause::NotMatched {
+                    condition: None,
+                    insert: Insert::Star
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn expressions() {
+        assert_eq!(
+            e("-5 + x * 2.50"),
+            Expr::lit(Literal::Int(-5)).binary(
+                BinaryOp::Add,
+                Expr::col("x").binary(BinaryOp::Mul, Expr::lit(Literal::Decimal("2.50".into())))
+            )
+        );
+        assert_eq!(e("DATE '1970-01-02'"), Expr::lit(Literal::Date(1)));
+        assert_eq!(
+            e("TIMESTAMP '1970-01-01 00:00:01'"),
+            Expr::lit(Literal::Timestamp(1_000_000))
+        );
+        assert_eq!(e("1e3"), Expr::lit(Literal::Float(1000.0)));
+        assert_eq!(
+            e("CAST(a AS decimal(10,2))"),
+            Expr::Cast {
+                expr: Box::new(Expr::col("a")),
+                to: DataType::Decimal128(10, 2)
+            }
+        );
+        assert_eq!(
+            e("CAST(a AS long)"),
+            Expr::Cast {
+                expr: Box::new(Expr::col("a")),
+                to: DataType::Int64
+            }
+        );
+        assert_eq!(e("a || 'x'").to_string(), "a || 'x'",);
+        assert_eq!(
+            e("CASE WHEN a > 1 THEN 'big' ELSE 'small' END").to_string(),
+            "CASE WHEN a > 1 THEN 'big' ELSE 'small' END"
+        );
+        assert_eq!(
+            e("t.a BETWEEN 1 AND 2")
+                .columns()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            vec!["t.a".to_string()]
+        );
+        assert_eq!(
+            e("coalesce(a, b) = length(c)")
+                .columns()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            vec!["a", "b", "c"]
+        );
+    }
+
+    #[test]
+    fn errors() {
+        let err = |s: &str| parse_statement(s).unwrap_err().to_string();
+        let m = err("MERGE INTO t USING s ON t.id > s.id WHEN MATCHED THEN DELETE");
+        assert!(m.contains("is not an equality"), "{m}");
+        let m = err("MERGE INTO t USING s ON t.id = 5 WHEN MATCHED THEN DELETE");
+        assert!(m.contains("does not compare two columns"), "{m}");
+        let m = err("MERGE INTO t USING s ON id = id WHEN MATCHED THEN DELETE");
+        assert!(m.contains("qualify both"), "{m}");
+        let m = err("MERGE INTO t USING 'f.parquet' ON t.id = id WHEN MATCHED THEN DELETE");
+        assert!(m.contains("alias"), "{m}");
+        let m = err("DELETE FROM t WHERE id = = 1");
+        assert!(m.contains("Line: 1, Column: 26"), "{m}");
+        let m = err("SELECT 1");
+        assert!(m.contains("DELETE, UPDATE and MERGE"), "{m}");
+        let m = parse_expr("a = 1 b").unwrap_err().to_string();
+        assert!(m.contains("Column: 7"), "{m}");
+        let m = parse_expr("nosuch(a)").unwrap_err().to_string();
+        assert!(m.contains("unknown function 'nosuch'"), "{m}");
+        let m = parse_expr("DATE '2024-13-01'").unwrap_err().to_string();
+        assert!(m.contains("not a valid date"), "{m}");
+        let m = parse_assignments("a = 1, a = 2").unwrap_err().to_string();
+        assert!(m.contains("assigned twice"), "{m}");
+    }
+}

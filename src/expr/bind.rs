@@ -685,7 +685,17 @@ impl Binder<'_> {
         if op == BinaryOp::Div && is_integer(&t) {
             t = DataType::Float64;
         }
-        let (ln, rn) = (cast_node(ln, &t, e)?, cast_node(rn, &t, e)?);
+        // Decimal arithmetic keeps each side's own precision and scale (the kernel widens);
+        // an integer side becomes the decimal that holds it.
+        let side = |n: Node| -> Result<Node> {
+            match (&t, as_decimal(&n.ty)) {
+                (DataType::Decimal128(..), Some((p, s))) => {
+                    cast_node(n, &DataType::Decimal128(p, s), e)
+                }
+                _ => cast_node(n, &t, e),
+            }
+        };
+        let (ln, rn) = (side(ln)?, side(rn)?);
         let a = match op {
             BinaryOp::Add => Arith::Add,
             BinaryOp::Sub => Arith::Sub,
@@ -694,8 +704,7 @@ impl Binder<'_> {
             _ => Arith::Rem,
         };
         // The result type is whatever the kernel gives (decimals widen); ask it on empty input.
-        let empty = new_empty_array(&t);
-        let ty = super::eval::arith_kernel(a, &empty, &empty)
+        let ty = super::eval::arith_kernel(a, &new_empty_array(&ln.ty), &new_empty_array(&rn.ty))
             .map_err(|err| mismatch(e, err))?
             .data_type()
             .clone();

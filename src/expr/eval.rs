@@ -365,3 +365,354 @@ pub fn cast_to(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::parse_expr;
+    use arrow_array::{
+        Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, StringArray,
+        TimestampMicrosecondArray,
+    };
+    use arrow_schema::{Field, Schema, TimeUnit};
+
+    fn batch() -> RecordBatch {
+        let tz = Some("+00:00".into());
+        let schema = Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("n", DataType::Int32, true),
+            Field::new("name", DataType::Utf8, true),
+            Field::new("price", DataType::Decimal128(10, 2), true),
+            Field::new("x", DataType::Float64, true),
+            Field::new("d", DataType::Date32, true),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
+                true,
+            ),
+        ]);
+        let day = 19723; // 2024-01-01
+        let us = day as i64 * 86_400_000_000;
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Int64Array::from(vec![Some(1), Some(2), None, Some(4)])),
+                Arc::new(Int32Array::from(vec![Some(10), None, Some(0), Some(-3)])),
+                Arc::new(StringArray::from(vec![
+                    Some("ab"),
+                    Some("Cd"),
+                    None,
+                    Some("é"),
+                ])),
+                Arc::new(
+                    Decimal128Array::from(vec![Some(150), Some(1999), None, Some(5)])
+                        .with_precision_and_scale(10, 2)
+                        .unwrap(),
+                ),
+                Arc::new(Float64Array::from(vec![
+                    Some(0.5),
+                    None,
+                    Some(2.0),
+                    Some(-1.5),
+                ])),
+                Arc::new(Date32Array::from(vec![
+                    Some(day - 1),
+                    Some(day),
+                    None,
+                    Some(day + 1),
+                ])),
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![
+                        Some(us - 1),
+                        Some(us),
+                        None,
+                        Some(us + 86_400_000_000),
+                    ])
+                    .with_timezone_opt(tz),
+                ),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn eval(s: &str) -> ArrayRef {
+        let b = batch();
+        parse_expr(s)
+            .unwrap()
+            .bind(&b.schema())
+            .unwrap()
+            .evaluate(&b)
+            .unwrap()
+    }
+
+    fn pred(s: &str) -> Vec<bool> {
+        let b = batch();
+        let p = parse_expr(s).unwrap().bind_predicate(&b.schema()).unwrap();
+        p.evaluate_predicate(&b)
+            .unwrap()
+            .iter()
+            .map(|v| v.unwrap())
+            .collect()
+    }
+
+    fn bools(s: &str) -> Vec<Option<bool>> {
+        eval(s).as_boolean().iter().collect()
+    }
+
+    fn bind_err(s: &str) -> String {
+        let b = batch();
+        parse_expr(s)
+            .unwrap()
+            .bind(&b.schema())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn three_valued_logic() {
+        assert_eq!(
+            bools("id > 1"),
+            vec![Some(false), Some(true), None, Some(true)]
+        );
+        assert_eq!(
+            bools("id > 1 OR n = 10"),
+            vec![Some(true), Some(true), None, Some(true)]
+        );
+        assert_eq!(
+            bools("id > 1 AND n IS NULL"),
+            vec![Some(false), Some(true), Some(false), Some(false)]
+        );
+        assert_eq!(
+            bools("NOT (id > 1)"),
+            vec![Some(true), Some(false), None, Some(false)]
+        );
+        assert_eq!(bools("id = NULL"), vec![None, None, None, None]);
+        assert_eq!(pred("id > 1"), vec![false, true, false, true]);
+        assert_eq!(pred("NOT (id > 1)"), vec![true, false, false, false]);
+        assert_eq!(pred("NULL"), vec![false; 4]);
+        assert_eq!(pred("id IS NULL"), vec![false, false, true, false]);
+    }
+
+    #[test]
+    fn in_between_like() {
+        assert_eq!(pred("id IN (1, 4)"), vec![true, false, false, true]);
+        // x IN (1, NULL) is TRUE or NULL; NOT IN with a NULL is never TRUE.
+        assert_eq!(bools("id IN (1, NULL)"), vec![Some(true), None, None, None]);
+        assert_eq!(pred("id NOT IN (1, NULL)"), vec![false; 4]);
+        assert_eq!(pred("id NOT IN (1, 2)"), vec![false, false, false, true]);
+        assert_eq!(pred("id BETWEEN 2 AND 4"), vec![false, true, false, true]);
+        assert_eq!(
+            pred("id NOT BETWEEN 2 AND 3"),
+            vec![true, false, false, true]
+        );
+        assert_eq!(pred("name LIKE 'a%'"), vec![true, false, false, false]);
+        assert_eq!(pred("name ILIKE 'c_'"), vec![false, true, false, false]);
+    }
+
+    #[test]
+    fn arithmetic_and_coercion() {
+        let a = eval("id + n");
+        assert_eq!(a.data_type(), &DataType::Int64);
+        assert_eq!(
+            a.as_primitive::<arrow_array::types::Int64Type>()
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![Some(11), None, None, Some(1)]
+        );
+        // '/' is fractional; division by zero is NULL.
+        let a = eval("id / 2");
+        assert_eq!(
+            a.as_primitive::<arrow_array::types::Float64Type>()
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![Some(0.5), Some(1.0), None, Some(2.0)]
+        );
+        let a = eval("id / n");
+        assert!(a.is_null(2));
+        assert!(eval("id % n").is_null(2));
+        assert_eq!(eval("x / 0").null_count(), 4);
+        // int vs decimal vs double.
+        assert_eq!(pred("price > 1.5"), vec![false, true, false, false]);
+        assert_eq!(pred("price = 1.50"), vec![true, false, false, false]);
+        assert_eq!(pred("price >= 1"), vec![true, true, false, false]);
+        assert_eq!(pred("x < n"), vec![true, false, false, false]);
+        let a = eval("price * 2");
+        assert!(
+            matches!(a.data_type(), DataType::Decimal128(_, 2)),
+            "{}",
+            a.data_type()
+        );
+        assert_eq!(
+            arrow_cast::display::array_value_to_string(&a, 1).unwrap(),
+            "39.98"
+        );
+        assert_eq!(
+            eval("abs(n)")
+                .as_primitive::<arrow_array::types::Int32Type>()
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![Some(10), None, Some(0), Some(3)]
+        );
+        assert_eq!(pred("-id < -1"), vec![false, true, false, true]);
+    }
+
+    #[test]
+    fn dates_and_timestamps() {
+        assert_eq!(pred("ts >= '2024-01-01'"), vec![false, true, false, true]);
+        assert_eq!(
+            pred("ts >= TIMESTAMP '2024-01-01 00:00:00'"),
+            vec![false, true, false, true]
+        );
+        assert_eq!(
+            pred("ts < '2024-01-01T00:00:00-01:00'"),
+            vec![true, true, false, false]
+        );
+        assert_eq!(
+            pred("d = DATE '2024-01-01'"),
+            vec![false, true, false, false]
+        );
+        assert_eq!(pred("d > '2024-01-01'"), vec![false, false, false, true]);
+        assert_eq!(pred("ts >= d"), vec![true, true, false, true]);
+        assert!(bind_err("d = '2024-02-30'").contains("not a valid date"));
+    }
+
+    #[test]
+    fn case_coalesce_cast_concat() {
+        let a = eval("CASE WHEN id > 1 THEN 'big' WHEN id = 1 THEN 'one' END");
+        assert_eq!(
+            a.as_string::<i32>().iter().collect::<Vec<_>>(),
+            vec![Some("one"), Some("big"), None, Some("big")]
+        );
+        let a = eval("CASE n WHEN 10 THEN 1 WHEN 0 THEN 2.5 ELSE 0 END");
+        assert_eq!(
+            (0..4)
+                .map(|i| arrow_cast::display::array_value_to_string(&a, i).unwrap())
+                .collect::<Vec<_>>(),
+            vec!["1.0", "0.0", "2.5", "0.0"]
+        );
+        let a = eval("coalesce(n, id, -1)");
+        assert_eq!(
+            a.as_primitive::<arrow_array::types::Int64Type>()
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![Some(10), Some(2), Some(0), Some(-3)]
+        );
+        let a = eval("coalesce(name, 'none')");
+        assert_eq!(a.as_string::<i32>().value(2), "none");
+        let a = eval("CAST(id AS string) || '-' || upper(name)");
+        assert_eq!(
+            a.as_string::<i32>().iter().collect::<Vec<_>>(),
+            vec![Some("1-AB"), Some("2-CD"), None, Some("4-É")]
+        );
+        assert_eq!(eval("concat(name, '!')").as_string::<i32>().value(0), "ab!");
+        assert_eq!(
+            eval("length(name)")
+                .as_primitive::<arrow_array::types::Int32Type>()
+                .value(3),
+            1
+        );
+        let a = eval("CAST('12.5' AS decimal(5,2))");
+        assert_eq!(a.len(), 4);
+        assert_eq!(
+            arrow_cast::display::array_value_to_string(&a, 3).unwrap(),
+            "12.50"
+        );
+        let b = batch();
+        let e = parse_expr("CAST(name AS int)")
+            .unwrap()
+            .bind(&b.schema())
+            .unwrap();
+        assert!(e
+            .evaluate(&b)
+            .unwrap_err()
+            .to_string()
+            .contains("evaluating 'CAST(name AS int)'"));
+    }
+
+    #[test]
+    fn bind_errors() {
+        let m = bind_err("nope + 1");
+        assert!(
+            m.contains("unknown column 'nope'") && m.contains("available columns: id, n, name"),
+            "{m}"
+        );
+        let m = bind_err("'abc' + 1");
+        assert!(m.contains("type mismatch in ''abc' + 1'"), "{m}");
+        let m = bind_err("name = 5");
+        assert!(m.contains("cannot compare string with bigint"), "{m}");
+        let m = bind_err("id = 'abc'");
+        assert!(m.contains("'abc' is not a valid bigint"), "{m}");
+        assert!(bind_err("id AND n").contains("expected a condition"));
+        let b = batch();
+        let m = parse_expr("id + 1")
+            .unwrap()
+            .bind_predicate(&b.schema())
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("not a condition"), "{m}");
+    }
+
+    #[test]
+    fn qualified_columns() {
+        let schema = Schema::new(vec![
+            Field::new("t.id", DataType::Int64, true),
+            Field::new("s.id", DataType::Int64, true),
+            Field::new("s.v", DataType::Int64, true),
+        ]);
+        let b = RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2])),
+                Arc::new(Int64Array::from(vec![1, 3])),
+                Arc::new(Int64Array::from(vec![7, 8])),
+            ],
+        )
+        .unwrap();
+        let p = parse_expr("t.id = s.id AND v > 0")
+            .unwrap()
+            .bind(&b.schema())
+            .unwrap();
+        assert_eq!(
+            p.evaluate_predicate(&b).unwrap().iter().collect::<Vec<_>>(),
+            vec![Some(true), Some(false)]
+        );
+        let m = parse_expr("id = 1")
+            .unwrap()
+            .bind(&b.schema())
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("ambiguous") && m.contains("t.id, s.id"), "{m}");
+        let m = parse_expr("u.v = 1")
+            .unwrap()
+            .bind(&b.schema())
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("unknown column 'u.v'"), "{m}");
+    }
+
+    #[test]
+    fn cast_to_refuses_lossy() {
+        let s: ArrayRef = Arc::new(StringArray::from(vec![Some("12"), None, Some("abc")]));
+        let m = cast_to(&s, &DataType::Int64).unwrap_err().to_string();
+        assert!(m.contains("cannot store abc"), "{m}");
+        let ok: ArrayRef = Arc::new(StringArray::from(vec![Some("12"), None]));
+        let out = cast_to(&ok, &DataType::Int64).unwrap();
+        assert_eq!(
+            out.as_primitive::<arrow_array::types::Int64Type>().value(0),
+            12
+        );
+        let f: ArrayRef = Arc::new(Float64Array::from(vec![2.0, 2.5]));
+        assert!(cast_to(&f, &DataType::Int32)
+            .unwrap_err()
+            .to_string()
+            .contains("fractional"));
+        let big: ArrayRef = Arc::new(Int64Array::from(vec![1, i64::MAX]));
+        assert!(cast_to(&big, &DataType::Int32).is_err());
+        let i: ArrayRef = Arc::new(Int64Array::from(vec![3]));
+        let d = cast_to(&i, &DataType::Decimal128(10, 2)).unwrap();
+        assert_eq!(
+            arrow_cast::display::array_value_to_string(&d, 0).unwrap(),
+            "3.00"
+        );
+    }
+}

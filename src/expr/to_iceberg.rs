@@ -202,3 +202,64 @@ fn exact_for(l: &Literal, _d: &Datum, ty: &PrimitiveType) -> bool {
     };
     (v as f32) as f64 == v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::parse_expr;
+    use crate::spec::parse_schema;
+
+    fn conv(s: &str) -> Option<String> {
+        let schema = parse_schema(
+            "id long, n int, name string, ts timestamptz, t2 timestamp, d date, price decimal(10,2), f float",
+        )
+        .unwrap();
+        to_iceberg_predicate(&parse_expr(s).unwrap(), &schema).map(|p| p.to_string())
+    }
+
+    #[test]
+    fn converts_what_is_implied() {
+        assert_eq!(conv("id % 1000 = 7"), None);
+        assert_eq!(conv("id >= 10 AND id % 2 = 0").unwrap(), "id >= 10");
+        assert_eq!(conv("5 < id").unwrap(), "id > 5");
+        assert_eq!(conv("id >= 10 OR id % 2 = 0"), None);
+        assert_eq!(
+            conv("id = 1 OR name IS NULL").unwrap(),
+            "(id = 1) OR (name IS NULL)"
+        );
+        assert_eq!(conv("id IN (1, 2, NULL)").unwrap(), "id IN (1, 2)");
+        assert_eq!(
+            conv("id BETWEEN 1 AND 3").unwrap(),
+            "(id >= 1) AND (id <= 3)"
+        );
+        assert_eq!(conv("NOT (id = 3)").unwrap(), "NOT (id = 3)");
+        // NOT over a weakened AND would be wrong: no pruning.
+        assert_eq!(conv("NOT (id = 3 AND id % 2 = 0)"), None);
+        assert_eq!(conv("NOT (NOT (id = 3))"), None);
+        assert_eq!(conv("id = n"), None);
+        assert_eq!(conv("t.id = 1"), None);
+        assert_eq!(conv("price > 1.5").unwrap(), "price > 1.50");
+        assert_eq!(conv("price > 1.555"), None);
+        assert_eq!(conv("n > 1.5"), None);
+        assert_eq!(conv("f > 0.1"), None);
+        assert_eq!(conv("f > 0.5").unwrap(), "f > 0.5");
+        assert!(conv("d = '2024-01-01'").unwrap().starts_with("d = "));
+    }
+
+    #[test]
+    fn timestamps_become_timestamp_datums() {
+        let schema = parse_schema("ts timestamptz, t2 timestamp").unwrap();
+        let p = to_iceberg_predicate(&parse_expr("ts >= '2024-01-01'").unwrap(), &schema).unwrap();
+        let want = Reference::new("ts")
+            .greater_than_or_equal_to(Datum::timestamptz_micros(19723 * 86_400_000_000));
+        assert_eq!(p, want);
+        let p = to_iceberg_predicate(
+            &parse_expr("t2 < TIMESTAMP '2024-01-01 00:00:01'").unwrap(),
+            &schema,
+        )
+        .unwrap();
+        let want = Reference::new("t2")
+            .less_than(Datum::timestamp_micros(19723 * 86_400_000_000 + 1_000_000));
+        assert_eq!(p, want);
+    }
+}

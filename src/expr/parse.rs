@@ -5,6 +5,8 @@
 use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
 
+use super::literal::{datum_for, LitError, RawLit};
+
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -412,131 +414,28 @@ impl P<'_> {
                 };
             }
         }
-        let mismatch = |p: &Self, t: &Token, kind: &str| {
-            p.err_at(
-                t,
+        let raw = match &t.tok {
+            Tok::Num(n) => RawLit::Num(n),
+            Tok::Str(s) => RawLit::Str(s),
+            _ => return Err(self.err_at(&t, "expected a literal")),
+        };
+        datum_for(raw, ty).map_err(|e| match e {
+            LitError::Mismatch(kind) => self.err_at(
+                &t,
                 &format!("type mismatch: column '{col}' is {ty}, literal is {kind}"),
-            )
-        };
-        let bad = |p: &Self, t: &Token, e: iceberg::Error| {
-            p.err_at(
-                t,
-                &format!(
-                    "'{}' is not a valid {ty} for column '{col}': {}",
-                    t.text,
-                    e.message()
-                ),
-            )
-        };
-        match (&t.tok, ty) {
-            (Tok::Num(n), PrimitiveType::Int) => n.parse::<i32>().map(Datum::int).map_err(|_| {
-                self.err_at(&t, &format!("'{n}' is not a valid int for column '{col}'"))
-            }),
-            (Tok::Num(n), PrimitiveType::Long) => n.parse::<i64>().map(Datum::long).map_err(|_| {
-                self.err_at(&t, &format!("'{n}' is not a valid long for column '{col}'"))
-            }),
-            (Tok::Num(n), PrimitiveType::Float) => n
-                .parse::<f32>()
-                .map(Datum::float)
-                .map_err(|_| self.err_at(&t, &format!("'{n}' is not a valid float"))),
-            (Tok::Num(n), PrimitiveType::Double) => n
-                .parse::<f64>()
-                .map(Datum::double)
-                .map_err(|_| self.err_at(&t, &format!("'{n}' is not a valid double"))),
-            (Tok::Num(n) | Tok::Str(n), PrimitiveType::Decimal { precision, scale }) => {
-                decimal(n, *precision, *scale).ok_or_else(|| {
-                    self.err_at(&t, &format!("'{n}' is not a valid {ty} for column '{col}'"))
-                })
-            }
-            (Tok::Str(s), PrimitiveType::String) => Ok(Datum::string(s)),
-            (Tok::Str(s), PrimitiveType::Date) => {
-                Datum::date_from_str(s).map_err(|e| bad(self, &t, e))
-            }
-            (Tok::Str(s), PrimitiveType::Time) => {
-                Datum::time_from_str(s).map_err(|e| bad(self, &t, e))
-            }
-            (Tok::Str(s), PrimitiveType::Timestamp) => {
-                Datum::timestamp_from_str(s.trim().replace(' ', "T"))
-                    .or_else(|_| Datum::date_from_str(s).map(|d| day_to_ts(&d, false)))
-                    .map_err(|e| bad(self, &t, e))
-            }
-            (Tok::Str(s), PrimitiveType::Timestamptz) => tstz(s).ok_or_else(|| {
+            ),
+            LitError::Invalid(detail) => {
+                let v = match raw {
+                    RawLit::Num(v) | RawLit::Str(v) => v,
+                };
+                let detail = detail.map(|d| format!(": {d}")).unwrap_or_default();
                 self.err_at(
                     &t,
-                    &format!("'{s}' is not a valid timestamptz for column '{col}'"),
+                    &format!("'{v}' is not a valid {ty} for column '{col}'{detail}"),
                 )
-            }),
-            (Tok::Str(s), PrimitiveType::Uuid) => {
-                Datum::uuid_from_str(s).map_err(|e| bad(self, &t, e))
             }
-            (Tok::Str(s), PrimitiveType::Boolean) => {
-                Datum::bool_from_str(s).map_err(|e| bad(self, &t, e))
-            }
-            (Tok::Str(s), PrimitiveType::Binary) => Ok(Datum::binary(s.as_bytes().to_vec())),
-            (Tok::Num(_), _) => Err(mismatch(self, &t, "a number")),
-            (Tok::Str(_), _) => Err(mismatch(self, &t, "a string")),
-            _ => Err(self.err_at(&t, "expected a literal")),
-        }
+        })
     }
-}
-
-fn day_to_ts(d: &Datum, tz: bool) -> Datum {
-    let days = match d.literal() {
-        iceberg::spec::PrimitiveLiteral::Int(v) => *v as i64,
-        _ => 0,
-    };
-    let micros = days * 86_400_000_000;
-    if tz {
-        Datum::timestamptz_micros(micros)
-    } else {
-        Datum::timestamp_micros(micros)
-    }
-}
-
-fn tstz(s: &str) -> Option<Datum> {
-    let s = s.trim().replace(' ', "T");
-    if let Ok(d) = Datum::timestamptz_from_str(&s) {
-        return Some(d);
-    }
-    // No offset given: read as UTC.
-    if let Ok(d) = Datum::timestamp_from_str(&s) {
-        if let iceberg::spec::PrimitiveLiteral::Long(v) = d.literal() {
-            return Some(Datum::timestamptz_micros(*v));
-        }
-    }
-    Datum::date_from_str(&s).ok().map(|d| day_to_ts(&d, true))
-}
-
-fn decimal(s: &str, precision: u32, scale: u32) -> Option<Datum> {
-    let s = s.trim();
-    let (sign, digits) = match s.strip_prefix('-') {
-        Some(r) => ("-", r),
-        None => ("", s.strip_prefix('+').unwrap_or(s)),
-    };
-    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    if frac.len() > scale as usize
-        || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
-        || (int.is_empty() && frac.is_empty())
-    {
-        return None;
-    }
-    let int = if int.is_empty() { "0" } else { int };
-    let padded = format!(
-        "{sign}{int}.{frac}{}",
-        "0".repeat(scale as usize - frac.len())
-    );
-    let padded = if scale == 0 {
-        format!("{sign}{int}")
-    } else {
-        padded
-    };
-    Datum::decimal_from_str(padded)
-        .ok()?
-        .to(&Type::Primitive(PrimitiveType::Decimal {
-            precision,
-            scale,
-        }))
-        .ok()
 }
 
 #[cfg(test)]

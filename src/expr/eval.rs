@@ -227,7 +227,12 @@ impl BoundExpr {
                 let mut acc = self.eval(els, batch)?;
                 for (cond, then) in branches.iter().rev() {
                     let c = self.eval(cond, batch)?.expand(rows)?;
-                    let mask = prep_null_mask_filter(&bools(&c, &self.text)?);
+                    let mask = bools(&c, &self.text)?;
+                    let mask = if mask.null_count() > 0 {
+                        prep_null_mask_filter(&mask)
+                    } else {
+                        mask
+                    };
                     let t = self.eval(then, batch)?;
                     acc = Val::Array(zip(&mask, t.datum(), acc.datum())?);
                 }

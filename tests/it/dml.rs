@@ -22,7 +22,6 @@ struct Case {
     model: PathBuf,
     step: usize,
     checks: Vec<Check>,
-    eq_deletes: bool,
 }
 
 async fn create(
@@ -63,7 +62,6 @@ async fn create(
         model,
         step: 0,
         checks: Vec::new(),
-        eq_deletes: false,
     }
 }
 
@@ -117,30 +115,51 @@ impl Case {
     }
 }
 
-fn statements() -> Vec<&'static str> {
-    vec![
-        "small = 3 OR small = 50",
-        "cat = 'beta' AND id < 400",
-        "id >= 1300",
-        "name IS NULL OR k = 5",
-    ]
-}
+/// Statements run on every table: `{t}` is the table, `{s}` the MERGE source.
+const STATEMENTS: &[&str] = &[
+    "DELETE FROM {t} WHERE id % 7 = 3",
+    "UPDATE {t} SET a = a * 2 + 1, name = name || '-u' WHERE cat = 'beta' AND id < 400",
+    "UPDATE {t} SET cat = 'moved', k = CASE WHEN k IS NULL THEN -1 ELSE k + 1 END WHERE id % 11 = 5",
+    "DELETE FROM {t} WHERE name IS NULL OR k = 5",
+    "MERGE INTO {t} AS t USING {s} AS s ON t.id = s.id \
+     WHEN MATCHED AND s.k < 100 THEN DELETE \
+     WHEN MATCHED THEN UPDATE SET a = s.a + 1000, name = 'merged', price = COALESCE(s.price, 0) \
+     WHEN NOT MATCHED THEN INSERT *",
+    "MERGE INTO {t} AS t USING {s} AS s ON t.id = s.id \
+     WHEN MATCHED THEN UPDATE SET * \
+     WHEN NOT MATCHED BY SOURCE AND t.id < 40 THEN DELETE \
+     WHEN NOT MATCHED BY SOURCE AND t.id >= 40 AND t.id < 60 THEN UPDATE SET small = -1",
+];
 
-async fn delete_case(py: &Path, cat: &Catalog, work: &Path, label: &str, partition: Option<&str>, fv: FormatVersion, props: &[(&str, &str)]) -> Case {
+async fn dml_case(
+    py: &Path,
+    cat: &Catalog,
+    work: &Path,
+    label: &str,
+    partition: Option<&str>,
+    fv: FormatVersion,
+    props: &[(&str, &str)],
+) -> Case {
     let mut case = create(cat, work, label, partition, fv, props).await;
-    for w in statements() {
-        let schema = case.table.metadata().current_schema().clone();
-        let p = floe::expr::parse_predicate(w, &schema).unwrap();
-        let r = floe::dml::delete_where(cat, &case.table, p).await.unwrap();
-        assert!(r.snapshot_id.is_some(), "{label}: `{w}` deleted nothing");
+    let source = work.join(format!("{label}-source.parquet"));
+    write_parquet(&source, &[wide_batch(1200, 300)]);
+    for st in STATEMENTS {
+        let floe_sql = st
+            .replace("{t}", &format!("dml.{label}"))
+            .replace("{s}", &format!("'{}'", source.display()));
+        let r = floe::dml::execute(cat, &floe_sql, None)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: `{floe_sql}`: {e:?}"));
+        assert!(r.snapshot_id.is_some(), "{label}: `{st}` changed nothing");
         case.table = r.table;
-        case.expect(py, &format!("DELETE FROM t WHERE {w}"), None).await;
+        let model_sql = st.replace("{t}", "t").replace("{s}", "s");
+        case.expect(py, &model_sql, Some(&source)).await;
     }
     case
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_in_every_mode_matches_the_model_and_the_peers() {
+async fn dml_in_every_mode_matches_the_model_and_the_peers() {
     let Some(py) = peers_python() else { return };
     let work = tempfile::tempdir().unwrap();
     let (_d, cat) = fs_catalog();
@@ -149,14 +168,16 @@ async fn delete_in_every_mode_matches_the_model_and_the_peers() {
         ("write.update.mode", "merge-on-read"),
         ("write.merge.mode", "merge-on-read"),
     ];
-    let mut cases = Vec::new();
-    cases.push(delete_case(&py, &cat, work.path(), "cow_v2", Some("cat"), FormatVersion::V2, &[]).await);
-    cases.push(delete_case(&py, &cat, work.path(), "mor_v2", None, FormatVersion::V2, &mor).await);
     let mut part = mor.to_vec();
     part.push(("write.delete.granularity", "partition"));
-    cases.push(delete_case(&py, &cat, work.path(), "mor_v2_part", Some("bucket(4, id)"), FormatVersion::V2, &part).await);
-    cases.push(delete_case(&py, &cat, work.path(), "mor_v3", Some("cat"), FormatVersion::V3, &mor).await);
-    cases.push(delete_case(&py, &cat, work.path(), "cow_v3", None, FormatVersion::V3, &[]).await);
+    let w = work.path();
+    let cases = vec![
+        dml_case(&py, &cat, w, "cow_v2", Some("cat"), FormatVersion::V2, &[]).await,
+        dml_case(&py, &cat, w, "mor_v2", None, FormatVersion::V2, &mor).await,
+        dml_case(&py, &cat, w, "mor_v2_part", Some("bucket(4, id)"), FormatVersion::V2, &part).await,
+        dml_case(&py, &cat, w, "mor_v3", Some("cat"), FormatVersion::V3, &mor).await,
+        dml_case(&py, &cat, w, "cow_v3", None, FormatVersion::V3, &[]).await,
+    ];
     let checks: Vec<Check> = cases.iter().flat_map(|c| c.checks.clone()).collect();
     peer_check(&py, work.path(), &checks);
 }

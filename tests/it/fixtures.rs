@@ -23,6 +23,7 @@ async fn reads_every_fixture_at_every_snapshot() {
     let py = peers_python();
     let work = tempfile::tempdir().unwrap();
     let mut checked = 0;
+    let mut checked_with_deletes = 0;
     for t in index.as_array().unwrap() {
         let meta = fixtures().join(t["metadata"].as_str().unwrap());
         let table = Table::open_static(&Storage::new(), meta.to_str().unwrap())
@@ -116,8 +117,15 @@ async fn reads_every_fixture_at_every_snapshot() {
                 );
             }
             checked += 1;
+            if t.get("has_deletes").and_then(|v| v.as_bool()) == Some(true) {
+                checked_with_deletes += 1;
+            }
         }
     }
+    assert!(
+        checked_with_deletes >= 50,
+        "expected the peer tables with position/equality deletes and deletion vectors, checked {checked_with_deletes} snapshots"
+    );
     assert!(
         checked >= 10,
         "expected at least 10 fixture snapshots, checked {checked}"

@@ -1,0 +1,247 @@
+//! DELETE and UPDATE with SQL expressions, and [`execute`] for any DML statement.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow_schema::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
+
+use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
+use super::merge::{merge, source_rows};
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::expr::{cast_to, parse_statement, to_iceberg_predicate, BoundExpr, Expr, Statement};
+use crate::table::{parse_ident, Table};
+
+/// The table's current schema as Arrow (fields carry their field ids).
+pub(super) fn table_arrow(table: &Table) -> Result<ArrowSchemaRef> {
+    Ok(Arc::new(iceberg::arrow::schema_to_arrow_schema(
+        table.metadata().current_schema(),
+    )?))
+}
+
+/// The table's top-level column names `names` refers to, in table order (case-insensitive).
+pub(super) fn columns_in_table_order(
+    arrow: &ArrowSchema,
+    names: impl IntoIterator<Item = String>,
+) -> Vec<String> {
+    let names: Vec<String> = names.into_iter().map(|n| n.to_ascii_lowercase()).collect();
+    arrow
+        .fields()
+        .iter()
+        .filter(|f| names.contains(&f.name().to_ascii_lowercase()))
+        .map(|f| f.name().clone())
+        .collect()
+}
+
+/// Binds `e` as a condition to the columns `cols` of the table (as the scan returns them).
+fn bind_on(arrow: &ArrowSchema, cols: &[String], e: &Expr) -> Result<BoundExpr> {
+    let idx: Vec<usize> = cols
+        .iter()
+        .filter_map(|c| arrow.index_of(c).ok())
+        .collect();
+    e.bind_predicate(&arrow.project(&idx)?)
+}
+
+/// Deletes the rows for which `predicate` is true (all rows when `None`).
+pub async fn delete(
+    catalog: &Catalog,
+    table: &Table,
+    predicate: Option<&Expr>,
+) -> Result<RowLevelResult> {
+    let arrow = table_arrow(table)?;
+    let ctx = |e: Error| e.context(format!("DELETE FROM {}", table.name()));
+    let (bound, columns, filter) = match predicate {
+        Some(p) => {
+            p.bind_predicate(&arrow).map_err(ctx)?;
+            let cols = columns_in_table_order(&arrow, p.columns());
+            let bound = bind_on(&arrow, &cols, p).map_err(ctx)?;
+            let filter = to_iceberg_predicate(p, table.metadata().current_schema());
+            (Some(bound), cols, filter)
+        }
+        None => (None, Vec::new(), None),
+    };
+    let mut changer = Delete { bound, columns };
+    run(catalog, table, RowLevelKind::Delete, filter, &mut changer).await
+}
+
+struct Delete {
+    bound: Option<BoundExpr>,
+    columns: Vec<String>,
+}
+
+impl RowChanger for Delete {
+    fn columns(&self) -> Option<Vec<String>> {
+        Some(self.columns.clone())
+    }
+    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        Ok(match &self.bound {
+            Some(b) => (b.evaluate_predicate(batch)?, None),
+            None => (BooleanArray::from(vec![true; batch.num_rows()]), None),
+        })
+    }
+}
+
+/// Sets `assignments` (column, value) on the rows for which `predicate` is true (all rows when
+/// `None`). A changed partition column moves the row to its new partition.
+pub async fn update(
+    catalog: &Catalog,
+    table: &Table,
+    assignments: &[(String, Expr)],
+    predicate: Option<&Expr>,
+) -> Result<RowLevelResult> {
+    let arrow = table_arrow(table)?;
+    let ctx = |e: Error| e.context(format!("UPDATE {}", table.name()));
+    if assignments.is_empty() {
+        return Err(ctx(Error::invalid("SET needs at least one assignment")));
+    }
+    let mut set: Vec<Option<BoundExpr>> = vec![None; arrow.fields().len()];
+    for (col, e) in assignments {
+        let i = arrow
+            .fields()
+            .iter()
+            .position(|f| f.name().eq_ignore_ascii_case(col))
+            .ok_or_else(|| {
+                ctx(Error::invalid(format!(
+                    "SET {col}: no such column; the table has {}",
+                    arrow
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            })?;
+        if set[i].is_some() {
+            return Err(ctx(Error::invalid(format!("SET assigns {col} twice"))));
+        }
+        let b = e.bind(&arrow).map_err(ctx)?;
+        check_assignable(b.data_type(), arrow.field(i).data_type(), col, e).map_err(ctx)?;
+        set[i] = Some(b);
+    }
+    let (bound, filter) = match predicate {
+        Some(p) => (
+            Some(p.bind_predicate(&arrow).map_err(ctx)?),
+            to_iceberg_predicate(p, table.metadata().current_schema()),
+        ),
+        None => (None, None),
+    };
+    let mut changer = Update {
+        arrow,
+        bound,
+        set,
+    };
+    run(catalog, table, RowLevelKind::Update, filter, &mut changer).await
+}
+
+/// Refuses an assignment whose type can never fit the column (a string into a number, …).
+pub(super) fn check_assignable(
+    from: &arrow_schema::DataType,
+    to: &arrow_schema::DataType,
+    col: &str,
+    e: &Expr,
+) -> Result<()> {
+    if from == to || from == &arrow_schema::DataType::Null || arrow_cast::can_cast_types(from, to) && same_family(from, to) {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "SET {col} = {e}: a {from} value cannot be stored in column {col} of type {to}; add a CAST"
+    )))
+}
+
+fn same_family(a: &arrow_schema::DataType, b: &arrow_schema::DataType) -> bool {
+    use arrow_schema::DataType as D;
+    let fam = |t: &D| {
+        if t.is_numeric() {
+            0
+        } else if matches!(t, D::Utf8 | D::LargeUtf8 | D::Utf8View) {
+            1
+        } else if t.is_temporal() {
+            2
+        } else if matches!(t, D::Boolean) {
+            3
+        } else {
+            4
+        }
+    };
+    fam(a) == fam(b) && fam(a) != 4 || a.equals_datatype(b)
+}
+
+struct Update {
+    arrow: ArrowSchemaRef,
+    bound: Option<BoundExpr>,
+    set: Vec<Option<BoundExpr>>,
+}
+
+impl RowChanger for Update {
+    fn columns(&self) -> Option<Vec<String>> {
+        None
+    }
+    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        let mask = match &self.bound {
+            Some(b) => b.evaluate_predicate(batch)?,
+            None => BooleanArray::from(vec![true; batch.num_rows()]),
+        };
+        if mask.true_count() == 0 {
+            return Ok((mask, None));
+        }
+        let matched = arrow_select::filter::filter_record_batch(batch, &mask)?;
+        let cols = self
+            .set
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match s {
+                Some(e) => cast_to(&e.evaluate(&matched)?, self.arrow.field(i).data_type()),
+                None => Ok(matched.column(i).clone()),
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let out = RecordBatch::try_new(nullable(&self.arrow), cols)?;
+        Ok((mask, Some(out)))
+    }
+}
+
+/// The schema with every field nullable (new rows are checked by the writer, which names the
+/// column when a required one gets a NULL).
+pub(super) fn nullable(s: &ArrowSchema) -> ArrowSchemaRef {
+    Arc::new(ArrowSchema::new(
+        s.fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Runs one `DELETE`, `UPDATE` or `MERGE INTO` statement; tables are resolved through
+/// `catalog`. A MERGE reads its source from `source` when given, else from the statement's
+/// source (a quoted Parquet file path, or a table of the catalog).
+pub async fn execute(
+    catalog: &Catalog,
+    sql: &str,
+    source: Option<Vec<RecordBatch>>,
+) -> Result<RowLevelResult> {
+    let load = |name: String| async move {
+        let ident = parse_ident(&name)?;
+        catalog.load_table(&ident).await
+    };
+    match parse_statement(sql)? {
+        Statement::Delete { table, predicate } => {
+            let t = load(table).await?;
+            delete(catalog, &t, predicate.as_ref()).await
+        }
+        Statement::Update {
+            table,
+            assignments,
+            predicate,
+        } => {
+            let t = load(table).await?;
+            update(catalog, &t, &assignments, predicate.as_ref()).await
+        }
+        Statement::Merge(m) => {
+            let t = load(m.target.clone()).await?;
+            let rows = match source {
+                Some(b) => b,
+                None => source_rows(catalog, &m.source).await?,
+            };
+            merge(catalog, &t, &m, rows).await
+        }
+    }
+}

@@ -239,3 +239,31 @@ pub async fn floe_expected(t: &Table, snapshot: Option<i64>, path: &Path) -> usi
     }
     n
 }
+
+/// Runs an INSERT of `values` (if any) and `statements` through Spark's hadoop catalog.
+pub fn spark_write(
+    py: &std::path::Path,
+    warehouse: &std::path::Path,
+    table: &str,
+    values: &str,
+    statements: &[&str],
+) {
+    let out = std::process::Command::new(py)
+        .arg(repo().join("tools/peers/spark_write.py"))
+        .arg(warehouse)
+        .arg(table)
+        .arg(values)
+        .args(statements)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "spark failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .rev()
+            .take(30)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

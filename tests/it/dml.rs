@@ -181,3 +181,43 @@ async fn dml_in_every_mode_matches_the_model_and_the_peers() {
     let checks: Vec<Check> = cases.iter().flat_map(|c| c.checks.clone()).collect();
     peer_check(&py, work.path(), &checks);
 }
+
+/// Spark keeps writing (DELETE, UPDATE) floe's merge-on-read tables, v2 and v3, and floe keeps
+/// writing after it (merging Spark's deletion vectors): every state matches the model and the peers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_and_floe_take_turns_on_merge_on_read_tables() {
+    let Some(py) = peers_python() else { return };
+    if std::env::var("FLOE_PEERS_NO_SPARK").as_deref() == Ok("1") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let (dir, cat) = fs_catalog();
+    let mor = [
+        ("write.delete.mode", "merge-on-read"),
+        ("write.update.mode", "merge-on-read"),
+        ("write.merge.mode", "merge-on-read"),
+    ];
+    let mut checks = Vec::new();
+    for (label, fv) in [("turns_v2", FormatVersion::V2), ("turns_v3", FormatVersion::V3)] {
+        let mut case = create(&cat, work.path(), label, Some("cat"), fv, &mor).await;
+        let ident = parse_ident(&format!("dml.{label}")).unwrap();
+        for (by_spark, st) in [
+            (false, "DELETE FROM {t} WHERE id % 7 = 3"),
+            (true, "DELETE FROM {t} WHERE id % 5 = 1"),
+            (true, "UPDATE {t} SET small = small + 100 WHERE id % 13 = 2"),
+            (false, "DELETE FROM {t} WHERE id % 3 = 0"),
+            (false, "UPDATE {t} SET name = 'floe' WHERE id % 4 = 1"),
+        ] {
+            if by_spark {
+                spark_write(&py, dir.path(), &format!("dml.{label}"), "", &[st]);
+                case.table = cat.load_table(&ident).await.unwrap();
+            } else {
+                let sql = st.replace("{t}", &format!("dml.{label}"));
+                case.table = floe::dml::execute(&cat, &sql, None).await.unwrap().table;
+            }
+            case.expect(&py, &st.replace("{t}", "t"), None).await;
+        }
+        checks.extend(case.checks);
+    }
+    peer_check(&py, work.path(), &checks);
+}

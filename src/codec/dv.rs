@@ -59,12 +59,7 @@ pub fn decode(blob: &[u8], cardinality: Option<u64>, what: &str) -> Result<Roari
         )));
     }
     let body = &blob[4..4 + len];
-    let stored = u32::from_be_bytes([
-        blob[4 + len],
-        blob[5 + len],
-        blob[6 + len],
-        blob[7 + len],
-    ]);
+    let stored = u32::from_be_bytes([blob[4 + len], blob[5 + len], blob[6 + len], blob[7 + len]]);
     let crc = crc32fast::hash(body);
     if crc != stored {
         return Err(bad(format!(
@@ -101,11 +96,17 @@ mod tests {
             .contains("cardinality"));
         let mut bad = blob.clone();
         bad[5] ^= 1;
-        assert!(decode(&bad, None, "t").unwrap_err().to_string().contains("magic"));
+        assert!(decode(&bad, None, "t")
+            .unwrap_err()
+            .to_string()
+            .contains("magic"));
         let mut bad = blob.clone();
         let n = bad.len();
         bad[n - 6] ^= 1;
-        assert!(decode(&bad, None, "t").unwrap_err().to_string().contains("CRC"));
+        assert!(decode(&bad, None, "t")
+            .unwrap_err()
+            .to_string()
+            .contains("CRC"));
         assert!(decode(&blob[..blob.len() - 1], None, "t").is_err());
     }
 

@@ -243,18 +243,24 @@ pub async fn run(
                 for dv in deletes.write_deletion_vectors(&vectors).await? {
                     let spec_id = vectors
                         .iter()
-                        .find(|(f, _, _)| Some(f.file_path().to_string()) == dv.referenced_data_file())
+                        .find(|(f, _, _)| {
+                            Some(f.file_path().to_string()) == dv.referenced_data_file()
+                        })
                         .map(|(_, s, _)| *s)
                         .unwrap_or(0);
                     added_deletes.push((spec_id, dv));
                 }
             } else {
-                let mut groups: BTreeMap<(i32, String), (Arc<PartitionSpec>, Struct, Vec<(String, RoaringTreemap)>)> =
-                    BTreeMap::new();
+                let mut groups: BTreeMap<
+                    (i32, String),
+                    (Arc<PartitionSpec>, Struct, Vec<(String, RoaringTreemap)>),
+                > = BTreeMap::new();
                 for (i, p) in new_positions {
                     let f = &files[i];
                     let key = match props.delete_granularity {
-                        DeleteGranularity::File => (f.spec.spec_id(), f.file.file_path().to_string()),
+                        DeleteGranularity::File => {
+                            (f.spec.spec_id(), f.file.file_path().to_string())
+                        }
                         DeleteGranularity::Partition => {
                             (f.spec.spec_id(), format!("{:?}", f.partition))
                         }
@@ -342,7 +348,9 @@ pub async fn run(
         Some(f) => Some(
             f.clone()
                 .bind(table.metadata().current_schema().clone(), false)
-                .map_err(|e| Error::invalid(format!("filter on table {}: {}", table.name(), e.message())))?,
+                .map_err(|e| {
+                    Error::invalid(format!("filter on table {}: {}", table.name(), e.message()))
+                })?,
         ),
         None => None,
     };

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use arrow::row::{RowConverter, SortField};
 use arrow_array::{
-    new_null_array, Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch,
-    UInt32Array,
+    new_null_array, Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, UInt32Array,
 };
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use iceberg::expr::{Predicate, Reference};
@@ -43,9 +42,7 @@ pub(super) async fn source_rows(catalog: &Catalog, src: &MergeSource) -> Result<
                              pass CSV sources with `floe merge --source`"
                         ))
                     })?
-                    .map(|b| {
-                        b.map_err(|e| Error::corrupt(format!("MERGE source '{path}': {e}")))
-                    })
+                    .map(|b| b.map_err(|e| Error::corrupt(format!("MERGE source '{path}': {e}"))))
                     .collect::<Result<Vec<_>>>()
             })
             .await
@@ -103,10 +100,18 @@ pub async fn merge(
     let (tq, sq) = (m.target_qualifier(), m.source_qualifier());
     let mut fields: Vec<Field> = Vec::new();
     for f in target.fields() {
-        fields.push(Field::new(format!("{tq}.{}", f.name()), f.data_type().clone(), true));
+        fields.push(Field::new(
+            format!("{tq}.{}", f.name()),
+            f.data_type().clone(),
+            true,
+        ));
     }
     for f in source.schema().fields() {
-        fields.push(Field::new(format!("{sq}.{}", f.name()), f.data_type().clone(), true));
+        fields.push(Field::new(
+            format!("{sq}.{}", f.name()),
+            f.data_type().clone(),
+            true,
+        ));
     }
     let joined = Arc::new(ArrowSchema::new(fields));
     let find = |schema: &ArrowSchema, name: &str, what: &str| {
@@ -136,8 +141,12 @@ pub async fn merge(
         .iter()
         .map(|i| target.field(*i).data_type().clone())
         .collect();
-    let converter =
-        RowConverter::new(key_types.iter().map(|t| SortField::new(t.clone())).collect())?;
+    let converter = RowConverter::new(
+        key_types
+            .iter()
+            .map(|t| SortField::new(t.clone()))
+            .collect(),
+    )?;
     let src_key_cols = source_keys
         .iter()
         .zip(&key_types)
@@ -202,10 +211,14 @@ pub async fn merge(
     let mut by_source = false;
     for c in &m.clauses {
         clauses.push(match c {
-            MergeClause::Matched { condition, action: a } => {
-                Clause::Matched(cond(condition)?, action(a)?)
-            }
-            MergeClause::NotMatchedBySource { condition, action: a } => {
+            MergeClause::Matched {
+                condition,
+                action: a,
+            } => Clause::Matched(cond(condition)?, action(a)?),
+            MergeClause::NotMatchedBySource {
+                condition,
+                action: a,
+            } => {
                 by_source = true;
                 Clause::NotMatchedBySource(cond(condition)?, action(a)?)
             }
@@ -292,7 +305,11 @@ fn not(a: &BooleanArray) -> Result<BooleanArray> {
 
 impl MergeChanger {
     /// Target (or NULL) columns + source (or NULL) columns for the clauses to read.
-    fn joined_batch(&self, target: Option<&RecordBatch>, source_rows: &UInt32Array) -> Result<RecordBatch> {
+    fn joined_batch(
+        &self,
+        target: Option<&RecordBatch>,
+        source_rows: &UInt32Array,
+    ) -> Result<RecordBatch> {
         let n = source_rows.len();
         let mut cols: Vec<ArrayRef> = match target {
             Some(t) => t.columns().to_vec(),
@@ -310,7 +327,12 @@ impl MergeChanger {
     }
 
     /// New target rows from `values` (per target column; `None`: keep / NULL).
-    fn build(&self, rows: &RecordBatch, values: &[Option<BoundExpr>], keep: bool) -> Result<RecordBatch> {
+    fn build(
+        &self,
+        rows: &RecordBatch,
+        values: &[Option<BoundExpr>],
+        keep: bool,
+    ) -> Result<RecordBatch> {
         let cols = values
             .iter()
             .enumerate()
@@ -386,7 +408,10 @@ impl RowChanger for MergeChanger {
                 Clause::NotMatchedBySource(cond, act) => (cond, act, not(&has_match)?),
                 Clause::NotMatched(..) => continue,
             };
-            let rows = and(&and(&applicable, &remaining)?, &self.condition(cond, &joined)?)?;
+            let rows = and(
+                &and(&applicable, &remaining)?,
+                &self.condition(cond, &joined)?,
+            )?;
             if rows.true_count() == 0 {
                 continue;
             }

@@ -35,10 +35,7 @@ pub(super) fn columns_in_table_order(
 
 /// Binds `e` as a condition to the columns `cols` of the table (as the scan returns them).
 fn bind_on(arrow: &ArrowSchema, cols: &[String], e: &Expr) -> Result<BoundExpr> {
-    let idx: Vec<usize> = cols
-        .iter()
-        .filter_map(|c| arrow.index_of(c).ok())
-        .collect();
+    let idx: Vec<usize> = cols.iter().filter_map(|c| arrow.index_of(c).ok()).collect();
     e.bind_predicate(&arrow.project(&idx)?)
 }
 
@@ -125,11 +122,7 @@ pub async fn update(
         ),
         None => (None, None),
     };
-    let mut changer = Update {
-        arrow,
-        bound,
-        set,
-    };
+    let mut changer = Update { arrow, bound, set };
     run(catalog, table, RowLevelKind::Update, filter, &mut changer).await
 }
 
@@ -140,7 +133,10 @@ pub(super) fn check_assignable(
     col: &str,
     e: &Expr,
 ) -> Result<()> {
-    if from == to || from == &arrow_schema::DataType::Null || arrow_cast::can_cast_types(from, to) && same_family(from, to) {
+    if from == to
+        || from == &arrow_schema::DataType::Null
+        || arrow_cast::can_cast_types(from, to) && same_family(from, to)
+    {
         return Ok(());
     }
     Err(Error::invalid(format!(

@@ -177,7 +177,8 @@ pub(crate) fn scalar(d: &Datum, target: &DataType) -> Result<ArrayRef> {
         ),
         (PrimitiveLiteral::Binary(v), _) => Arc::new(BinaryArray::from(vec![v.as_slice()])),
         (PrimitiveLiteral::Int128(v), PrimitiveType::Decimal { precision, scale }) => Arc::new(
-            Decimal128Array::from(vec![*v]).with_precision_and_scale(*precision as u8, *scale as i8)?,
+            Decimal128Array::from(vec![*v])
+                .with_precision_and_scale(*precision as u8, *scale as i8)?,
         ),
         (PrimitiveLiteral::UInt128(v), _) => Arc::new(FixedSizeBinaryArray::try_from_iter(
             std::iter::once(v.to_be_bytes()),
@@ -220,7 +221,12 @@ mod tests {
             arrow,
             vec![
                 Arc::new(Int64Array::from(vec![Some(1), None, Some(3), Some(4)])),
-                Arc::new(StringArray::from(vec![Some("a"), Some("b"), None, Some("ab")])),
+                Arc::new(StringArray::from(vec![
+                    Some("a"),
+                    Some("b"),
+                    None,
+                    Some("ab"),
+                ])),
             ],
         )
         .unwrap();
@@ -233,9 +239,14 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let id = || Reference::new("id");
-        assert_eq!(run(id().not_equal_to(Datum::long(3))), vec![true, false, false, true]);
         assert_eq!(
-            run(id().greater_than(Datum::long(1)).or(Reference::new("s").is_null())),
+            run(id().not_equal_to(Datum::long(3))),
+            vec![true, false, false, true]
+        );
+        assert_eq!(
+            run(id()
+                .greater_than(Datum::long(1))
+                .or(Reference::new("s").is_null())),
             vec![false, false, true, true]
         );
         assert_eq!(

@@ -183,9 +183,12 @@ mod tests {
 
     fn spec(partitioned: bool) -> Arc<PartitionSpec> {
         let schema = Schema::builder()
-            .with_fields(vec![
-                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Int)).into(),
-            ])
+            .with_fields(vec![NestedField::required(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Int),
+            )
+            .into()])
             .build()
             .unwrap();
         let mut b = PartitionSpec::builder(schema).with_spec_id(if partitioned { 1 } else { 0 });
@@ -207,14 +210,31 @@ mod tests {
             sequence_number: seq,
         };
         let ix = DeleteIndex::new(vec![
-            e(file(DataContentType::PositionDeletes, "/d/pos1.parquet", None, 1), &p, 5),
             e(
-                file(DataContentType::PositionDeletes, "/d/dv.puffin", Some("file:/d/a.parquet"), 1),
+                file(DataContentType::PositionDeletes, "/d/pos1.parquet", None, 1),
                 &p,
                 5,
             ),
-            e(file(DataContentType::EqualityDeletes, "/d/eq1.parquet", None, 1), &p, 5),
-            e(file(DataContentType::EqualityDeletes, "/d/eqg.parquet", None, 0), &u, 5),
+            e(
+                file(
+                    DataContentType::PositionDeletes,
+                    "/d/dv.puffin",
+                    Some("file:/d/a.parquet"),
+                    1,
+                ),
+                &p,
+                5,
+            ),
+            e(
+                file(DataContentType::EqualityDeletes, "/d/eq1.parquet", None, 1),
+                &p,
+                5,
+            ),
+            e(
+                file(DataContentType::EqualityDeletes, "/d/eqg.parquet", None, 0),
+                &u,
+                5,
+            ),
         ]);
         let part1 = Struct::from_iter([Some(Literal::int(1))]);
         let part2 = Struct::from_iter([Some(Literal::int(2))]);
@@ -231,7 +251,12 @@ mod tests {
         // Older data: everything applies.
         assert_eq!(
             names(ix.for_data_file("/d/a.parquet", 4, 1, &part1)),
-            vec!["/d/dv.puffin", "/d/eq1.parquet", "/d/eqg.parquet", "/d/pos1.parquet"]
+            vec![
+                "/d/dv.puffin",
+                "/d/eq1.parquet",
+                "/d/eqg.parquet",
+                "/d/pos1.parquet"
+            ]
         );
         // Other partition: only the global equality delete; other file: no DV.
         assert_eq!(

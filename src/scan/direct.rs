@@ -7,8 +7,8 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef as ArrowSchemaRef;
 use futures::StreamExt;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
-use roaring::RoaringTreemap;
 use parquet::arrow::{ProjectionMask, PARQUET_FIELD_ID_META_KEY};
+use roaring::RoaringTreemap;
 
 use crate::arrow_layout::{relabel, same_layout};
 use crate::error::{Error, Result};

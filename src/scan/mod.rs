@@ -15,10 +15,12 @@ use iceberg::expr::{Bind, BoundPredicate, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
 
-pub use delete_index::{canonical_path, DeleteEntry, DeleteIndex, FILE_PATH_FIELD_ID, POS_FIELD_ID};
+pub use delete_index::{
+    canonical_path, DeleteEntry, DeleteIndex, FILE_PATH_FIELD_ID, POS_FIELD_ID,
+};
 pub use deletes::{EqualityDeletes, FileDeletes, LoadedDeletes};
-pub use read_file::PositionedBatch;
 pub use plan::{plan_files, PartitionFilters, PlanStats, PlannedFile};
+pub use read_file::PositionedBatch;
 
 use read_file::FileRead;
 
@@ -537,7 +539,13 @@ impl Scan {
         let name = self.table.name();
         let concurrency = self.concurrency;
         let full = Arc::new(iceberg::arrow::schema_to_arrow_schema(&plan.schema)?);
-        let top_ids: Vec<i32> = plan.schema.as_struct().fields().iter().map(|f| f.id).collect();
+        let top_ids: Vec<i32> = plan
+            .schema
+            .as_struct()
+            .fields()
+            .iter()
+            .map(|f| f.id)
+            .collect();
         let projection_of = |ids: &[i32]| -> Option<arrow_schema::SchemaRef> {
             let idx: Vec<usize> = ids
                 .iter()
@@ -564,7 +572,11 @@ impl Scan {
             }
             let mut ids = task.project_field_ids.clone();
             let output_columns = ids.len();
-            for id in deletes.equality_field_ids().into_iter().chain(filter_ids.iter().copied()) {
+            for id in deletes
+                .equality_field_ids()
+                .into_iter()
+                .chain(filter_ids.iter().copied())
+            {
                 let top = top_level_id(&plan.schema, id).ok_or_else(|| {
                     Error::unsupported(format!(
                         "table {name}: field id {id} (used by a filter or an equality delete) is not in the scan schema"

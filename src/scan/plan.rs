@@ -8,9 +8,9 @@ use iceberg::spec::{
     DataContentType, Manifest, ManifestFile, ManifestStatus, PartitionSpec, Schema,
 };
 
+use super::delete_index::{DeleteEntry, DeleteIndex};
 use crate::error::{Error, Result};
 use crate::expr::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
-use super::delete_index::{DeleteEntry, DeleteIndex};
 use crate::spec::{DataFile, Struct};
 
 /// A row filter projected onto each partitioned spec, once per spec.

@@ -11,8 +11,8 @@ use iceberg::spec::Operation;
 
 pub use commit::{commit, load_changes, snapshots_since, NoValidation, Validation};
 pub use producer::{new_snapshot_id, FileKey, SnapshotProducer};
-pub use validate::{ChangedFile, CommittedChange, RowLevelValidation};
 pub use summary::SummaryCounts;
+pub use validate::{ChangedFile, CommittedChange, RowLevelValidation};
 
 use crate::catalog::Catalog;
 use crate::error::Result;

@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{
-    DataFile, DataFileBuilder, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, SnapshotRetention, Summary,
-    TableMetadataBuilder, MAIN_BRANCH,
+    DataFile, DataFileBuilder, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation,
+    Snapshot, SnapshotReference, SnapshotRetention, Summary, TableMetadataBuilder, MAIN_BRANCH,
 };
 
 use super::summary::SummaryCounts;
@@ -155,7 +155,10 @@ impl SnapshotProducer {
                 *spec_id
             };
             let deletes = f.content_type() != DataContentType::Data;
-            groups.entry((spec_id, deletes)).or_default().push(f.clone());
+            groups
+                .entry((spec_id, deletes))
+                .or_default()
+                .push(f.clone());
         }
         let mut out = Vec::new();
         for (i, ((spec_id, deletes), files)) in groups.into_iter().enumerate() {
@@ -247,10 +250,7 @@ impl SnapshotProducer {
             }
             let path = join(
                 base.metadata().location(),
-                &format!(
-                    "metadata/{}-r{}-{i}.avro",
-                    self.commit_uuid, self.attempt
-                ),
+                &format!("metadata/{}-r{}-{i}.avro", self.commit_uuid, self.attempt),
             );
             let deletes = mf.content == ManifestContentType::Deletes;
             let mut w = self.manifest_writer(base, mf.partition_spec_id, deletes, &path)?;

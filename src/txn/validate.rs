@@ -67,8 +67,10 @@ impl Validation for RowLevelValidation {
             .iter()
             .map(|(f, s)| (s.spec_id(), f.partition()))
             .collect();
-        let filters =
-            PartitionFilters::new(self.conflict_filter.as_ref(), current.partition_specs_iter())?;
+        let filters = PartitionFilters::new(
+            self.conflict_filter.as_ref(),
+            current.partition_specs_iter(),
+        )?;
         for c in since {
             let sid = c.snapshot_id;
             for r in &c.removed {

@@ -95,7 +95,10 @@ fn high_cardinality_columns(sample: &RecordBatch) -> Vec<String> {
     out
 }
 
-pub(crate) fn writer_properties(p: &TableProperties, plain_columns: &[String]) -> Result<WriterProperties> {
+pub(crate) fn writer_properties(
+    p: &TableProperties,
+    plain_columns: &[String],
+) -> Result<WriterProperties> {
     let level = p.parquet_compression_level;
     let codec = match p.parquet_compression.as_str() {
         "zstd" => Compression::ZSTD(

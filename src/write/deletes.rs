@@ -53,7 +53,8 @@ impl DeleteFileWriter {
 
     /// A new file's path: in the partition's directory, or the data root for `None`.
     fn location(&mut self, partition: Option<(&PartitionSpec, &Struct)>, suffix: &str) -> String {
-        let dir = if let Some((spec, partition)) = partition.filter(|(s, _)| !s.is_unpartitioned()) {
+        let dir = if let Some((spec, partition)) = partition.filter(|(s, _)| !s.is_unpartitioned())
+        {
             let key = PartitionKey::new(
                 spec.clone(),
                 self.table.metadata().current_schema().clone(),
@@ -64,7 +65,10 @@ impl DeleteFileWriter {
             self.data_path.clone()
         };
         self.seq += 1;
-        let p = join(&dir, &format!("{:05}-{}-{suffix}", self.seq, self.commit_uuid));
+        let p = join(
+            &dir,
+            &format!("{:05}-{}-{suffix}", self.seq, self.commit_uuid),
+        );
         self.written.push(p.clone());
         p
     }
@@ -105,8 +109,12 @@ impl DeleteFileWriter {
                         Type::Primitive(PrimitiveType::String),
                     )
                     .into(),
-                    NestedField::required(POS_FIELD_ID, "pos", Type::Primitive(PrimitiveType::Long))
-                        .into(),
+                    NestedField::required(
+                        POS_FIELD_ID,
+                        "pos",
+                        Type::Primitive(PrimitiveType::Long),
+                    )
+                    .into(),
                 ])
                 .build()?,
         );
@@ -173,7 +181,10 @@ impl DeleteFileWriter {
                 .data(bytes)
                 .properties(HashMap::from([
                     (dv::PROP_REFERENCED_DATA_FILE.to_string(), data_path.clone()),
-                    (dv::PROP_CARDINALITY.to_string(), positions.len().to_string()),
+                    (
+                        dv::PROP_CARDINALITY.to_string(),
+                        positions.len().to_string(),
+                    ),
                 ]))
                 .build();
             w.add(blob, CompressionCodec::None).await?;
@@ -243,11 +254,10 @@ impl DeleteFileWriter {
             .build(out)
             .await?;
         w.write(&batch).await?;
-        let mut fb = w
-            .close()
-            .await?
-            .pop()
-            .ok_or_else(|| Error::io(format!("equality delete file '{path}' was not written")))?;
+        let mut fb =
+            w.close().await?.pop().ok_or_else(|| {
+                Error::io(format!("equality delete file '{path}' was not written"))
+            })?;
         fb.content(DataContentType::EqualityDeletes)
             .file_format(DataFileFormat::Parquet)
             .partition(partition.clone())

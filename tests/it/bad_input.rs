@@ -256,3 +256,135 @@ fn bad_table_definitions() {
     );
     assert!(!ok(&wh, &["tables"]).contains("db.x"), "nothing created");
 }
+
+/// Every file under `dir` whose name ends with `suffix`.
+fn find_files(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(find_files(&p, suffix));
+        } else if p.to_string_lossy().ends_with(suffix) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn bad_dml_statements_commit_nothing() {
+    let (d, wh, _, _) = setup();
+    let before = metadata_location(&wh);
+    fails(
+        &wh,
+        &["delete", "db.t", "--where", "nope = 1"],
+        &["nope", "db.t"],
+    );
+    fails(
+        &wh,
+        &["update", "db.t", "--set", "nope = 1"],
+        &["nope", "no such column"],
+    );
+    fails(
+        &wh,
+        &["update", "db.t", "--set", "id = 'abc'"],
+        &["id", "CAST"],
+    );
+    fails(&wh, &["update", "db.t", "--set", "id = id +"], &["id"]);
+    fails(&wh, &["sql", "DELETE FROM db.t WHERE id = 'x' +"], &[]);
+    fails(
+        &wh,
+        &[
+            "sql",
+            "MERGE INTO db.t t USING 'x.parquet' s ON t.id > s.id WHEN MATCHED THEN DELETE",
+        ],
+        &["ON"],
+    );
+    // A target row matched by two source rows: an error, as in Spark.
+    let dup = d.path().join("dup.csv");
+    std::fs::write(&dup, "id,name,ts\n1,a,2024-01-01T00:00:00Z\n1,b,2024-01-01T00:00:00Z\n2,c,2024-01-01T00:00:00Z\n").unwrap();
+    fails(
+        &wh,
+        &[
+            "merge",
+            "db.t",
+            "--source",
+            dup.to_str().unwrap(),
+            "--on",
+            "id",
+        ],
+        &["more than one source row", "db.t"],
+    );
+    // Key columns that do not exist.
+    fails(
+        &wh,
+        &[
+            "merge",
+            "db.t",
+            "--source",
+            dup.to_str().unwrap(),
+            "--on",
+            "nope",
+        ],
+        &["nope"],
+    );
+    assert_eq!(metadata_location(&wh), before, "nothing was committed");
+    assert_eq!(snapshot_count(&wh), 1);
+    // No data or delete file was left behind by the failed statements.
+    assert_eq!(find_files(&wh, "deletes.parquet").len(), 0);
+    assert_eq!(find_files(&wh, ".parquet").len(), 1);
+}
+
+#[test]
+fn corrupt_deletion_vectors_and_delete_files_are_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let (csv, _) = inputs(d.path());
+    for (name, fv, suffix) in [("db.v3", "3", ".puffin"), ("db.v2", "2", "deletes.parquet")] {
+        ok(
+            &wh,
+            &[
+                "create",
+                name,
+                "--schema",
+                "id long, name string, ts timestamptz",
+                "--format-version",
+                fv,
+                "--property",
+                "write.delete.mode=merge-on-read",
+            ],
+        );
+        ok(&wh, &["append", name, &csv]);
+        ok(&wh, &["delete", name, "--where", "id % 5 = 0"]);
+        assert_eq!(ok(&wh, &["scan", name, "--count"]).trim(), "40");
+        let table_dir = wh.join(name.replace('.', "/"));
+        let files = find_files(&table_dir, suffix);
+        assert_eq!(files.len(), 1, "{name}: one delete file");
+        let f = &files[0];
+        let good = std::fs::read(f).unwrap();
+        let fname = f.file_name().unwrap().to_string_lossy().to_string();
+        let mut cases: Vec<(Vec<u8>, &str)> = vec![(good[..12].to_vec(), fname.as_str())];
+        if fv == "3" {
+            // The blob starts after the 4-byte Puffin magic: length (4), DV magic (4), bitmap.
+            let mut bad_magic = good.clone();
+            bad_magic[9] ^= 0xff;
+            cases.push((bad_magic, "magic"));
+            let mut bad_crc = good.clone();
+            bad_crc[14] ^= 0x01;
+            cases.push((bad_crc, "CRC"));
+        }
+        let snaps = |wh: &Path| {
+            let v: serde_json::Value =
+                serde_json::from_str(&ok(wh, &["snapshots", name, "--json"])).unwrap();
+            v.as_array().unwrap().len()
+        };
+        for (bytes, want) in cases {
+            std::fs::write(f, &bytes).unwrap();
+            fails(&wh, &["scan", name], &[want, name]);
+            fails(&wh, &["delete", name, "--where", "id = 1"], &[want]);
+            assert_eq!(snaps(&wh), 2, "{name}: nothing committed");
+        }
+        std::fs::write(f, &good).unwrap();
+        assert_eq!(ok(&wh, &["scan", name, "--count"]).trim(), "40");
+    }
+}

@@ -304,3 +304,204 @@ fn chrono_now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+#[test]
+fn dml_commands_end_to_end() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let (csv, pq) = inputs(d.path());
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.m",
+            "--schema",
+            "id long, name string, ts timestamptz",
+            "--property",
+            "write.delete.mode=merge-on-read",
+            "--property",
+            "write.merge.mode=merge-on-read",
+            "--format-version",
+            "3",
+        ],
+    );
+    ok(&wh, &["append", "db.m", &csv]);
+    ok(&wh, &["append", "db.m", &pq]);
+    let count = |filter: Option<&str>| -> usize {
+        let mut a = vec!["scan", "db.m", "--count"];
+        if let Some(f) = filter {
+            a.extend(["--where", f]);
+        }
+        ok(&wh, &a).trim().parse().unwrap()
+    };
+    assert_eq!(count(None), 80);
+    let out = ok(&wh, &["delete", "db.m", "--where", "id % 10 = 3", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["removed_rows"], 8);
+    assert_eq!(v["mode"], "merge-on-read");
+    assert_eq!(
+        v["added_delete_files"], 2,
+        "one deletion vector per data file"
+    );
+    assert_eq!(count(None), 72);
+    let out = ok(
+        &wh,
+        &[
+            "update",
+            "db.m",
+            "--set",
+            "name = 'x' || name",
+            "--where",
+            "id < 5",
+        ],
+    );
+    assert!(out.contains("copy-on-write"), "{out}");
+    assert_eq!(count(Some("name = 'xn0'")), 1);
+    assert_eq!(count(Some("id = 3")), 0);
+    // Upsert: ids 70..89, 73 was deleted, so 9 updates and 11 inserts.
+    let upd = d.path().join("upd.csv");
+    let mut s = String::from("id,name,ts\n");
+    for i in 70..90 {
+        s.push_str(&format!("{i},m,2024-02-01T00:00:00Z\n"));
+    }
+    std::fs::write(&upd, s).unwrap();
+    let out = ok(
+        &wh,
+        &[
+            "merge",
+            "db.m",
+            "--source",
+            upd.to_str().unwrap(),
+            "--on",
+            "id",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["removed_rows"], 9);
+    assert_eq!(v["written_rows"], 20);
+    assert_eq!(count(None), 83);
+    assert_eq!(count(Some("name = 'm'")), 20);
+    let stmt = format!(
+        "MERGE INTO db.m AS t USING '{}' AS s ON t.id = s.id WHEN MATCHED THEN DELETE",
+        upd.display()
+    );
+    ok(&wh, &["sql", &stmt]);
+    assert_eq!(count(None), 63);
+    ok(&wh, &["sql", "DELETE FROM db.m WHERE id >= 60"]);
+    assert_eq!(count(None), 63 - 9);
+    let out = ok(&wh, &["delete", "db.m", "--where", "id > 1000"]);
+    assert!(out.contains("no rows matched"), "{out}");
+    let snaps: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["snapshots", "db.m", "--json"])).unwrap();
+    let ops: Vec<&str> = snaps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["operation"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "append",
+            "append",
+            "delete",
+            "overwrite",
+            "overwrite",
+            "delete",
+            "delete"
+        ]
+    );
+}
+
+/// Two processes delete from the same data file at once, in every mode: one commits; the
+/// other either commits a correct result or fails with a conflict. Rows are never lost and
+/// deleted rows never come back.
+#[test]
+fn two_processes_delete_from_the_same_file() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let csv = d.path().join("one.csv");
+    let mut s = String::from("id,name\n");
+    for i in 0..600 {
+        s.push_str(&format!("{i},n{i}\n"));
+    }
+    std::fs::write(&csv, s).unwrap();
+    let modes: &[(&str, &[&str])] = &[
+        ("cow", &["--format-version", "2"]),
+        (
+            "mor2",
+            &[
+                "--format-version",
+                "2",
+                "--property",
+                "write.delete.mode=merge-on-read",
+            ],
+        ),
+        (
+            "mor3",
+            &[
+                "--format-version",
+                "3",
+                "--property",
+                "write.delete.mode=merge-on-read",
+            ],
+        ),
+    ];
+    for (label, props) in modes {
+        for round in 0..3 {
+            let name = format!("db.{label}{round}");
+            let mut a = vec!["create", name.as_str(), "--schema", "id long, name string"];
+            a.extend(props.iter());
+            ok(&wh, &a);
+            ok(&wh, &["append", &name, csv.to_str().unwrap()]);
+            let filters = ["id % 2 = 0", "id % 3 = 0"];
+            let children: Vec<_> = filters
+                .iter()
+                .map(|f| {
+                    Command::new(env!("CARGO_BIN_EXE_floe"))
+                        .arg("--warehouse")
+                        .arg(&wh)
+                        .args(["delete", &name, "--where", f])
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            let mut landed = Vec::new();
+            for (c, f) in children.into_iter().zip(filters) {
+                let o = c.wait_with_output().unwrap();
+                if o.status.success() {
+                    landed.push(f);
+                } else {
+                    let err = String::from_utf8_lossy(&o.stderr);
+                    assert!(
+                        err.contains("concurrent") || err.contains("redo the operation"),
+                        "{label}: a failed concurrent delete must be a conflict: {err}"
+                    );
+                }
+            }
+            assert!(!landed.is_empty(), "{label}: neither delete committed");
+            let expected: Vec<i64> = (0..600)
+                .filter(|i| {
+                    !landed.iter().any(|f| {
+                        (f.contains("% 2") && i % 2 == 0) || (f.contains("% 3") && i % 3 == 0)
+                    })
+                })
+                .collect();
+            let n: usize = ok(&wh, &["scan", &name, "--count"]).trim().parse().unwrap();
+            assert_eq!(n, expected.len(), "{label}: rows after {landed:?}");
+            let sum: i64 = ok(&wh, &["scan", &name, "--columns", "id", "--format", "csv"])
+                .lines()
+                .skip(1)
+                .map(|l| l.trim().parse::<i64>().unwrap())
+                .sum();
+            assert_eq!(
+                sum,
+                expected.iter().sum::<i64>(),
+                "{label}: which rows remain"
+            );
+        }
+    }
+}

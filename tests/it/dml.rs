@@ -174,7 +174,16 @@ async fn dml_in_every_mode_matches_the_model_and_the_peers() {
     let cases = vec![
         dml_case(&py, &cat, w, "cow_v2", Some("cat"), FormatVersion::V2, &[]).await,
         dml_case(&py, &cat, w, "mor_v2", None, FormatVersion::V2, &mor).await,
-        dml_case(&py, &cat, w, "mor_v2_part", Some("bucket(4, id)"), FormatVersion::V2, &part).await,
+        dml_case(
+            &py,
+            &cat,
+            w,
+            "mor_v2_part",
+            Some("bucket(4, id)"),
+            FormatVersion::V2,
+            &part,
+        )
+        .await,
         dml_case(&py, &cat, w, "mor_v3", Some("cat"), FormatVersion::V3, &mor).await,
         dml_case(&py, &cat, w, "cow_v3", None, FormatVersion::V3, &[]).await,
     ];
@@ -198,7 +207,10 @@ async fn spark_and_floe_take_turns_on_merge_on_read_tables() {
         ("write.merge.mode", "merge-on-read"),
     ];
     let mut checks = Vec::new();
-    for (label, fv) in [("turns_v2", FormatVersion::V2), ("turns_v3", FormatVersion::V3)] {
+    for (label, fv) in [
+        ("turns_v2", FormatVersion::V2),
+        ("turns_v3", FormatVersion::V3),
+    ] {
         let mut case = create(&cat, work.path(), label, Some("cat"), fv, &mor).await;
         let ident = parse_ident(&format!("dml.{label}")).unwrap();
         for (by_spark, st) in [

@@ -205,6 +205,63 @@ enum Cmd {
         /// Metadata file location.
         metadata: String,
     },
+    /// Delete rows (copy-on-write or merge-on-read per write.delete.mode).
+    Delete {
+        /// Table name.
+        name: String,
+        /// Rows to delete (SQL expression, e.g. "id % 1000 = 7 AND ts < '2024-01-01'").
+        #[arg(long = "where", value_name = "EXPR")]
+        filter: String,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Update rows (per write.update.mode); a changed partition column moves the row.
+    Update {
+        /// Table name.
+        name: String,
+        /// Assignments, e.g. "price = price * 1.1, note = 'repriced'".
+        #[arg(long)]
+        set: String,
+        /// Rows to update (default: all).
+        #[arg(long = "where", value_name = "EXPR")]
+        filter: Option<String>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Merge a source file into a table by key (default: upsert; per write.merge.mode).
+    Merge {
+        /// Table name.
+        name: String,
+        /// Source rows (.parquet or .csv).
+        #[arg(long)]
+        source: String,
+        /// Key columns, equal in target and source (e.g. "id" or "region,id").
+        #[arg(long, value_delimiter = ',', required = true)]
+        on: Vec<String>,
+        /// What happens to matched target rows: update (from the source row), delete, ignore.
+        #[arg(long, default_value = "update")]
+        matched: String,
+        /// What happens to unmatched source rows: insert, ignore.
+        #[arg(long, default_value = "insert")]
+        not_matched: String,
+        /// What happens to target rows no source row matches: ignore, delete.
+        #[arg(long, default_value = "ignore")]
+        not_matched_by_source: String,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a DELETE, UPDATE or MERGE INTO statement.
+    Sql {
+        /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
+        /// WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *".
+        statement: String,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn kv(s: &str) -> std::result::Result<(String, String), String> {
@@ -713,6 +770,85 @@ async fn run(cli: Cli) -> Result<()> {
             );
             Ok(())
         }
+        Cmd::Delete { name, filter, json } => {
+            let sql = format!("DELETE FROM {name} WHERE {filter}");
+            run_dml(&cli, &sql, None, *json).await
+        }
+        Cmd::Update {
+            name,
+            set,
+            filter,
+            json,
+        } => {
+            let mut sql = format!("UPDATE {name} SET {set}");
+            if let Some(f) = filter {
+                sql.push_str(&format!(" WHERE {f}"));
+            }
+            run_dml(&cli, &sql, None, *json).await
+        }
+        Cmd::Merge {
+            name,
+            source,
+            on,
+            matched,
+            not_matched,
+            not_matched_by_source,
+            json,
+        } => {
+            let keys = on
+                .iter()
+                .map(|k| format!("t.{k} = s.{k}", k = k.trim()))
+                .collect::<Vec<_>>()
+                .join(" AND ");
+            let mut sql = format!("MERGE INTO {name} AS t USING source AS s ON {keys}");
+            match matched.as_str() {
+                "update" => sql.push_str(" WHEN MATCHED THEN UPDATE SET *"),
+                "delete" => sql.push_str(" WHEN MATCHED THEN DELETE"),
+                "ignore" => {}
+                o => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!("--matched {o}: expected update, delete or ignore"),
+                    ))
+                }
+            }
+            match not_matched.as_str() {
+                "insert" => sql.push_str(" WHEN NOT MATCHED THEN INSERT *"),
+                "ignore" => {}
+                o => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!("--not-matched {o}: expected insert or ignore"),
+                    ))
+                }
+            }
+            match not_matched_by_source.as_str() {
+                "delete" => sql.push_str(" WHEN NOT MATCHED BY SOURCE THEN DELETE"),
+                "ignore" => {}
+                o => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidInput,
+                        format!("--not-matched-by-source {o}: expected delete or ignore"),
+                    ))
+                }
+            }
+            let table = catalog(&cli)?.load_table(&parse_ident(name)?).await?;
+            let rows = read_source(&table, source)?;
+            run_dml(&cli, &sql, Some(rows), *json).await
+        }
+        Cmd::Sql { statement, json } => {
+            let rows = match floe::expr::parse_statement(statement)? {
+                floe::expr::Statement::Merge(m) => match &m.source {
+                    floe::expr::MergeSource::Path(p) => {
+                        let table = catalog(&cli)?.load_table(&parse_ident(&m.target)?).await?;
+                        Some(read_source(&table, p)?)
+                    }
+                    floe::expr::MergeSource::Table(_) => None,
+                },
+                _ => None,
+            };
+            run_dml(&cli, statement, rows, *json).await
+        }
         Cmd::Register { name, metadata } => {
             let t = catalog(&cli)?
                 .register_table(&parse_ident(name)?, metadata)
@@ -721,6 +857,62 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Reads a MERGE source file whole (CSV columns typed by the target's columns of that name).
+fn read_source(table: &Table, path: &str) -> Result<Vec<arrow::array::RecordBatch>> {
+    let schema = Arc::new(iceberg_arrow_schema(table)?);
+    input::read_file(path, &schema)?.collect()
+}
+
+/// Runs a DML statement with a spinner and prints what it did.
+async fn run_dml(
+    cli: &Cli,
+    sql: &str,
+    source: Option<Vec<arrow::array::RecordBatch>>,
+    json: bool,
+) -> Result<()> {
+    let cat = catalog(cli)?;
+    let started = Instant::now();
+    let pb = spinner("reading and rewriting");
+    let r = floe::dml::execute(&cat, sql, source).await;
+    pb.finish_and_clear();
+    let r = r?;
+    let secs = started.elapsed().as_secs_f64();
+    let mode = match r.mode {
+        floe::spec::WriteMode::CopyOnWrite => "copy-on-write",
+        floe::spec::WriteMode::MergeOnRead => "merge-on-read",
+    };
+    if json {
+        print_json(&json!({
+            "table": r.table.name(),
+            "snapshot_id": r.snapshot_id,
+            "mode": mode,
+            "removed_rows": r.removed_rows,
+            "written_rows": r.written_rows,
+            "removed_data_files": r.removed_data_files,
+            "added_data_files": r.added_data_files,
+            "added_delete_files": r.added_delete_files,
+            "written_bytes": r.written_bytes,
+            "seconds": secs,
+        }));
+        return Ok(());
+    }
+    match r.snapshot_id {
+        None => println!("no rows matched; {} unchanged", r.table.name()),
+        Some(id) => println!(
+            "{}: snapshot {id} ({mode}): {} rows removed, {} rows written; {} data files dropped, \
+             {} data files and {} delete files added ({:.1} MB) in {secs:.2}s",
+            r.table.name(),
+            r.removed_rows,
+            r.written_rows,
+            r.removed_data_files,
+            r.added_data_files,
+            r.added_delete_files,
+            r.written_bytes as f64 / 1e6
+        ),
+    }
+    Ok(())
 }
 
 fn iceberg_arrow_schema(t: &Table) -> Result<arrow::datatypes::Schema> {

@@ -2,9 +2,11 @@
 //! table's `write.{delete,update,merge}.mode` says.
 
 mod engine;
+mod equality;
 mod merge;
 mod statement;
 
+pub use equality::delete_by_key;
 pub use engine::{run, RowChanger, RowLevelKind, RowLevelResult};
 pub use merge::merge;
 pub use statement::{delete, execute, update};

@@ -186,6 +186,9 @@ pub struct Check {
     pub expected: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub engines: Option<Vec<String>>,
+    /// Engines that must refuse to read the table (pyiceberg and equality deletes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refuse: Option<Vec<String>>,
 }
 
 /// Runs the peer checker over `checks`; panics with its report unless every engine agrees.

@@ -67,6 +67,7 @@ async fn checks_for(t: &Table, snaps: &[i64], work: &std::path::Path, label: &st
             snapshot_id: Some(*s),
             expected: p.to_string_lossy().to_string(),
             engines: None,
+            refuse: None,
         });
     }
     out
@@ -180,6 +181,7 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
             snapshot_id: None,
             expected: exp.to_string_lossy().to_string(),
             engines: None,
+            refuse: None,
         }],
     );
     let checks = serde_json::json!([{ "name": "dir", "table_dir": table_dir, "expected": exp, "engines": ["duckdb", "spark"] }]);

@@ -58,6 +58,13 @@ pub trait RowChanger: Send {
     /// (deleted rows' replacements; any column order, matched to the table by name).
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)>;
 
+    /// Whether every row of a file goes away, judged from `constants`: the values of
+    /// [`RowChanger::columns`], which are the same on every row of the file (its identity
+    /// partition values). `None` when that cannot be told without reading the rows.
+    fn removes_all(&self, _constants: &RecordBatch) -> Result<Option<bool>> {
+        Ok(None)
+    }
+
     /// New rows to write once every row was seen (MERGE's `WHEN NOT MATCHED`).
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         Ok(vec![])
@@ -130,7 +137,23 @@ pub async fn run(
     if let Some(cols) = changer.columns() {
         scan = scan.select(cols);
     }
-    let plan = scan.plan().await?.without_row_filter();
+    let mut plan = scan.plan().await?.without_row_filter();
+    // Files the changer removes whole judging by partition values alone are not read.
+    let mut dropped: Vec<PlannedFile> = Vec::new();
+    if let Some(cols) = changer.columns() {
+        for f in &plan.files {
+            if let Some(row) = identity_row(table, f, &cols)? {
+                if changer.removes_all(&row)? == Some(true) {
+                    dropped.push(f.clone());
+                }
+            }
+        }
+        let gone: std::collections::HashSet<String> = dropped
+            .iter()
+            .map(|f| f.file.file_path().to_string())
+            .collect();
+        plan.retain(|p| !gone.contains(p.file.file_path()));
+    }
     let files: Vec<PlannedFile> = plan.files.clone();
     let previous: Vec<Option<RoaringTreemap>> = (0..files.len())
         .map(|i| plan.deleted_positions(i).cloned())
@@ -168,6 +191,13 @@ pub async fn run(
         let mut touched = Vec::new();
         let mut removed_rows = 0u64;
         let mut removed_data_files = 0usize;
+        for f in &dropped {
+            producer_removed.push(FileKey::of(&f.file));
+            producer_removed.extend(file_scoped_deletes(f));
+            touched.push((f.file.clone(), f.spec.clone()));
+            removed_data_files += 1;
+            removed_rows += f.file.record_count();
+        }
         let mut rewrite: Vec<usize> = Vec::new();
         let mut new_positions: Vec<(usize, RoaringTreemap)> = Vec::new();
         for (i, st) in states.iter_mut().enumerate() {
@@ -375,6 +405,47 @@ pub async fn run(
             Err(e)
         }
     }
+}
+
+/// A one-row batch of `cols` holding the file's identity partition values, or `None` when a
+/// column is not an identity partition source of the file's spec.
+fn identity_row(table: &Table, f: &PlannedFile, cols: &[String]) -> Result<Option<RecordBatch>> {
+    use iceberg::spec::{Literal, Transform};
+    let schema = table.metadata().current_schema();
+    let arrow = iceberg::arrow::schema_to_arrow_schema(schema)?;
+    let mut fields = Vec::new();
+    let mut arrays = Vec::new();
+    for c in cols {
+        let Some(field) = schema.field_by_name(c) else {
+            return Ok(None);
+        };
+        let Some(k) = f
+            .spec
+            .fields()
+            .iter()
+            .position(|pf| pf.source_id == field.id && pf.transform == Transform::Identity)
+        else {
+            return Ok(None);
+        };
+        let (Ok(af), Some(prim)) = (
+            arrow.field_with_name(c),
+            field.field_type.as_primitive_type(),
+        ) else {
+            return Ok(None);
+        };
+        let array = match f.partition.iter().nth(k).flatten() {
+            None => arrow_array::new_null_array(af.data_type(), 1),
+            Some(Literal::Primitive(p)) => crate::expr::literal_array(p, prim, af.data_type())?,
+            Some(_) => return Ok(None),
+        };
+        fields.push(af.clone());
+        arrays.push(array);
+    }
+    Ok(Some(RecordBatch::try_new_with_options(
+        Arc::new(arrow_schema::Schema::new(fields)),
+        arrays,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(1)),
+    )?))
 }
 
 /// Keys of the delete files that only concern `f` (its deletion vector, file-scoped position

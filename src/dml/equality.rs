@@ -81,7 +81,10 @@ pub async fn delete_by_key(
     let mut w = DeleteFileWriter::new(table)?;
     let mut files = Vec::new();
     for (partition, rows) in pieces {
-        match w.write_equality_deletes(&spec, &partition, &ids, &rows).await {
+        match w
+            .write_equality_deletes(&spec, &partition, &ids, &rows)
+            .await
+        {
             Ok(f) => files.push(f),
             Err(e) => {
                 w.abort().await;

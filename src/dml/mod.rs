@@ -6,7 +6,7 @@ mod equality;
 mod merge;
 mod statement;
 
-pub use equality::delete_by_key;
 pub use engine::{run, RowChanger, RowLevelKind, RowLevelResult};
+pub use equality::delete_by_key;
 pub use merge::merge;
 pub use statement::{delete, execute, update};

@@ -70,6 +70,12 @@ impl RowChanger for Delete {
     fn columns(&self) -> Option<Vec<String>> {
         Some(self.columns.clone())
     }
+    fn removes_all(&self, constants: &RecordBatch) -> Result<Option<bool>> {
+        Ok(match &self.bound {
+            Some(b) => Some(b.evaluate_predicate(constants)?.value(0)),
+            None => Some(true),
+        })
+    }
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
         Ok(match &self.bound {
             Some(b) => (b.evaluate_predicate(batch)?, None),

@@ -18,7 +18,7 @@ pub use eval::cast_to;
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
 pub use parse::parse_predicate;
 pub use prune::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
-pub use row_filter::{column_by_field_id, filter_mask, referenced_field_ids};
+pub use row_filter::{column_by_field_id, filter_mask, literal_array, referenced_field_ids};
 pub use sql::{
     parse_assignments, parse_expr, parse_statement, Insert, MatchedAction, Merge, MergeClause,
     MergeSource, Statement,

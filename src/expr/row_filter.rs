@@ -165,7 +165,16 @@ fn is_nan(col: &ArrayRef) -> Result<BooleanArray> {
 
 /// A one-element array holding `d`, of the column's Arrow type.
 pub(crate) fn scalar(d: &Datum, target: &DataType) -> Result<ArrayRef> {
-    let base: ArrayRef = match (d.literal(), d.data_type()) {
+    literal_array(d.literal(), d.data_type(), target)
+}
+
+/// A one-element array holding a literal of Iceberg type `ty`, of Arrow type `target`.
+pub fn literal_array(
+    lit: &PrimitiveLiteral,
+    ty: &PrimitiveType,
+    target: &DataType,
+) -> Result<ArrayRef> {
+    let base: ArrayRef = match (lit, ty) {
         (PrimitiveLiteral::Boolean(v), _) => Arc::new(BooleanArray::from(vec![*v])),
         (PrimitiveLiteral::Int(v), _) => Arc::new(Int32Array::from(vec![*v])),
         (PrimitiveLiteral::Long(v), _) => Arc::new(Int64Array::from(vec![*v])),

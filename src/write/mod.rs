@@ -10,6 +10,6 @@ mod progress;
 
 pub use conform::Conformer;
 pub use data::DataWriter;
-pub(crate) use partition::Partitioner;
 pub use deletes::DeleteFileWriter;
+pub(crate) use partition::Partitioner;
 pub use progress::WriteProgress;

@@ -505,3 +505,56 @@ fn two_processes_delete_from_the_same_file() {
         }
     }
 }
+
+/// A DELETE whose predicate covers whole partitions drops their files by metadata alone (no
+/// data file is read: they are unreadable here) as a `delete` snapshot.
+#[test]
+fn delete_of_whole_partitions_reads_no_data() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let csv = d.path().join("p.csv");
+    let mut s = String::from("id,cat\n");
+    for i in 0..90 {
+        s.push_str(&format!("{i},{}\n", ["a", "b", "c"][i % 3]));
+    }
+    std::fs::write(&csv, s).unwrap();
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.p",
+            "--schema",
+            "id long, cat string",
+            "--partition-by",
+            "cat",
+        ],
+    );
+    ok(&wh, &["append", "db.p", csv.to_str().unwrap()]);
+    let files: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["files", "db.p", "--json"])).unwrap();
+    // Make every data file of partitions a and b unreadable: the delete must not open them.
+    for f in files.as_array().unwrap() {
+        let p = f["file_path"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("file://");
+        if !p.contains("cat=c") {
+            std::fs::write(p, b"not parquet").unwrap();
+        }
+    }
+    let out = ok(
+        &wh,
+        &["delete", "db.p", "--where", "cat IN ('a', 'b')", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["removed_rows"], 60);
+    assert_eq!(v["removed_data_files"], 2);
+    assert_eq!(v["added_data_files"], 0);
+    assert_eq!(ok(&wh, &["scan", "db.p", "--count"]).trim(), "30");
+    let snaps: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["snapshots", "db.p", "--json"])).unwrap();
+    assert_eq!(
+        snaps.as_array().unwrap().last().unwrap()["operation"],
+        "delete"
+    );
+}

@@ -239,9 +239,24 @@ fn keyed_batch(rows: &[(i64, Option<&str>, i64)]) -> arrow::array::RecordBatch {
     use arrow::array::{Int64Array, StringArray};
     use std::sync::Arc;
     arrow::array::RecordBatch::try_from_iter(vec![
-        ("id", Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())) as _),
-        ("grp", Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())) as _),
-        ("n", Arc::new(Int64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())) as _),
+        (
+            "id",
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            )) as _,
+        ),
+        (
+            "grp",
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+            )) as _,
+        ),
+        (
+            "n",
+            Arc::new(Int64Array::from(
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            )) as _,
+        ),
     ])
     .unwrap()
 }
@@ -258,11 +273,30 @@ async fn equality_deletes_match_the_model_and_the_peers() {
     let base: Vec<(i64, Option<&str>, i64)> = (0..60)
         .map(|i| (i, [Some("a"), Some("b"), None][(i % 3) as usize], i % 7))
         .collect();
-    let later: Vec<(i64, Option<&str>, i64)> = vec![(100, None, 2), (101, Some("b"), 2), (3, Some("a"), 3)];
+    let later: Vec<(i64, Option<&str>, i64)> =
+        vec![(100, None, 2), (101, Some("b"), 2), (3, Some("a"), 3)];
     for (label, partition, cols, keys, engines) in [
-        ("eq_global", None, vec!["id"], vec![(3, None, 0), (10, None, 0), (11, None, 0)], vec!["duckdb", "spark"]),
-        ("eq_nulls", None, vec!["grp", "n"], vec![(0, None, 2), (0, Some("b"), 4)], vec!["spark"]),
-        ("eq_partitioned", Some("grp"), vec!["grp", "n"], vec![(0, Some("a"), 1), (0, None, 5)], vec!["spark"]),
+        (
+            "eq_global",
+            None,
+            vec!["id"],
+            vec![(3, None, 0), (10, None, 0), (11, None, 0)],
+            vec!["duckdb", "spark"],
+        ),
+        (
+            "eq_nulls",
+            None,
+            vec!["grp", "n"],
+            vec![(0, None, 2), (0, Some("b"), 4)],
+            vec!["spark"],
+        ),
+        (
+            "eq_partitioned",
+            Some("grp"),
+            vec!["grp", "n"],
+            vec![(0, Some("a"), 1), (0, None, 5)],
+            vec!["spark"],
+        ),
     ] {
         let schema = parse_schema("id long, grp string, n long").unwrap();
         let mut c = TableCreation::new(schema.clone());
@@ -271,7 +305,10 @@ async fn equality_deletes_match_the_model_and_the_peers() {
         }
         let ident = parse_ident(&format!("dml.{label}")).unwrap();
         let t = cat.create_table(&ident, c).await.unwrap();
-        let t = append(&cat, &t, vec![Ok(keyed_batch(&base))], None).await.unwrap().table;
+        let t = append(&cat, &t, vec![Ok(keyed_batch(&base))], None)
+            .await
+            .unwrap()
+            .table;
         let model0 = work.path().join(format!("{label}-model-0.parquet"));
         write_parquet(&model0, &[keyed_batch(&base)]);
         let mut case = Case {
@@ -285,20 +322,34 @@ async fn equality_deletes_match_the_model_and_the_peers() {
         let key_file = work.path().join(format!("{label}-keys.parquet"));
         let key_batch = keyed_batch(&keys);
         write_parquet(&key_file, &[key_batch.clone()]);
-        let r = floe::dml::delete_by_key(&cat, &case.table, &cols, &key_batch).await.unwrap();
-        assert_eq!(r.added_delete_files, if partition.is_some() { 2 } else { 1 });
+        let r = floe::dml::delete_by_key(&cat, &case.table, &cols, &key_batch)
+            .await
+            .unwrap();
+        assert_eq!(
+            r.added_delete_files,
+            if partition.is_some() { 2 } else { 1 }
+        );
         case.table = r.table;
         let on = cols
             .iter()
             .map(|c| format!("s.{c} IS NOT DISTINCT FROM t.{c}"))
             .collect::<Vec<_>>()
             .join(" AND ");
-        case.expect(&py, &format!("DELETE FROM t WHERE EXISTS (SELECT 1 FROM s WHERE {on})"), Some(&key_file)).await;
+        case.expect(
+            &py,
+            &format!("DELETE FROM t WHERE EXISTS (SELECT 1 FROM s WHERE {on})"),
+            Some(&key_file),
+        )
+        .await;
         // Rows appended after the delete are not affected by it.
-        case.table = append(&cat, &case.table, vec![Ok(keyed_batch(&later))], None).await.unwrap().table;
+        case.table = append(&cat, &case.table, vec![Ok(keyed_batch(&later))], None)
+            .await
+            .unwrap()
+            .table;
         let later_file = work.path().join(format!("{label}-later.parquet"));
         write_parquet(&later_file, &[keyed_batch(&later)]);
-        case.expect(&py, "INSERT INTO t SELECT * FROM s", Some(&later_file)).await;
+        case.expect(&py, "INSERT INTO t SELECT * FROM s", Some(&later_file))
+            .await;
         for mut ch in case.checks {
             ch.engines = Some(engines.iter().map(|e| e.to_string()).collect());
             checks.push(ch.clone());

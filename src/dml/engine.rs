@@ -455,7 +455,7 @@ fn file_scoped_deletes(f: &PlannedFile) -> Vec<FileKey> {
         .iter()
         .filter(|d| {
             d.file.content_type() == DataContentType::PositionDeletes
-                && d.file.referenced_data_file().is_some()
+                && crate::scan::is_file_scoped(&d.file)
         })
         .map(|d| FileKey::of(&d.file))
         .collect()

@@ -48,6 +48,22 @@ pub fn canonical_path(p: &str) -> &str {
     }
 }
 
+/// Whether a position delete file concerns a single data file: it names it in
+/// `referenced_data_file`, or its `file_path` bounds are one and the same path (Spark's v2
+/// files), as Iceberg Java's `ContentFileUtil.isFileScoped` judges.
+pub fn is_file_scoped(f: &DataFile) -> bool {
+    if f.referenced_data_file().is_some() {
+        return true;
+    }
+    match (
+        f.lower_bounds().get(&FILE_PATH_FIELD_ID),
+        f.upper_bounds().get(&FILE_PATH_FIELD_ID),
+    ) {
+        (Some(lo), Some(hi)) => lo == hi,
+        _ => false,
+    }
+}
+
 type PartitionKey = (i32, Struct);
 
 /// Delete files of one snapshot, indexed for matching against its data files.

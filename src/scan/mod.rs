@@ -16,7 +16,7 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
 
 pub use delete_index::{
-    canonical_path, DeleteEntry, DeleteIndex, FILE_PATH_FIELD_ID, POS_FIELD_ID,
+    canonical_path, is_file_scoped, DeleteEntry, DeleteIndex, FILE_PATH_FIELD_ID, POS_FIELD_ID,
 };
 pub use deletes::{EqualityDeletes, FileDeletes, LoadedDeletes};
 pub use plan::{plan_files, PartitionFilters, PlanStats, PlannedFile};

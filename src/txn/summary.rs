@@ -22,6 +22,7 @@ pub struct SummaryCounts {
     removed_size: u64,
     removed_pos_deletes: u64,
     removed_eq_deletes: u64,
+    removed_dvs: u64,
     partitions: HashSet<String>,
 }
 
@@ -68,6 +69,9 @@ impl SummaryCounts {
             DataContentType::PositionDeletes => {
                 self.removed_delete_files += 1;
                 self.removed_pos_deletes += f.record_count();
+                if is_dv(f) {
+                    self.removed_dvs += 1;
+                }
             }
             DataContentType::EqualityDeletes => {
                 self.removed_delete_files += 1;
@@ -103,6 +107,7 @@ impl SummaryCounts {
         put("added-equality-deletes", self.added_eq_deletes, false);
         put("deleted-data-files", self.removed_data_files, false);
         put("removed-delete-files", self.removed_delete_files, false);
+        put("removed-dvs", self.removed_dvs, false);
         put("deleted-records", self.removed_records, false);
         put("removed-files-size", self.removed_size, false);
         put("removed-position-deletes", self.removed_pos_deletes, false);

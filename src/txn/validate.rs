@@ -134,3 +134,173 @@ impl Validation for RowLevelValidation {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::expr::{Bind, Reference};
+    use iceberg::spec::{
+        DataFileBuilder, DataFileFormat, Datum, NestedField, PrimitiveType, Schema, Type,
+    };
+
+    fn schema() -> Arc<Schema> {
+        Arc::new(
+            Schema::builder()
+                .with_fields(vec![NestedField::required(
+                    1,
+                    "id",
+                    Type::Primitive(PrimitiveType::Long),
+                )
+                .into()])
+                .build()
+                .unwrap(),
+        )
+    }
+
+    fn file(
+        content: DataContentType,
+        path: &str,
+        referenced: Option<&str>,
+        lo: i64,
+        hi: i64,
+    ) -> DataFile {
+        let mut b = DataFileBuilder::default();
+        b.content(content)
+            .file_path(path.into())
+            .file_format(DataFileFormat::Parquet)
+            .partition(Struct::empty())
+            .record_count(1)
+            .file_size_in_bytes(1)
+            .lower_bounds([(1, Datum::long(lo))].into())
+            .upper_bounds([(1, Datum::long(hi))].into());
+        if let Some(r) = referenced {
+            b.referenced_data_file(Some(r.into()));
+        }
+        b.build().unwrap()
+    }
+
+    fn md() -> TableMetadata {
+        let s = schema();
+        iceberg::spec::TableMetadataBuilder::new(
+            s.as_ref().clone(),
+            iceberg::spec::PartitionSpec::unpartition_spec(),
+            iceberg::spec::SortOrder::unsorted_order(),
+            "/tmp/t".into(),
+            iceberg::spec::FormatVersion::V2,
+            Default::default(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata
+    }
+
+    fn change(op: Operation, added: Vec<DataFile>, removed: Vec<DataFile>) -> CommittedChange {
+        let spec = Arc::new(iceberg::spec::PartitionSpec::unpartition_spec());
+        let wrap = |v: Vec<DataFile>| {
+            v.into_iter()
+                .map(|file| ChangedFile {
+                    file,
+                    spec: spec.clone(),
+                })
+                .collect()
+        };
+        CommittedChange {
+            snapshot_id: 9,
+            operation: op,
+            added: wrap(added),
+            removed: wrap(removed),
+        }
+    }
+
+    fn validation(isolation: IsolationLevel) -> RowLevelValidation {
+        let filter = Reference::new("id")
+            .less_than(Datum::long(100))
+            .bind(schema(), false)
+            .unwrap();
+        RowLevelValidation {
+            isolation,
+            conflict_filter: Some(filter),
+            touched: vec![(
+                file(DataContentType::Data, "/t/a.parquet", None, 0, 50),
+                Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
+            )],
+            table: "db.t".into(),
+        }
+    }
+
+    #[test]
+    fn java_rules() {
+        let md = md();
+        let ser = validation(IsolationLevel::Serializable);
+        let snap = validation(IsolationLevel::Snapshot);
+        let is_conflict = |r: Result<()>| r.is_err_and(|e| e.kind() == ErrorKind::Conflict);
+        // A concurrent append that may hold rows the filter selects.
+        let add_match = [change(
+            Operation::Append,
+            vec![file(DataContentType::Data, "/t/b.parquet", None, 10, 20)],
+            vec![],
+        )];
+        assert!(is_conflict(ser.validate(&md, &add_match)));
+        assert!(snap.validate(&md, &add_match).is_ok());
+        // One whose metrics rule the filter out.
+        let add_other = [change(
+            Operation::Append,
+            vec![file(DataContentType::Data, "/t/c.parquet", None, 500, 600)],
+            vec![],
+        )];
+        assert!(ser.validate(&md, &add_other).is_ok());
+        // Compaction (replace) adding data is not a conflict by itself...
+        let replace = [change(
+            Operation::Replace,
+            vec![file(DataContentType::Data, "/t/d.parquet", None, 0, 50)],
+            vec![],
+        )];
+        assert!(ser.validate(&md, &replace).is_ok());
+        // ...but removing a file this operation changed is, at every level.
+        let removed = [change(
+            Operation::Replace,
+            vec![],
+            vec![file(DataContentType::Data, "/t/a.parquet", None, 0, 50)],
+        )];
+        assert!(is_conflict(snap.validate(&md, &removed)));
+        // A concurrent delete against the same data file conflicts at every level.
+        let dv = [change(
+            Operation::Delete,
+            vec![file(
+                DataContentType::PositionDeletes,
+                "/t/x.puffin",
+                Some("file:/t/a.parquet"),
+                0,
+                0,
+            )],
+            vec![],
+        )];
+        assert!(is_conflict(snap.validate(&md, &dv)));
+        let other_dv = [change(
+            Operation::Delete,
+            vec![file(
+                DataContentType::PositionDeletes,
+                "/t/y.puffin",
+                Some("/t/z.parquet"),
+                0,
+                0,
+            )],
+            vec![],
+        )];
+        assert!(ser.validate(&md, &other_dv).is_ok());
+        // A global equality delete may hit any file.
+        let eq = [change(
+            Operation::Delete,
+            vec![file(
+                DataContentType::EqualityDeletes,
+                "/t/eq.parquet",
+                None,
+                0,
+                0,
+            )],
+            vec![],
+        )];
+        assert!(is_conflict(snap.validate(&md, &eq)));
+    }
+}

@@ -388,3 +388,30 @@ fn corrupt_deletion_vectors_and_delete_files_are_reported() {
         assert_eq!(ok(&wh, &["scan", name, "--count"]).trim(), "40");
     }
 }
+
+#[test]
+fn merge_on_read_on_a_v1_table_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let (csv, _) = inputs(d.path());
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.v1",
+            "--schema",
+            "id long, name string, ts timestamptz",
+            "--format-version",
+            "1",
+            "--property",
+            "write.delete.mode=merge-on-read",
+        ],
+    );
+    ok(&wh, &["append", "db.v1", &csv]);
+    fails(
+        &wh,
+        &["delete", "db.v1", "--where", "id = 1"],
+        &["db.v1", "v1", "copy-on-write"],
+    );
+    assert_eq!(ok(&wh, &["scan", "db.v1", "--count"]).trim(), "50");
+}

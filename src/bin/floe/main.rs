@@ -149,7 +149,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List the data files of a snapshot.
+    /// List the data files of a snapshot, each with the delete files that apply to it.
     Files {
         /// Table name (or use --metadata).
         name: Option<String>,
@@ -691,6 +691,16 @@ async fn run(cli: Cli) -> Result<()> {
                         "partition": f.spec.partition_to_path(&f.partition, t.metadata().current_schema().clone()),
                         "spec_id": f.spec.spec_id(),
                         "sequence_number": f.sequence_number,
+                        "deletes": f.deletes.iter().map(|d| json!({
+                            "file_path": d.file.file_path(),
+                            "content": match (d.file.content_type(), d.is_dv()) {
+                                (floe::spec::DataContentType::EqualityDeletes, _) => "equality",
+                                (_, true) => "deletion-vector",
+                                _ => "position",
+                            },
+                            "record_count": d.file.record_count(),
+                            "sequence_number": d.sequence_number,
+                        })).collect::<Vec<_>>(),
                     }))
                     .collect();
                 print_json(&json!(v));
@@ -707,10 +717,14 @@ async fn run(cli: Cli) -> Result<()> {
                             ),
                             f.file.record_count().to_string(),
                             f.file.file_size_in_bytes().to_string(),
+                            f.deletes.len().to_string(),
                         ]
                     })
                     .collect();
-                print_table(&["file_path", "partition", "records", "bytes"], &rows);
+                print_table(
+                    &["file_path", "partition", "records", "bytes", "delete_files"],
+                    &rows,
+                );
             }
             Ok(())
         }

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::spec::{Snapshot, TableIdent, TableMetadata, TableProperties};
+use iceberg::spec::{Manifest, ManifestList};
+
+use crate::spec::{ManifestFile, Snapshot, TableIdent, TableMetadata, TableProperties};
 use crate::storage::{self, Storage};
 
 /// A loaded table (immutable view of one metadata version).
@@ -64,6 +66,47 @@ impl Table {
     /// The current snapshot of `main`, if any.
     pub fn current_snapshot(&self) -> Option<&Arc<Snapshot>> {
         self.metadata.current_snapshot()
+    }
+
+    /// The manifests a snapshot lists.
+    pub async fn manifest_list(&self, snapshot: &Snapshot) -> Result<Vec<ManifestFile>> {
+        let path = snapshot.manifest_list();
+        let bytes = self
+            .storage
+            .get(path)
+            .await
+            .map_err(|e| e.context(format!("table {}", self.name())))?;
+        let list = ManifestList::parse_with_version(&bytes, self.metadata.format_version())
+            .map_err(|e| {
+                Error::corrupt(format!(
+                    "manifest list '{path}' of table {} is malformed: {e}",
+                    self.name()
+                ))
+            })?;
+        Ok(list.consume_entries().into_iter().collect())
+    }
+
+    /// Reads one manifest (entries inherit sequence numbers and snapshot ids from `mf`).
+    pub async fn load_manifest(&self, mf: &ManifestFile) -> Result<Manifest> {
+        mf.load_manifest(&self.storage.file_io())
+            .await
+            .map_err(|e| {
+                let kind = if e.message().contains("missing") || e.message().contains("NotFound") {
+                    ErrorKind::NotFound
+                } else {
+                    ErrorKind::Corrupt
+                };
+                Error::new(
+                    kind,
+                    format!(
+                        "manifest '{}' of table {} cannot be read: {}",
+                        mf.manifest_path,
+                        self.name(),
+                        e.message()
+                    ),
+                )
+                .with_source(e)
+            })
     }
 
     /// Opens a table without a catalog from a `*.metadata.json` path or a table directory

@@ -14,7 +14,7 @@ use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::Datum;
 
 use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
-use super::statement::{check_assignable, nullable, table_arrow};
+use super::statement::{check_assignable, column_index, nullable, table_arrow};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::expr::{cast_to, BoundExpr, Insert, MatchedAction, Merge, MergeClause, MergeSource};
@@ -115,21 +115,7 @@ pub async fn merge(
     }
     let joined = Arc::new(ArrowSchema::new(fields));
     let find = |schema: &ArrowSchema, name: &str, what: &str| {
-        schema
-            .fields()
-            .iter()
-            .position(|f| f.name().eq_ignore_ascii_case(name))
-            .ok_or_else(|| {
-                ctx(Error::invalid(format!(
-                    "{what} column '{name}' does not exist; it has {}",
-                    schema
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
-            })
+        column_index(schema, name, what).map_err(ctx)
     };
     let mut target_keys = Vec::new();
     let mut source_keys = Vec::new();

@@ -33,6 +33,26 @@ pub(super) fn columns_in_table_order(
         .collect()
 }
 
+/// The index of column `name` (case-insensitive) in `schema`; `what` names the schema in the
+/// error ("target", "source").
+pub(super) fn column_index(schema: &ArrowSchema, name: &str, what: &str) -> Result<usize> {
+    schema
+        .fields()
+        .iter()
+        .position(|f| f.name().eq_ignore_ascii_case(name))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{what} column '{name}': no such column; the {what} has {}",
+                schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}
+
 /// Binds `e` as a condition to the columns `cols` of the table (as the scan returns them).
 fn bind_on(arrow: &ArrowSchema, cols: &[String], e: &Expr) -> Result<BoundExpr> {
     let idx: Vec<usize> = cols.iter().filter_map(|c| arrow.index_of(c).ok()).collect();
@@ -99,21 +119,7 @@ pub async fn update(
     }
     let mut set: Vec<Option<BoundExpr>> = vec![None; arrow.fields().len()];
     for (col, e) in assignments {
-        let i = arrow
-            .fields()
-            .iter()
-            .position(|f| f.name().eq_ignore_ascii_case(col))
-            .ok_or_else(|| {
-                ctx(Error::invalid(format!(
-                    "SET {col}: no such column; the table has {}",
-                    arrow
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
-            })?;
+        let i = column_index(&arrow, col, "table").map_err(ctx)?;
         if set[i].is_some() {
             return Err(ctx(Error::invalid(format!("SET assigns {col} twice"))));
         }

@@ -368,22 +368,10 @@ impl Scan {
             });
         };
         let storage = self.table.storage();
-        let io = storage.file_io();
-        let list_bytes = storage
-            .get(snap.manifest_list())
-            .await
-            .map_err(|e| e.context(format!("table {name}")))?;
-        let list =
-            iceberg::spec::ManifestList::parse_with_version(&list_bytes, md.format_version())
-                .map_err(|e| {
-                    Error::corrupt(format!(
-                        "manifest list '{}' of table {name} is malformed: {e}",
-                        snap.manifest_list()
-                    ))
-                })?;
+        let list = self.table.manifest_list(&snap).await?;
         let partition_filters = PartitionFilters::new(bound.as_ref(), md.partition_specs_iter())?;
         let mut wanted = Vec::new();
-        for mf in list.entries() {
+        for mf in &list {
             let spec = md
                 .partition_spec_by_id(mf.partition_spec_id)
                 .cloned()
@@ -401,30 +389,9 @@ impl Scan {
             wanted.push((spec, mf.clone()));
         }
         let manifests: Vec<_> = futures::stream::iter(wanted)
-            .map(|(spec, mf)| {
-                let io = io.clone();
-                let name = name.clone();
-                async move {
-                    let m = mf.load_manifest(&io).await.map_err(|e| {
-                        let kind = if e.message().contains("missing")
-                            || e.message().contains("NotFound")
-                        {
-                            ErrorKind::NotFound
-                        } else {
-                            ErrorKind::Corrupt
-                        };
-                        Error::new(
-                            kind,
-                            format!(
-                                "manifest '{}' of table {name} cannot be read: {}",
-                                mf.manifest_path,
-                                e.message()
-                            ),
-                        )
-                        .with_source(e)
-                    })?;
-                    Ok::<_, Error>((spec, m))
-                }
+            .map(|(spec, mf)| async move {
+                let m = self.table.load_manifest(&mf).await?;
+                Ok::<_, Error>((spec, m))
             })
             .buffer_unordered(8)
             .try_collect()

@@ -16,3 +16,31 @@ pub use iceberg::spec::{
     TableMetadata, Transform, Type, UnboundPartitionSpec,
 };
 pub use iceberg::{NamespaceIdent, TableIdent};
+
+/// A builder holding every field of `f` (to change some and build a copy).
+pub fn data_file_builder(f: &DataFile) -> iceberg::spec::DataFileBuilder {
+    let mut b = iceberg::spec::DataFileBuilder::default();
+    b.content(f.content_type())
+        .file_path(f.file_path().to_string())
+        .file_format(f.file_format())
+        .partition(f.partition().clone())
+        .record_count(f.record_count())
+        .file_size_in_bytes(f.file_size_in_bytes())
+        .column_sizes(f.column_sizes().clone())
+        .value_counts(f.value_counts().clone())
+        .null_value_counts(f.null_value_counts().clone())
+        .nan_value_counts(f.nan_value_counts().clone())
+        .lower_bounds(f.lower_bounds().clone())
+        .upper_bounds(f.upper_bounds().clone())
+        .key_metadata(f.key_metadata().map(|k| k.to_vec()))
+        .split_offsets(f.split_offsets().map(|s| s.to_vec()))
+        .equality_ids(f.equality_ids())
+        .first_row_id(f.first_row_id())
+        .referenced_data_file(f.referenced_data_file())
+        .content_offset(f.content_offset())
+        .content_size_in_bytes(f.content_size_in_bytes());
+    if let Some(s) = f.sort_order_id() {
+        b.sort_order_id(s);
+    }
+    b
+}

@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::spec::{Snapshot, TableMetadata};
 use crate::table::Table;
 
-use iceberg::spec::{ManifestList, ManifestStatus};
+use iceberg::spec::ManifestStatus;
 
 use super::producer::SnapshotProducer;
 use super::validate::{ChangedFile, CommittedChange};
@@ -43,24 +43,16 @@ impl Validation for NoValidation {
 /// Loads what each snapshot in `since` added and removed (from the manifests it wrote).
 pub async fn load_changes(table: &Table, since: &[&Snapshot]) -> Result<Vec<CommittedChange>> {
     let md = table.metadata();
-    let io = table.storage().file_io();
     let mut out = Vec::with_capacity(since.len());
     for s in since {
-        let bytes = table.storage().get(s.manifest_list()).await?;
-        let list = ManifestList::parse_with_version(&bytes, md.format_version()).map_err(|e| {
-            Error::corrupt(format!(
-                "manifest list '{}' of table {}: {e}",
-                s.manifest_list(),
-                table.name()
-            ))
-        })?;
+        let list = table.manifest_list(s).await?;
         let mut change = CommittedChange {
             snapshot_id: s.snapshot_id(),
             operation: s.summary().operation.clone(),
             added: vec![],
             removed: vec![],
         };
-        for mf in list.entries() {
+        for mf in &list {
             if mf.added_snapshot_id != s.snapshot_id() {
                 continue;
             }
@@ -75,14 +67,7 @@ pub async fn load_changes(table: &Table, since: &[&Snapshot]) -> Result<Vec<Comm
                         mf.partition_spec_id
                     ))
                 })?;
-            let m = mf.load_manifest(&io).await.map_err(|e| {
-                Error::corrupt(format!(
-                    "manifest '{}' of table {}: {}",
-                    mf.manifest_path,
-                    table.name(),
-                    e.message()
-                ))
-            })?;
+            let m = table.load_manifest(mf).await?;
             for e in m.entries() {
                 if e.snapshot_id() != Some(s.snapshot_id()) {
                     continue;

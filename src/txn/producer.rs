@@ -8,13 +8,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{
-    DataFile, DataFileBuilder, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, SnapshotReference, SnapshotRetention, Summary, TableMetadataBuilder, MAIN_BRANCH,
+    DataFile, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
+    SnapshotReference, SnapshotRetention, Summary, TableMetadataBuilder, MAIN_BRANCH,
 };
 
 use super::summary::SummaryCounts;
 use crate::error::{Error, ErrorKind, Result};
-use crate::spec::{DataContentType, FormatVersion, ManifestContentType, TableMetadata};
+use crate::spec::{
+    data_file_builder, DataContentType, FormatVersion, ManifestContentType, TableMetadata,
+};
 use crate::storage::join;
 use crate::table::Table;
 
@@ -66,30 +68,9 @@ pub fn new_snapshot_id() -> i64 {
 
 /// A copy of `f` with `first_row_id` set (manifests do not hand it down in iceberg 0.10.1).
 fn with_first_row_id(f: &DataFile, first_row_id: Option<i64>) -> Result<DataFile> {
-    let mut b = DataFileBuilder::default();
-    b.content(f.content_type())
-        .file_path(f.file_path().to_string())
-        .file_format(f.file_format())
-        .partition(f.partition().clone())
-        .record_count(f.record_count())
-        .file_size_in_bytes(f.file_size_in_bytes())
-        .column_sizes(f.column_sizes().clone())
-        .value_counts(f.value_counts().clone())
-        .null_value_counts(f.null_value_counts().clone())
-        .nan_value_counts(f.nan_value_counts().clone())
-        .lower_bounds(f.lower_bounds().clone())
-        .upper_bounds(f.upper_bounds().clone())
-        .key_metadata(f.key_metadata().map(|k| k.to_vec()))
-        .split_offsets(f.split_offsets().map(|s| s.to_vec()))
-        .equality_ids(f.equality_ids())
+    data_file_builder(f)
         .first_row_id(first_row_id)
-        .referenced_data_file(f.referenced_data_file())
-        .content_offset(f.content_offset())
-        .content_size_in_bytes(f.content_size_in_bytes());
-    if let Some(s) = f.sort_order_id() {
-        b.sort_order_id(s);
-    }
-    b.build()
+        .build()
         .map_err(|e| Error::io(format!("copying entry of '{}': {e}", f.file_path())))
 }
 
@@ -222,7 +203,6 @@ impl SnapshotProducer {
         if self.removed.is_empty() {
             return Ok(existing);
         }
-        let io = base.storage().file_io();
         let v3 = base.metadata().format_version() == FormatVersion::V3;
         let mut out = Vec::with_capacity(existing.len());
         let mut found: HashSet<FileKey> = HashSet::new();
@@ -231,14 +211,7 @@ impl SnapshotProducer {
                 out.push(mf);
                 continue;
             }
-            let m = mf.load_manifest(&io).await.map_err(|e| {
-                Error::corrupt(format!(
-                    "manifest '{}' of table {} cannot be read: {}",
-                    mf.manifest_path,
-                    base.name(),
-                    e.message()
-                ))
-            })?;
+            let m = base.load_manifest(&mf).await?;
             let hits = m
                 .entries()
                 .iter()
@@ -335,16 +308,7 @@ impl SnapshotProducer {
         let parent = md.current_snapshot().cloned();
         let mut existing = Vec::new();
         if let Some(p) = &parent {
-            let bytes = base.storage().get(p.manifest_list()).await?;
-            let list = iceberg::spec::ManifestList::parse_with_version(&bytes, md.format_version())
-                .map_err(|e| {
-                    Error::corrupt(format!(
-                        "manifest list '{}' of table {}: {e}",
-                        p.manifest_list(),
-                        base.name()
-                    ))
-                })?;
-            existing = list.consume_entries().into_iter().collect::<Vec<_>>();
+            existing = base.manifest_list(p).await?;
         }
         self.removed_files.clear();
         let existing = self.carry_over(base, existing).await?;

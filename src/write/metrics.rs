@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use iceberg::spec::{DataFile, DataFileBuilder, Datum, PrimitiveLiteral, Schema};
+use iceberg::spec::{DataFile, Datum, PrimitiveLiteral, Schema};
 
 use crate::error::{Error, Result};
 use crate::spec::{MetricsMode, TableProperties};
@@ -121,25 +121,14 @@ pub(crate) fn finish_data_file(
             upper.insert(*id, b);
         }
     }
-    let mut b = DataFileBuilder::default();
-    b.content(f.content_type())
-        .file_path(f.file_path().to_string())
-        .file_format(f.file_format())
-        .partition(f.partition().clone())
-        .record_count(f.record_count())
-        .file_size_in_bytes(f.file_size_in_bytes())
-        .column_sizes(f.column_sizes().clone())
+    crate::spec::data_file_builder(&f)
         .value_counts(values)
         .null_value_counts(nulls)
         .nan_value_counts(nans)
         .lower_bounds(lower)
         .upper_bounds(upper)
-        .split_offsets(f.split_offsets().map(|s| s.to_vec()))
-        .partition_spec_id(spec_id);
-    if let Some(id) = f.sort_order_id() {
-        b.sort_order_id(id);
-    }
-    b.build()
+        .partition_spec_id(spec_id)
+        .build()
         .map_err(|e| Error::invalid(format!("data file {}: {e}", f.file_path())))
 }
 

@@ -82,8 +82,10 @@ pub struct RowLevelResult {
     pub mode: WriteMode,
     /// Rows removed (deleted, or replaced by their updated version).
     pub removed_rows: u64,
-    /// Rows written (updated and inserted).
+    /// New rows written: updated versions and inserts.
     pub written_rows: u64,
+    /// Unchanged rows copied into rewritten files (copy-on-write).
+    pub rewritten_rows: u64,
     /// Data files dropped (rewritten or emptied).
     pub removed_data_files: usize,
     /// Data files added.
@@ -220,6 +222,7 @@ pub async fn run(
             }
         }
         // Copy-on-write: the touched files again, whole, without their removed rows.
+        let mut rewritten_rows = 0u64;
         if !rewrite.is_empty() {
             let keep: std::collections::HashSet<&str> =
                 rewrite.iter().map(|&i| files[i].file.file_path()).collect();
@@ -252,6 +255,7 @@ pub async fn run(
                     .collect();
                 let b = arrow_select::filter::filter_record_batch(&batch, &keep)?;
                 if b.num_rows() > 0 {
+                    rewritten_rows += b.num_rows() as u64;
                     data.write(b).await?;
                 }
             }
@@ -309,7 +313,7 @@ pub async fn run(
                 }
             }
         }
-        let written_rows = data.rows_written();
+        let written_rows = data.rows_written() - rewritten_rows;
         Ok::<_, Error>((
             producer_removed,
             touched,
@@ -317,18 +321,26 @@ pub async fn run(
             removed_data_files,
             added_deletes,
             written_rows,
+            rewritten_rows,
         ))
     }
     .await;
-    let (removed, touched, removed_rows, removed_data_files, added_deletes, written_rows) =
-        match outcome {
-            Ok(o) => o,
-            Err(e) => {
-                data.abort(table.storage()).await;
-                deletes.abort().await;
-                return Err(e);
-            }
-        };
+    let (
+        removed,
+        touched,
+        removed_rows,
+        removed_data_files,
+        added_deletes,
+        written_rows,
+        rewritten_rows,
+    ) = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            data.abort(table.storage()).await;
+            deletes.abort().await;
+            return Err(e);
+        }
+    };
     let added_data = match data.close().await {
         Ok(f) => f,
         Err(e) => {
@@ -337,9 +349,12 @@ pub async fn run(
         }
     };
     let nothing = removed.is_empty() && added_data.is_empty() && added_deletes.is_empty();
+    // Deletion vectors share a Puffin file: count each file once.
+    let mut seen = std::collections::HashSet::new();
     let written_bytes = added_data
         .iter()
         .chain(added_deletes.iter().map(|(_, f)| f))
+        .filter(|f| seen.insert(f.file_path().to_string()))
         .map(|f| f.file_size_in_bytes())
         .sum::<u64>();
     let mut result = RowLevelResult {
@@ -348,6 +363,7 @@ pub async fn run(
         mode,
         removed_rows,
         written_rows,
+        rewritten_rows,
         removed_data_files,
         added_data_files: added_data.len(),
         added_delete_files: added_deletes.len(),

@@ -111,6 +111,7 @@ pub async fn delete_by_key(
         mode: WriteMode::MergeOnRead,
         removed_rows: 0,
         written_rows: 0,
+        rewritten_rows: 0,
         removed_data_files: 0,
         added_data_files: 0,
         added_delete_files: n,

@@ -40,43 +40,80 @@ pub(super) struct FileRead {
     pub table: String,
 }
 
+/// Below this average run of kept rows between deletes, deleted rows are masked out after
+/// decoding instead of skipped by a row selection.
+const MIN_SELECTED_RUN: u64 = 4096;
+
+/// Runs of consecutive deleted positions.
+fn delete_runs(d: &RoaringTreemap) -> u64 {
+    let mut runs = 0;
+    let mut last = None;
+    for p in d.iter() {
+        if last.is_none_or(|l: u64| l + 1 != p) {
+            runs += 1;
+        }
+        last = Some(p);
+    }
+    runs
+}
+
 /// Tracks the file positions of the rows a reader returns, in order.
 struct PositionCursor {
     next: u64,
-    deleted: Option<RoaringTreemap>,
+    /// Deleted positions, ascending, and how many lie before `next`.
+    deleted: Vec<u64>,
+    seen: usize,
     /// The reader already skipped deleted rows.
     skipped: bool,
 }
 
 impl PositionCursor {
+    fn new(deleted: Option<&RoaringTreemap>, skipped: bool) -> Self {
+        Self {
+            next: 0,
+            deleted: deleted.map(|d| d.iter().collect()).unwrap_or_default(),
+            seen: 0,
+            skipped,
+        }
+    }
+
     /// Positions of the next `n` rows, and a keep-mask when deleted rows are still in them.
     fn advance(&mut self, n: usize, want: bool) -> (Option<Vec<u64>>, Option<BooleanArray>) {
-        match (&self.deleted, self.skipped) {
-            (Some(d), true) => {
-                if !want {
-                    return (None, None);
+        if self.skipped {
+            // Rows come without the deleted ones: step over them.
+            if !want && self.deleted.is_empty() {
+                return (None, None);
+            }
+            let mut out = Vec::with_capacity(if want { n } else { 0 });
+            let mut emitted = 0;
+            while emitted < n {
+                let stop = self.deleted.get(self.seen).copied().unwrap_or(u64::MAX);
+                let take = ((stop - self.next) as usize).min(n - emitted);
+                if want {
+                    out.extend(self.next..self.next + take as u64);
                 }
-                let mut out = Vec::with_capacity(n);
-                while out.len() < n {
-                    if !d.contains(self.next) {
-                        out.push(self.next);
-                    }
+                emitted += take;
+                self.next += take as u64;
+                if self.next == stop {
                     self.next += 1;
+                    self.seen += 1;
                 }
-                (Some(out), None)
             }
-            (Some(d), false) => {
-                let start = self.next;
-                self.next += n as u64;
-                let keep: BooleanArray = (start..self.next).map(|p| Some(!d.contains(p))).collect();
-                (want.then(|| (start..self.next).collect()), Some(keep))
-            }
-            (None, _) => {
-                let start = self.next;
-                self.next += n as u64;
-                (want.then(|| (start..self.next).collect()), None)
-            }
+            return (want.then_some(out), None);
         }
+        let start = self.next;
+        self.next += n as u64;
+        let mut keep = None;
+        if self.deleted.get(self.seen).is_some_and(|d| *d < self.next) {
+            let mut b = arrow_buffer::BooleanBufferBuilder::new(n);
+            b.append_n(n, true);
+            while let Some(&d) = self.deleted.get(self.seen).filter(|d| **d < self.next) {
+                b.set_bit((d - start) as usize, false);
+                self.seen += 1;
+            }
+            keep = Some(BooleanArray::new(b.finish(), None));
+        }
+        (want.then(|| (start..self.next).collect()), keep)
     }
 }
 
@@ -130,17 +167,24 @@ impl FileRead {
     pub async fn read(self) -> Result<BoxStream<'static, Result<PositionedBatch>>> {
         let path = self.task.data_file_path.clone();
         let deleted = self.deletes.positions.clone().filter(|d| !d.is_empty());
+        // Long runs of deleted rows are skipped undecoded (a row selection); scattered ones
+        // are masked out of the decoded batches: many tiny selections decode slower than one
+        // filter per batch (measured: 1% scattered deletes, 0.86x vs 0.9x of a plain scan).
+        let skip = deleted.as_ref().filter(|d| {
+            let rows = self.task.record_count.unwrap_or(0);
+            rows.saturating_sub(d.len()) / (delete_runs(d) + 1) >= MIN_SELECTED_RUN
+        });
         let direct = direct::open(
             &self.storage,
             &path,
             &self.target,
             self.batch_size,
-            deleted.clone(),
+            skip.cloned(),
         )
         .await
         .map_err(|e| e.context(format!("table {}", self.table)))?;
         let (stream, skipped) = match direct {
-            Some(s) => (s, true),
+            Some(s) => (s, skip.is_some()),
             None => {
                 let one = futures::stream::iter([Ok(self.task.clone())]).boxed();
                 let table = self.table.clone();
@@ -159,11 +203,7 @@ impl FileRead {
                 (s, false)
             }
         };
-        let mut cursor = PositionCursor {
-            next: 0,
-            deleted,
-            skipped,
-        };
+        let mut cursor = PositionCursor::new(deleted.as_ref(), skipped);
         let this = Arc::new(self);
         Ok(stream
             .filter_map(move |b| {
@@ -182,18 +222,10 @@ mod tests {
     fn cursor_positions() {
         let mut d = RoaringTreemap::new();
         d.extend([1u64, 2, 5]);
-        let mut c = PositionCursor {
-            next: 0,
-            deleted: Some(d.clone()),
-            skipped: true,
-        };
+        let mut c = PositionCursor::new(Some(&d), true);
         assert_eq!(c.advance(3, true).0.unwrap(), vec![0, 3, 4]);
         assert_eq!(c.advance(2, true).0.unwrap(), vec![6, 7]);
-        let mut c = PositionCursor {
-            next: 0,
-            deleted: Some(d),
-            skipped: false,
-        };
+        let mut c = PositionCursor::new(Some(&d), false);
         let (p, k) = c.advance(4, true);
         assert_eq!(p.unwrap(), vec![0, 1, 2, 3]);
         assert_eq!(

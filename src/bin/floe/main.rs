@@ -904,6 +904,7 @@ async fn run_dml(
             "mode": mode,
             "removed_rows": r.removed_rows,
             "written_rows": r.written_rows,
+            "rewritten_rows": r.rewritten_rows,
             "removed_data_files": r.removed_data_files,
             "added_data_files": r.added_data_files,
             "added_delete_files": r.added_delete_files,

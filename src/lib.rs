@@ -16,6 +16,7 @@
 //! | [`scan`] | scan planning (pure) and reading to Arrow | yes |
 //! | [`write`] | Arrow to Parquet data files (partitioned, sorted, rolled); commits nothing | yes |
 //! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
+//! | [`maintenance`] | compaction (`rewrite_data_files`) | yes |
 //! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`] | yes |
 
 mod arrow_layout;
@@ -24,6 +25,7 @@ pub mod codec;
 pub mod dml;
 pub mod error;
 pub mod expr;
+pub mod maintenance;
 pub mod scan;
 pub mod spec;
 pub mod storage;

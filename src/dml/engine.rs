@@ -404,6 +404,7 @@ pub async fn run(
         isolation,
         conflict_filter,
         touched,
+        ignore_equality_deletes: false,
         table: table.name(),
     };
     match commit(catalog, table, &mut producer, &validation).await {

@@ -211,6 +211,32 @@ pub struct ScanPlan {
 }
 
 impl ScanPlan {
+    /// A plan of the files at `indexes` only (each with its loaded deletes).
+    pub fn subset(&self, indexes: &[usize]) -> ScanPlan {
+        let pick = |i: &usize| *i < self.files.len();
+        ScanPlan {
+            snapshot: self.snapshot.clone(),
+            schema: self.schema.clone(),
+            files: indexes
+                .iter()
+                .filter(|i| pick(i))
+                .map(|i| self.files[*i].clone())
+                .collect(),
+            stats: self.stats,
+            tasks: indexes
+                .iter()
+                .filter(|i| pick(i))
+                .map(|i| self.tasks[*i].clone())
+                .collect(),
+            deletes: indexes
+                .iter()
+                .filter(|i| pick(i))
+                .map(|i| self.deletes[*i].clone())
+                .collect(),
+            filter: self.filter.clone(),
+        }
+    }
+
     /// Keeps only the files `keep` accepts.
     pub fn retain(&mut self, mut keep: impl FnMut(&PlannedFile) -> bool) {
         let keep: Vec<bool> = self.files.iter().map(&mut keep).collect();

@@ -57,6 +57,7 @@ pub struct SnapshotProducer {
     last_list: Option<String>,
     expired_metadata: Vec<String>,
     removed_files: Vec<DataFile>,
+    data_sequence_number: Option<i64>,
 }
 
 /// A positive random snapshot id, as Iceberg Java derives them.
@@ -90,7 +91,16 @@ impl SnapshotProducer {
             last_list: None,
             expired_metadata: Vec::new(),
             removed_files: Vec::new(),
+            data_sequence_number: None,
         }
+    }
+
+    /// Gives added files this data sequence number instead of the new snapshot's (a
+    /// compaction keeps its starting snapshot's, so equality deletes committed meanwhile still
+    /// apply to the rewritten rows).
+    pub fn with_data_sequence_number(mut self, seq: i64) -> Self {
+        self.data_sequence_number = Some(seq);
+        self
     }
 
     /// Also adds files (data or delete) written with partition spec `spec_id`.
@@ -150,7 +160,7 @@ impl SnapshotProducer {
             let mut w = self.manifest_writer(base, spec_id, deletes, &path)?;
             for f in files {
                 // A negative sequence number leaves it null: inherited from the manifest list.
-                w.add_file(f, -1)?;
+                w.add_file(f, self.data_sequence_number.unwrap_or(-1))?;
             }
             out.push(w.write_manifest_file().await?);
         }

@@ -47,6 +47,9 @@ pub struct RowLevelValidation {
     pub conflict_filter: Option<BoundPredicate>,
     /// Data files the operation rewrote or added deletes for.
     pub touched: Vec<(DataFile, Arc<PartitionSpec>)>,
+    /// Equality deletes added meanwhile are not a conflict (a compaction whose new files keep
+    /// the starting sequence number stays under them).
+    pub ignore_equality_deletes: bool,
     /// Table name, for messages.
     pub table: String,
 }
@@ -110,6 +113,7 @@ impl Validation for RowLevelValidation {
                         }
                     }
                     _ if !adds_deletes => {}
+                    DataContentType::EqualityDeletes if self.ignore_equality_deletes => {}
                     content => {
                         let applies = match f.referenced_data_file() {
                             Some(r) => touched.contains(canonical_path(&r)),
@@ -225,6 +229,7 @@ mod tests {
                 file(DataContentType::Data, "/t/a.parquet", None, 0, 50),
                 Arc::new(iceberg::spec::PartitionSpec::unpartition_spec()),
             )],
+            ignore_equality_deletes: false,
             table: "db.t".into(),
         }
     }

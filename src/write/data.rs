@@ -212,6 +212,15 @@ impl DataWriter {
         })
     }
 
+    /// Rolls files at `bytes` instead of the table's `write.target-file-size-bytes`
+    /// (before the first write).
+    pub fn with_target_file_size(mut self, bytes: u64) -> Self {
+        if let Some(s) = self.pending.as_mut() {
+            s.props.target_file_size_bytes = bytes.max(1);
+        }
+        self
+    }
+
     /// Starts the lanes, with encodings chosen from the first batch.
     fn start(&mut self, first: &RecordBatch) -> Result<()> {
         let Some(mut settings) = self.pending.take() else {

@@ -8,4 +8,5 @@ mod common;
 mod dml;
 mod fixtures;
 mod interop;
+mod maintenance;
 mod tidy;

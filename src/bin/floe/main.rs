@@ -253,6 +253,20 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Compact data files (bin-pack), applying their deletes; commits a `replace` snapshot.
+    RewriteDataFiles {
+        /// Table name.
+        name: String,
+        /// Only files that may hold rows matching this predicate.
+        #[arg(long = "where", value_name = "EXPR")]
+        filter: Option<String>,
+        /// Spark procedure options, e.g. --option min-input-files=2 --option rewrite-all=true.
+        #[arg(long = "option", value_parser = kv)]
+        options: Vec<(String, String)>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a DELETE, UPDATE or MERGE INTO statement.
     Sql {
         /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
@@ -862,6 +876,58 @@ async fn run(cli: Cli) -> Result<()> {
                 _ => None,
             };
             run_dml(&cli, statement, rows, *json).await
+        }
+        Cmd::RewriteDataFiles {
+            name,
+            filter,
+            options,
+            json,
+        } => {
+            let cat = catalog(&cli)?;
+            let table = cat.load_table(&parse_ident(name)?).await?;
+            let pred = match filter {
+                Some(f) => Some(parse_predicate(f, table.metadata().current_schema())?),
+                None => None,
+            };
+            let options: HashMap<String, String> = options.iter().cloned().collect();
+            let started = Instant::now();
+            let pb = ProgressBar::new(0);
+            pb.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} file groups [{elapsed}]")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            let pb2 = pb.clone();
+            let progress = move |done: usize, total: usize| {
+                pb2.set_length(total as u64);
+                pb2.set_position(done as u64);
+            };
+            let r = floe::maintenance::rewrite_data_files(
+                &cat,
+                &table,
+                pred,
+                &options,
+                Some(&progress),
+            )
+            .await;
+            pb.finish_and_clear();
+            let r = r?;
+            if *json {
+                let mut v = serde_json::to_value(&r)?;
+                v["seconds"] = json!(started.elapsed().as_secs_f64());
+                print_json(&v);
+            } else {
+                println!(
+                    "{name}: rewrote {} data files ({:.1} MB) in {} groups into {} files, removed {} delete files{} in {:.2}s",
+                    r.rewritten_data_files_count,
+                    r.rewritten_bytes_count as f64 / 1e6,
+                    r.file_groups,
+                    r.added_data_files_count,
+                    r.removed_delete_files_count,
+                    r.snapshot_id.map(|s| format!(" (snapshot {s})")).unwrap_or_default(),
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            Ok(())
         }
         Cmd::Register { name, metadata } => {
             let t = catalog(&cli)?

@@ -1,0 +1,215 @@
+//! Which data files `rewrite_data_files` rewrites, in which groups: Iceberg's bin-pack
+//! planner with the Spark procedure's option names and defaults. Pure: no I/O.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::{Error, Result};
+use crate::scan::PlannedFile;
+use crate::spec::DataContentType;
+
+/// Options of `rewrite_data_files` (names as in Iceberg's Spark procedure).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewriteOptions {
+    /// `target-file-size-bytes` (default: the table's `write.target-file-size-bytes`).
+    pub target_file_size_bytes: u64,
+    /// `min-file-size-bytes`: smaller files are rewritten (default 75% of the target).
+    pub min_file_size_bytes: u64,
+    /// `max-file-size-bytes`: larger files are rewritten (default 180% of the target).
+    pub max_file_size_bytes: u64,
+    /// `min-input-files`: a group with at least this many files is rewritten (default 5).
+    pub min_input_files: usize,
+    /// `rewrite-all`: rewrite every file (default false).
+    pub rewrite_all: bool,
+    /// `delete-file-threshold`: files with at least this many delete files are rewritten.
+    pub delete_file_threshold: usize,
+    /// `delete-ratio-threshold`: files with at least this share of rows deleted (0.3).
+    pub delete_ratio_threshold: f64,
+    /// `max-file-group-size-bytes`: the largest group rewritten at once (100 GB).
+    pub max_file_group_size_bytes: u64,
+    /// `max-concurrent-file-group-rewrites` (default 5).
+    pub max_concurrent_file_group_rewrites: usize,
+    /// `use-starting-sequence-number`: new files take the starting snapshot's sequence
+    /// number, so equality deletes committed meanwhile still apply to them (default true).
+    pub use_starting_sequence_number: bool,
+    /// `partial-progress.enabled`: commit groups in several commits (default false).
+    pub partial_progress_enabled: bool,
+    /// `partial-progress.max-commits` (default 10).
+    pub partial_progress_max_commits: usize,
+}
+
+impl RewriteOptions {
+    /// Defaults for a table whose `write.target-file-size-bytes` is `target`, then the
+    /// given `key=value` options (unknown keys are an error naming them).
+    pub fn parse(target: u64, options: &HashMap<String, String>) -> Result<Self> {
+        let mut o = RewriteOptions {
+            target_file_size_bytes: target,
+            min_file_size_bytes: 0,
+            max_file_size_bytes: 0,
+            min_input_files: 5,
+            rewrite_all: false,
+            delete_file_threshold: usize::MAX,
+            delete_ratio_threshold: 0.3,
+            max_file_group_size_bytes: 100 * 1024 * 1024 * 1024,
+            max_concurrent_file_group_rewrites: 5,
+            use_starting_sequence_number: true,
+            partial_progress_enabled: false,
+            partial_progress_max_commits: 10,
+        };
+        let num = |k: &str, v: &str| -> Result<u64> {
+            v.trim().parse().map_err(|_| {
+                Error::invalid(format!("rewrite option {k}='{v}' is not a whole number"))
+            })
+        };
+        let flag = |k: &str, v: &str| -> Result<bool> {
+            v.trim().parse().map_err(|_| {
+                Error::invalid(format!("rewrite option {k}='{v}': expected true or false"))
+            })
+        };
+        let (mut min, mut max) = (None, None);
+        for (k, v) in options {
+            match k.as_str() {
+                "target-file-size-bytes" => o.target_file_size_bytes = num(k, v)?,
+                "min-file-size-bytes" => min = Some(num(k, v)?),
+                "max-file-size-bytes" => max = Some(num(k, v)?),
+                "min-input-files" => o.min_input_files = num(k, v)? as usize,
+                "rewrite-all" => o.rewrite_all = flag(k, v)?,
+                "delete-file-threshold" => o.delete_file_threshold = num(k, v)? as usize,
+                "delete-ratio-threshold" => {
+                    o.delete_ratio_threshold = v.trim().parse().map_err(|_| {
+                        Error::invalid(format!("rewrite option {k}='{v}' is not a number"))
+                    })?
+                }
+                "max-file-group-size-bytes" => o.max_file_group_size_bytes = num(k, v)?,
+                "max-concurrent-file-group-rewrites" => {
+                    o.max_concurrent_file_group_rewrites = num(k, v)?.max(1) as usize
+                }
+                "use-starting-sequence-number" => o.use_starting_sequence_number = flag(k, v)?,
+                "partial-progress.enabled" => o.partial_progress_enabled = flag(k, v)?,
+                "partial-progress.max-commits" => {
+                    o.partial_progress_max_commits = num(k, v)?.max(1) as usize
+                }
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "unknown rewrite option '{k}'; known: target-file-size-bytes, min-file-size-bytes, \
+                         max-file-size-bytes, min-input-files, rewrite-all, delete-file-threshold, \
+                         delete-ratio-threshold, max-file-group-size-bytes, max-concurrent-file-group-rewrites, \
+                         use-starting-sequence-number, partial-progress.enabled, partial-progress.max-commits"
+                    )))
+                }
+            }
+        }
+        o.min_file_size_bytes = min.unwrap_or(o.target_file_size_bytes * 3 / 4);
+        o.max_file_size_bytes = max.unwrap_or(o.target_file_size_bytes * 18 / 10);
+        if o.min_file_size_bytes > o.target_file_size_bytes
+            || o.target_file_size_bytes > o.max_file_size_bytes
+        {
+            return Err(Error::invalid(format!(
+                "rewrite options need min-file-size-bytes ({}) <= target-file-size-bytes ({}) <= max-file-size-bytes ({})",
+                o.min_file_size_bytes, o.target_file_size_bytes, o.max_file_size_bytes
+            )));
+        }
+        Ok(o)
+    }
+}
+
+/// Files of one partition rewritten together (indexes into the planned files).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileGroup {
+    /// Indexes of the files in the scan plan.
+    pub files: Vec<usize>,
+    /// Their total size.
+    pub bytes: u64,
+}
+
+/// Rows deleted from a file by its file-scoped deletes, where known.
+fn deleted_rows(f: &PlannedFile) -> u64 {
+    f.deletes
+        .iter()
+        .filter(|d| {
+            d.file.content_type() == DataContentType::PositionDeletes
+                && crate::scan::is_file_scoped(&d.file)
+        })
+        .map(|d| d.file.record_count())
+        .sum()
+}
+
+/// Plans the groups to rewrite from the data files of a scan plan.
+pub fn plan_groups(files: &[PlannedFile], o: &RewriteOptions) -> Vec<FileGroup> {
+    let candidate = |f: &PlannedFile| {
+        let size = f.file.file_size_in_bytes();
+        o.rewrite_all
+            || size < o.min_file_size_bytes
+            || size > o.max_file_size_bytes
+            || f.deletes.len() >= o.delete_file_threshold
+            || (f.file.record_count() > 0
+                && deleted_rows(f) as f64 / f.file.record_count() as f64
+                    >= o.delete_ratio_threshold)
+    };
+    let mut by_partition: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        if candidate(f) {
+            let key = format!("{}:{:?}", f.spec.spec_id(), f.partition);
+            by_partition.entry(key).or_default().push(i);
+        }
+    }
+    let mut out = Vec::new();
+    for (_, mut idx) in by_partition {
+        // Largest first, packed into groups of at most max-file-group-size-bytes.
+        idx.sort_by_key(|i| std::cmp::Reverse(files[*i].file.file_size_in_bytes()));
+        let mut groups: Vec<FileGroup> = Vec::new();
+        for i in idx {
+            let size = files[i].file.file_size_in_bytes();
+            match groups
+                .iter_mut()
+                .find(|g| g.bytes + size <= o.max_file_group_size_bytes)
+            {
+                Some(g) => {
+                    g.files.push(i);
+                    g.bytes += size;
+                }
+                None => groups.push(FileGroup {
+                    files: vec![i],
+                    bytes: size,
+                }),
+            }
+        }
+        for g in groups {
+            let any = |p: &dyn Fn(&PlannedFile) -> bool| g.files.iter().any(|i| p(&files[*i]));
+            let rewrite = o.rewrite_all
+                || g.files.len() >= o.min_input_files
+                || (g.files.len() > 1 && g.bytes > o.target_file_size_bytes)
+                || g.bytes > o.max_file_group_size_bytes
+                || any(&|f| f.file.file_size_in_bytes() > o.max_file_size_bytes)
+                || any(&|f| {
+                    f.deletes.len() >= o.delete_file_threshold
+                        || (f.file.record_count() > 0
+                            && deleted_rows(f) as f64 / f.file.record_count() as f64
+                                >= o.delete_ratio_threshold)
+                });
+            if rewrite {
+                out.push(g);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_defaults_and_errors() {
+        let o = RewriteOptions::parse(100, &HashMap::new()).unwrap();
+        assert_eq!((o.min_file_size_bytes, o.max_file_size_bytes), (75, 180));
+        assert_eq!(o.min_input_files, 5);
+        let bad: HashMap<String, String> = [("nope".to_string(), "1".to_string())].into();
+        assert!(RewriteOptions::parse(100, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("nope"));
+        let bad: HashMap<String, String> =
+            [("min-file-size-bytes".to_string(), "500".to_string())].into();
+        assert!(RewriteOptions::parse(100, &bad).is_err());
+    }
+}

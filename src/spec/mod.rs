@@ -44,3 +44,24 @@ pub fn data_file_builder(f: &DataFile) -> iceberg::spec::DataFileBuilder {
     }
     b
 }
+
+/// The table's branches and tags by name (`main` included when the table has a snapshot).
+/// The iceberg crate 0.10.1 has no iterator over refs; they are read from the metadata's JSON
+/// form.
+pub fn refs(md: &TableMetadata) -> Vec<(String, SnapshotReference)> {
+    let Ok(v) = serde_json::to_value(md) else {
+        return Vec::new();
+    };
+    v.get("refs")
+        .and_then(|r| r.as_object())
+        .map(|o| {
+            o.iter()
+                .filter_map(|(n, r)| {
+                    serde_json::from_value::<SnapshotReference>(r.clone())
+                        .ok()
+                        .map(|r| (n.clone(), r))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

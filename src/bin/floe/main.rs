@@ -267,6 +267,42 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Expire old snapshots and delete the files only they reference (unless gc.enabled=false).
+    ExpireSnapshots {
+        /// Table name.
+        name: String,
+        /// Expire snapshots older than this (ms since the epoch, or a date/time such as
+        /// 2024-06-01T00:00:00Z; default: history.expire.max-snapshot-age-ms ago).
+        #[arg(long)]
+        older_than: Option<String>,
+        /// Keep at least this many newest snapshots of each branch
+        /// (default: history.expire.min-snapshots-to-keep).
+        #[arg(long)]
+        retain_last: Option<usize>,
+        /// Expire these snapshots too.
+        #[arg(long = "snapshot-id")]
+        snapshot_ids: Vec<i64>,
+        /// Show what would be expired and deleted, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete files under the table location that no metadata references.
+    RemoveOrphanFiles {
+        /// Table name.
+        name: String,
+        /// Only files older than this (ms since the epoch or a date/time; default 3 days ago).
+        #[arg(long)]
+        older_than: Option<String>,
+        /// List the orphans without deleting them.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a DELETE, UPDATE or MERGE INTO statement.
     Sql {
         /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
@@ -925,6 +961,73 @@ async fn run(cli: Cli) -> Result<()> {
                     r.removed_delete_files_count,
                     r.snapshot_id.map(|s| format!(" (snapshot {s})")).unwrap_or_default(),
                     started.elapsed().as_secs_f64()
+                );
+            }
+            Ok(())
+        }
+        Cmd::ExpireSnapshots {
+            name,
+            older_than,
+            retain_last,
+            snapshot_ids,
+            dry_run,
+            json,
+        } => {
+            let cat = catalog(&cli)?;
+            let table = cat.load_table(&parse_ident(name)?).await?;
+            let o = floe::maintenance::ExpireOptions {
+                older_than_ms: older_than.as_deref().map(parse_time_ms).transpose()?,
+                retain_last: *retain_last,
+                snapshot_ids: snapshot_ids.clone(),
+                dry_run: *dry_run,
+            };
+            let pb = spinner("expiring snapshots");
+            let r = floe::maintenance::expire_snapshots(&cat, &table, &o).await;
+            pb.finish_and_clear();
+            let r = r?;
+            if *json {
+                print_json(&serde_json::to_value(&r)?);
+            } else {
+                println!(
+                    "{name}: {} {} snapshots; {} data files, {} delete files, {} manifests, {} manifest lists {}",
+                    if *dry_run { "would expire" } else { "expired" },
+                    r.expired_snapshot_ids.len(),
+                    r.deleted_data_files_count,
+                    r.deleted_delete_files_count,
+                    r.deleted_manifest_files_count,
+                    r.deleted_manifest_lists_count,
+                    if *dry_run { "to delete" } else { "deleted (none if gc.enabled=false)" }
+                );
+            }
+            Ok(())
+        }
+        Cmd::RemoveOrphanFiles {
+            name,
+            older_than,
+            dry_run,
+            json,
+        } => {
+            let cat = catalog(&cli)?;
+            let table = cat.load_table(&parse_ident(name)?).await?;
+            let cutoff = older_than.as_deref().map(parse_time_ms).transpose()?;
+            let pb = spinner("listing and matching files");
+            let r = floe::maintenance::remove_orphan_files(&cat, &table, cutoff, *dry_run).await;
+            pb.finish_and_clear();
+            let r = r?;
+            if *json {
+                print_json(&serde_json::to_value(&r)?);
+            } else {
+                for p in &r.orphan_file_locations {
+                    println!("{p}");
+                }
+                println!(
+                    "{name}: {} orphan files {}",
+                    r.orphan_file_locations.len(),
+                    if r.deleted {
+                        "deleted"
+                    } else {
+                        "found (dry run)"
+                    }
                 );
             }
             Ok(())

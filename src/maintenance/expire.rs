@@ -1,0 +1,187 @@
+//! `expire_snapshots`: drops old snapshots from the metadata and deletes the files only they
+//! reached (unless `gc.enabled=false`), never a file another table of the catalog references.
+
+use std::collections::HashSet;
+
+use iceberg::spec::TableMetadataBuilder;
+
+use super::reachable::Reachable;
+use crate::catalog::{Catalog, CommitOutcome};
+use crate::error::{Error, ErrorKind, Result};
+use crate::table::Table;
+
+/// Which snapshots to expire (the Spark procedure's arguments).
+#[derive(Debug, Clone, Default)]
+pub struct ExpireOptions {
+    /// Expire snapshots older than this (ms since the epoch; default: now minus
+    /// `history.expire.max-snapshot-age-ms`, 5 days).
+    pub older_than_ms: Option<i64>,
+    /// Keep at least this many of the newest snapshots of `main` (default:
+    /// `history.expire.min-snapshots-to-keep`, 1).
+    pub retain_last: Option<usize>,
+    /// Also expire exactly these snapshots.
+    pub snapshot_ids: Vec<i64>,
+    /// List what would be deleted without changing anything.
+    pub dry_run: bool,
+}
+
+/// What `expire_snapshots` did (the Spark procedure's result columns, plus the snapshots).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ExpireResult {
+    /// Expired snapshot ids.
+    pub expired_snapshot_ids: Vec<i64>,
+    /// `deleted_data_files_count`.
+    pub deleted_data_files_count: usize,
+    /// `deleted_position_delete_files_count` + equality delete files.
+    pub deleted_delete_files_count: usize,
+    /// `deleted_manifest_files_count`.
+    pub deleted_manifest_files_count: usize,
+    /// `deleted_manifest_lists_count`.
+    pub deleted_manifest_lists_count: usize,
+}
+
+fn prop<T: std::str::FromStr>(t: &Table, k: &str, d: T) -> T {
+    t.metadata()
+        .properties()
+        .get(k)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(d)
+}
+
+/// The snapshot ids to expire from `t`'s metadata.
+fn choose(t: &Table, o: &ExpireOptions) -> Result<Vec<i64>> {
+    let md = t.metadata();
+    let now = chrono::Utc::now().timestamp_millis();
+    let older_than = o
+        .older_than_ms
+        .unwrap_or(now - prop(t, "history.expire.max-snapshot-age-ms", 432_000_000i64));
+    let retain_last = o
+        .retain_last
+        .unwrap_or(prop(t, "history.expire.min-snapshots-to-keep", 1usize))
+        .max(1);
+    let mut keep: HashSet<i64> = HashSet::new();
+    // Every ref's head; for branches, the newest `retain_last` of their ancestry.
+    let refs = crate::spec::refs(md);
+    for (_, r) in &refs {
+        keep.insert(r.snapshot_id);
+        if r.is_branch() {
+            let mut cur = md.snapshot_by_id(r.snapshot_id);
+            let mut n = 0;
+            while let Some(s) = cur {
+                if n < retain_last || s.timestamp_ms() >= older_than {
+                    keep.insert(s.snapshot_id());
+                }
+                n += 1;
+                cur = s.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p));
+            }
+        }
+    }
+    for id in &o.snapshot_ids {
+        if md.snapshot_by_id(*id).is_none() {
+            return Err(Error::not_found(format!(
+                "table {} has no snapshot {id} to expire",
+                t.name()
+            )));
+        }
+        if refs.iter().any(|(_, r)| r.snapshot_id == *id) {
+            return Err(Error::invalid(format!(
+                "snapshot {id} of table {} is the head of a branch or tag; drop the ref first",
+                t.name()
+            )));
+        }
+    }
+    Ok(md
+        .snapshots()
+        .filter(|s| {
+            o.snapshot_ids.contains(&s.snapshot_id())
+                || (!keep.contains(&s.snapshot_id()) && s.timestamp_ms() < older_than)
+        })
+        .map(|s| s.snapshot_id())
+        .collect())
+}
+
+/// Expires snapshots of `table` and deletes the files only they referenced.
+pub async fn expire_snapshots(
+    catalog: &Catalog,
+    table: &Table,
+    o: &ExpireOptions,
+) -> Result<ExpireResult> {
+    let mut base = table.clone();
+    let (expired, before) = loop {
+        let ids = choose(&base, o)?;
+        let before = base.clone();
+        if ids.is_empty() || o.dry_run {
+            break (ids, before);
+        }
+        let next = TableMetadataBuilder::new_from_metadata(
+            base.metadata().clone(),
+            Some(base.metadata_location().to_string()),
+        )
+        .remove_snapshots(&ids)
+        .build()
+        .map_err(|e| Error::invalid(format!("expiring snapshots of {}: {e}", base.name())))?
+        .metadata;
+        match catalog.commit(&base, next).await {
+            CommitOutcome::Committed(_) => break (ids, before),
+            CommitOutcome::Conflict(_) => base = catalog.load_table(base.ident()).await?,
+            CommitOutcome::Unknown(e) => {
+                return Err(Error::new(
+                    ErrorKind::CommitStateUnknown,
+                    format!(
+                        "expiring snapshots of {}: commit state unknown; reload and retry",
+                        base.name()
+                    ),
+                )
+                .with_source(e))
+            }
+        }
+    };
+    let mut result = ExpireResult {
+        expired_snapshot_ids: expired.clone(),
+        deleted_data_files_count: 0,
+        deleted_delete_files_count: 0,
+        deleted_manifest_files_count: 0,
+        deleted_manifest_lists_count: 0,
+    };
+    if expired.is_empty() {
+        return Ok(result);
+    }
+    let md = before.metadata();
+    let gone: Vec<_> = md
+        .snapshots()
+        .filter(|s| expired.contains(&s.snapshot_id()))
+        .map(|s| s.as_ref())
+        .collect();
+    let kept: Vec<_> = md
+        .snapshots()
+        .filter(|s| !expired.contains(&s.snapshot_id()))
+        .map(|s| s.as_ref())
+        .collect();
+    let gone_files = Reachable::of_snapshots(&before, gone).await?;
+    let mut live = Reachable::of_snapshots(&before, kept).await?;
+    live.extend(Reachable::of_catalog(catalog, &before).await?);
+    let gc = before.properties()?.gc_enabled;
+    let storage = before.storage();
+    let unreferenced = |paths: &HashSet<String>| -> Vec<String> {
+        paths
+            .iter()
+            .filter(|p| !live.contains(p))
+            .cloned()
+            .collect()
+    };
+    let lists = unreferenced(&gone_files.manifest_lists);
+    let manifests = unreferenced(&gone_files.manifests);
+    let data = unreferenced(&gone_files.data_files);
+    let deletes = unreferenced(&gone_files.delete_files);
+    result.deleted_manifest_lists_count = lists.len();
+    result.deleted_manifest_files_count = manifests.len();
+    result.deleted_data_files_count = data.len();
+    result.deleted_delete_files_count = deletes.len();
+    if !gc || o.dry_run {
+        return Ok(result);
+    }
+    for p in lists.iter().chain(&manifests).chain(&data).chain(&deletes) {
+        let _ = storage.delete(p).await;
+    }
+    Ok(result)
+}

@@ -1,0 +1,82 @@
+//! `remove_orphan_files`: deletes files under the table location that no metadata of the
+//! table (nor of any other table of the catalog) references and that are older than a cutoff.
+
+use super::reachable::Reachable;
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::scan::canonical_path;
+use crate::table::Table;
+
+/// What `remove_orphan_files` found (and deleted unless it was a dry run).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct OrphanResult {
+    /// The orphan files (`orphan_file_location` in Spark's result).
+    pub orphan_file_locations: Vec<String>,
+    /// Whether they were deleted.
+    pub deleted: bool,
+}
+
+/// Finds (and unless `dry_run` deletes) files under `table`'s location older than
+/// `older_than_ms` (default: 3 days ago) that nothing references. Spark's `.crc` sidecars
+/// of referenced files count as referenced.
+pub async fn remove_orphan_files(
+    catalog: &Catalog,
+    table: &Table,
+    older_than_ms: Option<i64>,
+    dry_run: bool,
+) -> Result<OrphanResult> {
+    let cutoff =
+        older_than_ms.unwrap_or_else(|| chrono::Utc::now().timestamp_millis() - 3 * 24 * 3_600_000);
+    let location = table
+        .metadata()
+        .location()
+        .trim_end_matches('/')
+        .to_string();
+    let loc = canonical_path(&location).to_string();
+    // Another table living inside this one's location (or around it) is not understood.
+    for ns in catalog.list_namespaces().await? {
+        for ident in catalog.list_tables(&ns).await? {
+            if &ident == table.ident() {
+                continue;
+            }
+            let other = catalog.load_table(&ident).await?;
+            let o = canonical_path(other.metadata().location().trim_end_matches('/')).to_string();
+            if o == loc || o.starts_with(&format!("{loc}/")) || loc.starts_with(&format!("{o}/")) {
+                return Err(Error::invalid(format!(
+                    "table {}'s location {location} overlaps table {}'s ({o}); remove_orphan_files \
+                     would see the other table's files as orphans, so it refuses to run",
+                    table.name(),
+                    other.name()
+                )));
+            }
+        }
+    }
+    let mut live = Reachable::of_table(table).await?;
+    live.extend(Reachable::of_catalog(catalog, table).await?);
+    let mut orphans = Vec::new();
+    for o in table.storage().list(&location).await? {
+        if o.last_modified_ms >= cutoff || live.contains(&o.location) {
+            continue;
+        }
+        // Hadoop writes `.<name>.crc` next to `<name>`.
+        let p = canonical_path(&o.location);
+        if let Some((dir, file)) = p.rsplit_once('/') {
+            if let Some(name) = file.strip_prefix('.').and_then(|f| f.strip_suffix(".crc")) {
+                if live.contains(&format!("{dir}/{name}")) {
+                    continue;
+                }
+            }
+        }
+        orphans.push(o.location);
+    }
+    orphans.sort();
+    if !dry_run {
+        for p in &orphans {
+            table.storage().delete(p).await?;
+        }
+    }
+    Ok(OrphanResult {
+        orphan_file_locations: orphans,
+        deleted: !dry_run,
+    })
+}

@@ -1,0 +1,140 @@
+//! The files a table's metadata references: metadata files, manifest lists, manifests, data
+//! and delete files, statistics. Expiry and orphan removal never delete what a live snapshot
+//! of any table in the catalog references.
+
+use std::collections::HashSet;
+
+use futures::{StreamExt, TryStreamExt};
+
+use crate::catalog::Catalog;
+use crate::error::Result;
+use crate::scan::canonical_path;
+use crate::spec::{DataContentType, Snapshot};
+use crate::table::Table;
+
+/// Canonical paths of referenced files.
+#[derive(Debug, Default, Clone)]
+pub struct Reachable {
+    /// Manifest lists.
+    pub manifest_lists: HashSet<String>,
+    /// Manifests.
+    pub manifests: HashSet<String>,
+    /// Data files.
+    pub data_files: HashSet<String>,
+    /// Position, equality and deletion-vector delete files.
+    pub delete_files: HashSet<String>,
+    /// Metadata JSON files, `version-hint.text`, statistics and partition statistics files.
+    pub other: HashSet<String>,
+}
+
+fn canon(p: &str) -> String {
+    canonical_path(p).to_string()
+}
+
+impl Reachable {
+    /// Whether `path` is referenced.
+    pub fn contains(&self, path: &str) -> bool {
+        let p = canonical_path(path);
+        self.data_files.contains(p)
+            || self.delete_files.contains(p)
+            || self.manifests.contains(p)
+            || self.manifest_lists.contains(p)
+            || self.other.contains(p)
+    }
+
+    /// Adds everything `other` references.
+    pub fn extend(&mut self, other: Reachable) {
+        self.manifest_lists.extend(other.manifest_lists);
+        self.manifests.extend(other.manifests);
+        self.data_files.extend(other.data_files);
+        self.delete_files.extend(other.delete_files);
+        self.other.extend(other.other);
+    }
+
+    /// What `snapshots` of `table` reference: their lists, manifests, and the files of live
+    /// (added or existing) manifest entries. A DELETED entry only records that a file left at
+    /// that snapshot; the snapshots that still see the file list it as live.
+    pub async fn of_snapshots<'a>(
+        table: &Table,
+        snapshots: impl IntoIterator<Item = &'a Snapshot>,
+    ) -> Result<Reachable> {
+        let mut r = Reachable::default();
+        let mut manifests = Vec::new();
+        for s in snapshots {
+            if !r.manifest_lists.insert(canon(s.manifest_list())) {
+                continue;
+            }
+            for mf in table.manifest_list(s).await? {
+                if r.manifests.insert(canon(&mf.manifest_path)) {
+                    manifests.push(mf);
+                }
+            }
+        }
+        let files: Vec<Vec<(bool, String)>> = futures::stream::iter(manifests)
+            .map(|mf| async move {
+                let m = table.load_manifest(&mf).await?;
+                Ok::<_, crate::Error>(
+                    m.entries()
+                        .iter()
+                        .filter(|e| e.is_alive())
+                        .map(|e| {
+                            let f = e.data_file();
+                            (
+                                f.content_type() == DataContentType::Data,
+                                canon(f.file_path()),
+                            )
+                        })
+                        .collect(),
+                )
+            })
+            .buffer_unordered(8)
+            .try_collect()
+            .await?;
+        for (data, p) in files.into_iter().flatten() {
+            if data {
+                r.data_files.insert(p);
+            } else {
+                r.delete_files.insert(p);
+            }
+        }
+        Ok(r)
+    }
+
+    /// Everything the table's current metadata references: every snapshot, the metadata log,
+    /// the current metadata file, `version-hint.text`, statistics files.
+    pub async fn of_table(table: &Table) -> Result<Reachable> {
+        let md = table.metadata();
+        let mut r = Reachable::of_snapshots(table, md.snapshots().map(|s| s.as_ref())).await?;
+        r.other.insert(canon(table.metadata_location()));
+        for l in md.metadata_log() {
+            r.other.insert(canon(&l.metadata_file));
+        }
+        r.other.insert(canon(&format!(
+            "{}/metadata/version-hint.text",
+            md.location().trim_end_matches('/')
+        )));
+        for s in md.statistics_iter() {
+            r.other.insert(canon(&s.statistics_path));
+        }
+        for s in md.partition_statistics_iter() {
+            r.other.insert(canon(&s.statistics_path));
+        }
+        Ok(r)
+    }
+
+    /// What every table of `catalog` other than `except` references (tables can share files,
+    /// as clones do). Tables that cannot be loaded are an error: deleting blind is not safe.
+    pub async fn of_catalog(catalog: &Catalog, except: &Table) -> Result<Reachable> {
+        let mut r = Reachable::default();
+        for ns in catalog.list_namespaces().await? {
+            for ident in catalog.list_tables(&ns).await? {
+                if &ident == except.ident() {
+                    continue;
+                }
+                let t = catalog.load_table(&ident).await?;
+                r.extend(Reachable::of_table(&t).await?);
+            }
+        }
+        Ok(r)
+    }
+}

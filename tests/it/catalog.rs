@@ -125,7 +125,7 @@ async fn catalog_name_is_respected() {
     assert_eq!(a.list_tables("x").await.unwrap().len(), 1);
 }
 
-fn pyice(args: &[&str]) -> Option<serde_json::Value> {
+pub fn pyice(args: &[&str]) -> Option<serde_json::Value> {
     let py = peers_python()?;
     let out = Command::new(py)
         .arg(repo().join("tools/peers/pyice_catalog.py"))

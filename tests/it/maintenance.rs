@@ -427,13 +427,25 @@ fn expire_snapshots_and_remove_orphan_files() {
 }
 
 /// A table of `files` small files (ids 0..files*rows_per_file) with merge-on-read deletes.
-fn small_files_table(wh: &std::path::Path, dir: &std::path::Path, name: &str, files: usize, fv: &str) {
+fn small_files_table(
+    wh: &std::path::Path,
+    dir: &std::path::Path,
+    name: &str,
+    files: usize,
+    fv: &str,
+) {
     use crate::cli::ok;
     ok(
         wh,
         &[
-            "create", name, "--schema", "id long, v string", "--format-version", fv,
-            "--property", "write.delete.mode=merge-on-read",
+            "create",
+            name,
+            "--schema",
+            "id long, v string",
+            "--format-version",
+            fv,
+            "--property",
+            "write.delete.mode=merge-on-read",
         ],
     );
     for f in 0..files {
@@ -449,7 +461,11 @@ fn small_files_table(wh: &std::path::Path, dir: &std::path::Path, name: &str, fi
 
 fn id_sum_and_count(wh: &std::path::Path, name: &str) -> (i64, usize) {
     let out = crate::cli::ok(wh, &["scan", name, "--columns", "id", "--format", "csv"]);
-    let ids: Vec<i64> = out.lines().skip(1).map(|l| l.trim().parse().unwrap()).collect();
+    let ids: Vec<i64> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
     (ids.iter().sum(), ids.len())
 }
 
@@ -481,7 +497,10 @@ fn delete_racing_a_rewrite_is_never_lost() {
         for o in [&rw, &del] {
             if !o.status.success() {
                 let e = String::from_utf8_lossy(&o.stderr);
-                assert!(e.contains("concurrent") || e.contains("redo"), "{name}: not a conflict: {e}");
+                assert!(
+                    e.contains("concurrent") || e.contains("redo"),
+                    "{name}: not a conflict: {e}"
+                );
             }
         }
         let want: Vec<i64> = (0..1200)
@@ -511,7 +530,8 @@ fn a_killed_rewrite_leaves_only_orphans() {
         crate::cli::ok(&wh, &["delete", &name, "--where", "id % 7 = 0"]);
         let before = id_sum_and_count(&wh, &name);
         let table_dir = wh.join(format!("db/kill{round}"));
-        let files_before: std::collections::BTreeSet<_> = files_under(&table_dir).into_iter().collect();
+        let files_before: std::collections::BTreeSet<_> =
+            files_under(&table_dir).into_iter().collect();
         let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
             .arg("--warehouse")
             .arg(&wh)
@@ -523,15 +543,82 @@ fn a_killed_rewrite_leaves_only_orphans() {
         std::thread::sleep(std::time::Duration::from_millis(*delay_ms));
         let _ = child.kill();
         let _ = child.wait();
-        assert_eq!(id_sum_and_count(&wh, &name), before, "{name}: rows after the kill");
+        assert_eq!(
+            id_sum_and_count(&wh, &name),
+            before,
+            "{name}: rows after the kill"
+        );
         let snaps: serde_json::Value =
             serde_json::from_str(&crate::cli::ok(&wh, &["snapshots", &name, "--json"])).unwrap();
         let committed = snaps.as_array().unwrap().last().unwrap()["operation"] == "replace";
-        crate::cli::ok(&wh, &["remove-orphan-files", &name, "--older-than", &future]);
-        let files_after: std::collections::BTreeSet<_> = files_under(&table_dir).into_iter().collect();
+        crate::cli::ok(
+            &wh,
+            &["remove-orphan-files", &name, "--older-than", &future],
+        );
+        let files_after: std::collections::BTreeSet<_> =
+            files_under(&table_dir).into_iter().collect();
         if !committed {
-            assert_eq!(files_after, files_before, "{name}: leftovers of the killed rewrite remain");
+            assert_eq!(
+                files_after, files_before,
+                "{name}: leftovers of the killed rewrite remain"
+            );
         }
-        assert_eq!(id_sum_and_count(&wh, &name), before, "{name}: rows after orphan removal");
+        assert_eq!(
+            id_sum_and_count(&wh, &name),
+            before,
+            "{name}: rows after orphan removal"
+        );
     }
+}
+
+/// A table pyiceberg wrote (several small appends, partitioned by day(ts)) compacted by floe:
+/// the same rows for floe and every peer, and pyiceberg keeps appending to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrite_a_pyiceberg_table() {
+    use crate::catalog::pyice;
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("py.db");
+    let uri = format!("sqlite:///{}", db.display());
+    let wh = format!("file://{}", d.path().display());
+    let Some(_) = pyice(&["create", &uri, &wh, "py.events"]) else {
+        return;
+    };
+    for _ in 0..3 {
+        pyice(&["append", &uri, &wh, "py.events", "40"]).unwrap();
+    }
+    let py = peers_python().unwrap();
+    let cat = floe::Catalog::open(
+        Some(&format!("sqlite:{}", db.display())),
+        Some(d.path().to_str().unwrap()),
+        None,
+    )
+    .unwrap();
+    let ident = parse_ident("py.events").unwrap();
+    let t = cat.load_table(&ident).await.unwrap();
+    let before = d.path().join("before.parquet");
+    let n = floe_expected(&t, None, &before).await;
+    assert_eq!(n, 220);
+    let opts: HashMap<String, String> = [("rewrite-all".to_string(), "true".to_string())].into();
+    let r = floe::maintenance::rewrite_data_files(&cat, &t, None, &opts, None)
+        .await
+        .unwrap();
+    assert!(
+        r.rewritten_data_files_count > r.added_data_files_count,
+        "{r:?}"
+    );
+    let t2 = r.table.unwrap();
+    peer_check(
+        &py,
+        d.path(),
+        &[Check {
+            name: "pyiceberg-table-rewritten".into(),
+            metadata: t2.metadata_location().to_string(),
+            snapshot_id: None,
+            expected: before.to_string_lossy().to_string(),
+            engines: None,
+            refuse: None,
+        }],
+    );
+    let after = pyice(&["append", &uri, &wh, "py.events", "5"]).unwrap();
+    assert_eq!(after["rows"].as_u64(), Some(225));
 }

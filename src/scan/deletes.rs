@@ -177,6 +177,28 @@ impl LoadedDeletes {
     }
 }
 
+/// The positions a position delete file or deletion vector deletes, by canonical data file
+/// path.
+pub async fn read_positions(
+    storage: &Storage,
+    e: &DeleteEntry,
+) -> Result<HashMap<String, RoaringTreemap>> {
+    let schema = Schema::builder().build()?;
+    let arrow = arrow_schema::Schema::empty();
+    match load_one(storage, &schema, &arrow, e).await? {
+        Loaded::Positions(m) => Ok(m),
+        Loaded::Vector(bm) => Ok(e
+            .file
+            .referenced_data_file()
+            .map(|r| HashMap::from([(canonical_path(&r).to_string(), bm)]))
+            .unwrap_or_default()),
+        Loaded::Equality(_) => Err(Error::invalid(format!(
+            "'{}' is an equality delete file, not position deletes",
+            e.file.file_path()
+        ))),
+    }
+}
+
 async fn load_one(
     storage: &Storage,
     schema: &Schema,

@@ -47,7 +47,8 @@ pub struct SnapshotProducer {
     commit_uuid: uuid::Uuid,
     operation: Operation,
     /// Added files with the id of the partition spec they were written with.
-    added: Vec<(i32, DataFile)>,
+    /// Added files: partition spec id, file, explicit data sequence number.
+    added: Vec<(i32, DataFile, Option<i64>)>,
     removed: HashSet<FileKey>,
     added_manifests: Option<Vec<ManifestFile>>,
     /// Manifests rewritten by the last attempt (deleted when it is discarded).
@@ -82,7 +83,7 @@ impl SnapshotProducer {
             snapshot_id: new_snapshot_id(),
             commit_uuid: uuid::Uuid::new_v4(),
             operation,
-            added: added.into_iter().map(|f| (-1, f)).collect(),
+            added: added.into_iter().map(|f| (-1, f, None)).collect(),
             removed: HashSet::new(),
             added_manifests: None,
             rewritten: Vec::new(),
@@ -105,7 +106,21 @@ impl SnapshotProducer {
 
     /// Also adds files (data or delete) written with partition spec `spec_id`.
     pub fn add_files(mut self, spec_id: i32, files: impl IntoIterator<Item = DataFile>) -> Self {
-        self.added.extend(files.into_iter().map(|f| (spec_id, f)));
+        self.added
+            .extend(files.into_iter().map(|f| (spec_id, f, None)));
+        self
+    }
+
+    /// Also adds files with an explicit data sequence number (a rewritten delete file keeps
+    /// the newest of the ones it replaces, so it applies to exactly the same data files).
+    pub fn add_files_with_sequence_number(
+        mut self,
+        spec_id: i32,
+        files: impl IntoIterator<Item = DataFile>,
+        seq: i64,
+    ) -> Self {
+        self.added
+            .extend(files.into_iter().map(|f| (spec_id, f, Some(seq))));
         self
     }
 
@@ -138,8 +153,8 @@ impl SnapshotProducer {
         }
         let md = base.metadata();
         // One manifest per (spec, data or deletes).
-        let mut groups: BTreeMap<(i32, bool), Vec<DataFile>> = BTreeMap::new();
-        for (spec_id, f) in &self.added {
+        let mut groups: BTreeMap<(i32, bool), Vec<(DataFile, Option<i64>)>> = BTreeMap::new();
+        for (spec_id, f, seq) in &self.added {
             let spec_id = if *spec_id < 0 {
                 md.default_partition_spec_id()
             } else {
@@ -149,7 +164,7 @@ impl SnapshotProducer {
             groups
                 .entry((spec_id, deletes))
                 .or_default()
-                .push(f.clone());
+                .push((f.clone(), *seq));
         }
         let mut out = Vec::new();
         for (i, ((spec_id, deletes), files)) in groups.into_iter().enumerate() {
@@ -158,9 +173,9 @@ impl SnapshotProducer {
                 &format!("metadata/{}-m{i}.avro", self.commit_uuid),
             );
             let mut w = self.manifest_writer(base, spec_id, deletes, &path)?;
-            for f in files {
+            for (f, seq) in files {
                 // A negative sequence number leaves it null: inherited from the manifest list.
-                w.add_file(f, self.data_sequence_number.unwrap_or(-1))?;
+                w.add_file(f, seq.or(self.data_sequence_number).unwrap_or(-1))?;
             }
             out.push(w.write_manifest_file().await?);
         }
@@ -351,7 +366,7 @@ impl SnapshotProducer {
         lw.close().await?;
 
         let mut counts = SummaryCounts::default();
-        for (_, f) in &self.added {
+        for (_, f, _) in &self.added {
             counts.add(f);
         }
         for f in &self.removed_files {

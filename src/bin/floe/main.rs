@@ -267,6 +267,18 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Merge position delete files per partition and drop those of removed data files (v3:
+    /// one deletion vector per data file).
+    RewritePositionDeleteFiles {
+        /// Table name.
+        name: String,
+        /// Options: rewrite-all=true, min-input-files=N.
+        #[arg(long = "option", value_parser = kv)]
+        options: Vec<(String, String)>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Expire old snapshots and delete the files only they reference (unless gc.enabled=false).
     ExpireSnapshots {
         /// Table name.
@@ -961,6 +973,34 @@ async fn run(cli: Cli) -> Result<()> {
                     r.removed_delete_files_count,
                     r.snapshot_id.map(|s| format!(" (snapshot {s})")).unwrap_or_default(),
                     started.elapsed().as_secs_f64()
+                );
+            }
+            Ok(())
+        }
+        Cmd::RewritePositionDeleteFiles {
+            name,
+            options,
+            json,
+        } => {
+            let cat = catalog(&cli)?;
+            let table = cat.load_table(&parse_ident(name)?).await?;
+            let options: HashMap<String, String> = options.iter().cloned().collect();
+            let pb = spinner("rewriting position delete files");
+            let r = floe::maintenance::rewrite_position_delete_files(&cat, &table, &options).await;
+            pb.finish_and_clear();
+            let r = r?;
+            if *json {
+                print_json(&serde_json::to_value(&r)?);
+            } else {
+                println!(
+                    "{name}: replaced {} delete files ({:.2} MB) with {} ({:.2} MB){}",
+                    r.rewritten_delete_files_count,
+                    r.rewritten_bytes_count as f64 / 1e6,
+                    r.added_delete_files_count,
+                    r.added_bytes_count as f64 / 1e6,
+                    r.snapshot_id
+                        .map(|s| format!(", snapshot {s}"))
+                        .unwrap_or_default()
                 );
             }
             Ok(())

@@ -1,12 +1,13 @@
 //! Table maintenance with the option names and result columns of Iceberg's Spark procedures:
 //! compaction (`rewrite_data_files`, `rewrite_position_delete_files`), `expire_snapshots`,
-//! `remove_orphan_files`.
+//! `remove_orphan_files`, `rewrite_manifests`.
 
 mod expire;
 mod orphans;
 mod reachable;
 mod rewrite_data_files;
 mod rewrite_deletes;
+mod rewrite_manifests;
 mod rewrite_plan;
 
 pub use expire::{expire_snapshots, ExpireOptions, ExpireResult};
@@ -14,4 +15,5 @@ pub use orphans::{remove_orphan_files, OrphanResult};
 pub use reachable::Reachable;
 pub use rewrite_data_files::{rewrite_data_files, Progress, RewriteResult};
 pub use rewrite_deletes::{rewrite_position_delete_files, RewriteDeletesResult};
+pub use rewrite_manifests::{rewrite_manifests, RewriteManifestsResult};
 pub use rewrite_plan::{plan_groups, FileGroup, RewriteOptions};

@@ -59,6 +59,9 @@ pub struct SnapshotProducer {
     expired_metadata: Vec<String>,
     removed_files: Vec<DataFile>,
     data_sequence_number: Option<i64>,
+    /// `rewrite_manifests`: target manifest size; counts of the last attempt.
+    cluster_manifests: Option<u64>,
+    manifest_counts: BTreeMap<&'static str, u64>,
 }
 
 /// A positive random snapshot id, as Iceberg Java derives them.
@@ -74,6 +77,55 @@ fn with_first_row_id(f: &DataFile, first_row_id: Option<i64>) -> Result<DataFile
         .first_row_id(first_row_id)
         .build()
         .map_err(|e| Error::io(format!("copying entry of '{}': {e}", f.file_path())))
+}
+
+/// A live manifest entry, ready to be written again.
+struct LiveEntry {
+    file: DataFile,
+    snapshot_id: i64,
+    seq: i64,
+    file_seq: i64,
+}
+
+/// The live entries of manifest `m` (listed as `mf`), with v3 first row ids made explicit
+/// where data files inherited them from the manifest.
+fn live_entries(
+    mf: &ManifestFile,
+    m: &iceberg::spec::Manifest,
+    v3: bool,
+    default_snapshot: i64,
+) -> Result<Vec<LiveEntry>> {
+    let deletes = mf.content == ManifestContentType::Deletes;
+    let mut next_row_id = mf.first_row_id.map(|r| r as i64);
+    let mut out = Vec::new();
+    for e in m.entries() {
+        let f = e.data_file();
+        let inherited = if v3 && !deletes && f.first_row_id().is_none() {
+            let id = next_row_id;
+            if let Some(n) = next_row_id.as_mut() {
+                *n += f.record_count() as i64;
+            }
+            id
+        } else {
+            f.first_row_id()
+        };
+        if !e.is_alive() {
+            continue;
+        }
+        let file = if inherited != f.first_row_id() {
+            with_first_row_id(f, inherited)?
+        } else {
+            f.clone()
+        };
+        let seq = e.sequence_number().unwrap_or(0);
+        out.push(LiveEntry {
+            file,
+            snapshot_id: e.snapshot_id().unwrap_or(default_snapshot),
+            seq,
+            file_seq: e.file_sequence_number.unwrap_or(seq),
+        });
+    }
+    Ok(out)
 }
 
 impl SnapshotProducer {
@@ -93,7 +145,18 @@ impl SnapshotProducer {
             expired_metadata: Vec::new(),
             removed_files: Vec::new(),
             data_sequence_number: None,
+            cluster_manifests: None,
+            manifest_counts: BTreeMap::new(),
         }
+    }
+
+    /// A `replace` snapshot that rewrites every manifest holding live entries into manifests
+    /// clustered by partition of about `target_bytes` each (`rewrite_manifests`); no data
+    /// changes.
+    pub fn rewrite_manifests(target_bytes: u64) -> Self {
+        let mut p = Self::new(Operation::Replace, vec![]);
+        p.cluster_manifests = Some(target_bytes.max(1));
+        p
     }
 
     /// Gives added files this data sequence number instead of the new snapshot's (a
@@ -253,37 +316,14 @@ impl SnapshotProducer {
             let deletes = mf.content == ManifestContentType::Deletes;
             let mut w = self.manifest_writer(base, mf.partition_spec_id, deletes, &path)?;
             self.rewritten.push(path);
-            // First row ids of data files that inherit them from the manifest (v3).
-            let mut next_row_id = mf.first_row_id.map(|r| r as i64);
-            for e in m.entries() {
-                let f = e.data_file();
-                let inherited = if v3 && !deletes && f.first_row_id().is_none() {
-                    let id = next_row_id;
-                    if let Some(n) = next_row_id.as_mut() {
-                        *n += f.record_count() as i64;
-                    }
-                    id
-                } else {
-                    f.first_row_id()
-                };
-                if !e.is_alive() {
-                    continue;
-                }
-                let file = if inherited != f.first_row_id() {
-                    with_first_row_id(f, inherited)?
-                } else {
-                    f.clone()
-                };
-                let seq = e.sequence_number().unwrap_or(0);
-                let file_seq = e.file_sequence_number.unwrap_or(seq);
-                let key = FileKey::of(f);
+            for e in live_entries(&mf, &m, v3, self.snapshot_id)? {
+                let key = FileKey::of(&e.file);
                 if self.removed.contains(&key) {
                     found.insert(key);
-                    self.removed_files.push(f.clone());
-                    w.add_delete_file(file, seq, Some(file_seq))?;
+                    self.removed_files.push(e.file.clone());
+                    w.add_delete_file(e.file, e.seq, Some(e.file_seq))?;
                 } else {
-                    let sid = e.snapshot_id().unwrap_or(self.snapshot_id);
-                    w.add_existing_file(file, sid, seq, Some(file_seq))?;
+                    w.add_existing_file(e.file, e.snapshot_id, e.seq, Some(e.file_seq))?;
                 }
             }
             out.push(w.write_manifest_file().await?);
@@ -298,6 +338,68 @@ impl SnapshotProducer {
                 ),
             ));
         }
+        Ok(out)
+    }
+
+    /// Rewrites every manifest with live entries into new ones per (spec, content), entries
+    /// ordered by partition, about `target` bytes each.
+    async fn cluster(
+        &mut self,
+        base: &Table,
+        existing: Vec<ManifestFile>,
+        target: u64,
+    ) -> Result<Vec<ManifestFile>> {
+        let v3 = base.metadata().format_version() == FormatVersion::V3;
+        let mut groups: BTreeMap<(i32, bool), (Vec<LiveEntry>, u64)> = BTreeMap::new();
+        let (mut replaced, mut entries) = (0u64, 0u64);
+        for mf in existing {
+            if !mf.has_added_files() && !mf.has_existing_files() {
+                replaced += 1;
+                continue;
+            }
+            let m = base.load_manifest(&mf).await?;
+            let live = live_entries(&mf, &m, v3, self.snapshot_id)?;
+            replaced += 1;
+            entries += live.len() as u64;
+            let g = groups
+                .entry((
+                    mf.partition_spec_id,
+                    mf.content == ManifestContentType::Deletes,
+                ))
+                .or_default();
+            g.1 += mf.manifest_length as u64;
+            g.0.extend(live);
+        }
+        let mut out = Vec::new();
+        let mut n = 0;
+        for ((spec_id, deletes), (mut live, bytes)) in groups {
+            if live.is_empty() {
+                continue;
+            }
+            live.sort_by_cached_key(|e| format!("{:?}", e.file.partition()));
+            let per_entry = (bytes / live.len() as u64).max(1);
+            let per_manifest = (target / per_entry).max(1) as usize;
+            let mut rest = live.into_iter().peekable();
+            while rest.peek().is_some() {
+                let path = join(
+                    base.metadata().location(),
+                    &format!("metadata/{}-c{}-{n}.avro", self.commit_uuid, self.attempt),
+                );
+                n += 1;
+                let mut w = self.manifest_writer(base, spec_id, deletes, &path)?;
+                self.rewritten.push(path);
+                for e in rest.by_ref().take(per_manifest) {
+                    w.add_existing_file(e.file, e.snapshot_id, e.seq, Some(e.file_seq))?;
+                }
+                out.push(w.write_manifest_file().await?);
+            }
+        }
+        self.manifest_counts = BTreeMap::from([
+            ("manifests-created", out.len() as u64),
+            ("manifests-replaced", replaced),
+            ("manifests-kept", 0),
+            ("entries-processed", entries),
+        ]);
         Ok(out)
     }
 
@@ -336,7 +438,10 @@ impl SnapshotProducer {
             existing = base.manifest_list(p).await?;
         }
         self.removed_files.clear();
-        let existing = self.carry_over(base, existing).await?;
+        let existing = match self.cluster_manifests {
+            Some(target) => self.cluster(base, existing, target).await?,
+            None => self.carry_over(base, existing).await?,
+        };
         let seq = md.next_sequence_number();
         let list_path = join(
             md.location(),
@@ -374,6 +479,9 @@ impl SnapshotProducer {
         }
         let mut props = counts.build(parent.as_ref().map(|p| &p.summary().additional_properties));
         props.extend(self.properties.clone());
+        for (k, v) in &self.manifest_counts {
+            props.insert(k.to_string(), v.to_string());
+        }
         let now = chrono::Utc::now()
             .timestamp_millis()
             .max(md.last_updated_ms() + 1);

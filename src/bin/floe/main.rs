@@ -279,6 +279,17 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Rewrite the manifests clustered by partition (metadata only).
+    RewriteManifests {
+        /// Table name.
+        name: String,
+        /// Target manifest size (default: commit.manifest.target-size-bytes, 8 MB).
+        #[arg(long)]
+        target_size_bytes: Option<u64>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Expire old snapshots and delete the files only they reference (unless gc.enabled=false).
     ExpireSnapshots {
         /// Table name.
@@ -1001,6 +1012,24 @@ async fn run(cli: Cli) -> Result<()> {
                     r.snapshot_id
                         .map(|s| format!(", snapshot {s}"))
                         .unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        Cmd::RewriteManifests {
+            name,
+            target_size_bytes,
+            json,
+        } => {
+            let cat = catalog(&cli)?;
+            let table = cat.load_table(&parse_ident(name)?).await?;
+            let r = floe::maintenance::rewrite_manifests(&cat, &table, *target_size_bytes).await?;
+            if *json {
+                print_json(&serde_json::to_value(&r)?);
+            } else {
+                println!(
+                    "{name}: replaced {} manifests with {}",
+                    r.rewritten_manifests_count, r.added_manifests_count
                 );
             }
             Ok(())

@@ -42,7 +42,10 @@ pub struct RewriteResult {
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
 
 /// Rewrites the data files the planner selects (`filter` limits them to files that may hold
-/// matching rows), applying their deletes, as one `replace` commit.
+/// matching rows), applying their deletes, as one `replace` commit. Besides the Spark options,
+/// `options` takes the procedure's `strategy` (`binpack`, default, or `sort`) and
+/// `sort-order` (default: the table's). The sort strategy sorts each partition's rows in runs of
+/// up to a million rows (not one total order per file group).
 pub async fn rewrite_data_files(
     catalog: &Catalog,
     table: &Table,
@@ -51,8 +54,38 @@ pub async fn rewrite_data_files(
     progress: Option<Progress<'_>>,
 ) -> Result<RewriteResult> {
     let props = table.properties()?;
-    let o = RewriteOptions::parse(props.target_file_size_bytes, options)
-        .map_err(|e| e.context(format!("rewrite_data_files on {}", table.name())))?;
+    let ctx = |e: Error| e.context(format!("rewrite_data_files on {}", table.name()));
+    // `strategy` and `sort-order` are the procedure's arguments; the rest are its options.
+    let mut options = options.clone();
+    let strategy = options
+        .remove("strategy")
+        .unwrap_or_else(|| "binpack".into());
+    let sort_text = options.remove("sort-order");
+    let md = table.metadata();
+    let sort = match (strategy.to_ascii_lowercase().as_str(), sort_text) {
+        ("binpack", None) => None,
+        ("sort", Some(text)) => {
+            Some(crate::spec::parse_sort_order(&text, md.current_schema()).map_err(ctx)?)
+        }
+        ("sort", None) => {
+            let o = md.default_sort_order().as_ref().clone();
+            if o.fields.is_empty() {
+                return Err(ctx(Error::invalid(
+                    "strategy sort needs a sort order: the table has none, so give one (e.g. sort-order='id DESC NULLS LAST')",
+                )));
+            }
+            Some(o)
+        }
+        ("binpack", Some(_)) => {
+            return Err(ctx(Error::invalid("a sort order needs strategy=sort")))
+        }
+        (s, _) => {
+            return Err(ctx(Error::invalid(format!(
+                "unknown strategy '{s}': expected binpack or sort"
+            ))))
+        }
+    };
+    let o = RewriteOptions::parse(props.target_file_size_bytes, &options).map_err(ctx)?;
     let mut result = RewriteResult {
         table: Some(table.clone()),
         snapshot_id: None,
@@ -105,8 +138,11 @@ pub async fn rewrite_data_files(
     let mut stream = futures::stream::iter(groups.iter().map(|g| {
         let sub = plan.subset(&g.files);
         let scan = scan.clone();
+        let sort = sort.clone();
         async move {
-            let mut w = DataWriter::new(table)?.with_target_file_size(o.target_file_size_bytes);
+            let mut w = DataWriter::new(table)?
+                .with_target_file_size(o.target_file_size_bytes)
+                .with_sort_order(sort, table);
             let run = async {
                 let mut rows = scan.read(sub)?;
                 while let Some(b) = rows.next().await {

@@ -140,6 +140,8 @@ struct Settings {
     schema: SchemaRef,
     spec: Arc<iceberg::spec::PartitionSpec>,
     sort: Option<Arc<SortOrder>>,
+    /// The table sort order id files record (`None`: unsorted or an ad-hoc order).
+    sort_order_id: Option<i32>,
     props: TableProperties,
     builder: ParquetWriterBuilder,
     data_path: String,
@@ -193,6 +195,7 @@ impl DataWriter {
             builder: ParquetWriterBuilder::new(writer_properties(&props, &[])?, schema.clone()),
             schema: schema.clone(),
             spec: md.default_partition_spec().clone(),
+            sort_order_id: sort.as_ref().map(|o| o.order_id as i32),
             sort,
             props,
             data_path,
@@ -210,6 +213,22 @@ impl DataWriter {
             rows: 0,
             orphans: Vec::new(),
         })
+    }
+
+    /// Sorts rows by `order` instead of the table's sort order (`None`: not at all). Files
+    /// record the order's id only when it is one of the table's sort orders.
+    pub fn with_sort_order(mut self, order: Option<SortOrder>, table: &Table) -> Self {
+        if let Some(s) = self.pending.as_mut() {
+            s.sort_order_id = order.as_ref().and_then(|o| {
+                table
+                    .metadata()
+                    .sort_orders_iter()
+                    .find(|t| t.fields == o.fields)
+                    .map(|t| t.order_id as i32)
+            });
+            s.sort = order.filter(|o| !o.fields.is_empty()).map(Arc::new);
+        }
+        self
     }
 
     /// Rolls files at `bytes` instead of the table's `write.target-file-size-bytes`
@@ -540,8 +559,8 @@ async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
             Some(k) => fb.partition(k.data().clone()),
             None => fb.partition(iceberg::spec::Struct::empty()),
         };
-        if let Some(o) = &s.sort {
-            fb.sort_order_id(o.order_id as i32);
+        if let Some(id) = s.sort_order_id {
+            fb.sort_order_id(id);
         }
         let f = fb
             .build()

@@ -824,3 +824,55 @@ async fn rewrite_manifests_keeps_rows_and_files() {
     }
     peer_check(&py, work.path(), &checks);
 }
+
+/// `--strategy sort` rewrites files sorted by the given order; bad strategy arguments are
+/// refused before anything is written.
+#[test]
+fn rewrite_with_the_sort_strategy() {
+    use crate::cli::{floe, ok};
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let (csv, pq) = crate::cli::inputs(d.path());
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.s",
+            "--schema",
+            "id long, name string, ts timestamptz",
+        ],
+    );
+    ok(&wh, &["append", "db.s", &pq]);
+    ok(&wh, &["append", "db.s", &csv]);
+    let o = floe(&wh, &["rewrite-data-files", "db.s", "--strategy", "sort"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sort order"));
+    let o = floe(&wh, &["rewrite-data-files", "db.s", "--strategy", "zorder"]);
+    assert!(!o.status.success());
+    let v: serde_json::Value = serde_json::from_str(&ok(
+        &wh,
+        &[
+            "rewrite-data-files",
+            "db.s",
+            "--strategy",
+            "sort",
+            "--sort-by",
+            "id desc",
+            "--option",
+            "rewrite-all=true",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(v["rewritten_data_files_count"], 2);
+    assert_eq!(v["added_data_files_count"], 1);
+    let ids: Vec<i64> = ok(&wh, &["scan", "db.s", "--columns", "id", "--format", "csv"])
+        .lines()
+        .skip(1)
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(ids, sorted, "one file, rows in id descending order");
+    assert_eq!(ids.len(), 80);
+}

@@ -260,6 +260,12 @@ enum Cmd {
         /// Only files that may hold rows matching this predicate.
         #[arg(long = "where", value_name = "EXPR")]
         filter: Option<String>,
+        /// binpack (default) or sort.
+        #[arg(long, default_value = "binpack")]
+        strategy: String,
+        /// Sort order for --strategy sort (default: the table's), e.g. "ts desc, id".
+        #[arg(long)]
+        sort_by: Option<String>,
         /// Spark procedure options, e.g. --option min-input-files=2 --option rewrite-all=true.
         #[arg(long = "option", value_parser = kv)]
         options: Vec<(String, String)>,
@@ -939,6 +945,8 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::RewriteDataFiles {
             name,
             filter,
+            strategy,
+            sort_by,
             options,
             json,
         } => {
@@ -948,7 +956,11 @@ async fn run(cli: Cli) -> Result<()> {
                 Some(f) => Some(parse_predicate(f, table.metadata().current_schema())?),
                 None => None,
             };
-            let options: HashMap<String, String> = options.iter().cloned().collect();
+            let mut options: HashMap<String, String> = options.iter().cloned().collect();
+            options.insert("strategy".into(), strategy.clone());
+            if let Some(s) = sort_by {
+                options.insert("sort-order".into(), s.clone());
+            }
             let started = Instant::now();
             let pb = ProgressBar::new(0);
             pb.set_style(

@@ -1,23 +1,31 @@
-//! `rewrite_data_files`: compacts data files (bin-pack) with their deletes applied, committed
-//! as a `replace` snapshot that removes the old files and the delete files only they used.
+//! `rewrite_data_files`: compacts data files with their deletes applied, committed as a
+//! `replace` snapshot that removes the old files and the delete files only they used.
+//!
+//! It runs in three steps that can also run in different processes: [`plan_rewrite`] makes
+//! serializable file-group tasks ([`RewritePlan`], JSON), [`execute_task`] rewrites one group
+//! (its new files are recorded in an Avro file next to the table metadata), and
+//! [`commit_rewrite`] commits every group's result at once. [`rewrite_data_files`] does all
+//! three in this process.
 
 use std::collections::{HashMap, HashSet};
 
 use futures::StreamExt;
 use iceberg::expr::{Bind, Predicate};
 use iceberg::spec::Operation;
+use serde::{Deserialize, Serialize};
 
 use super::rewrite_plan::{plan_groups, RewriteOptions};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::scan::{is_file_scoped, Scan, SnapshotSelector};
-use crate::spec::{DataContentType, IsolationLevel};
+use crate::scan::{is_file_scoped, PlannedFile, Scan, ScanPlan, SnapshotSelector};
+use crate::spec::{DataContentType, DataFile, IsolationLevel};
+use crate::storage::join;
 use crate::table::Table;
 use crate::txn::{commit, FileKey, RowLevelValidation, SnapshotProducer};
 use crate::write::DataWriter;
 
 /// What `rewrite_data_files` did (the result columns of Iceberg's Spark procedure).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RewriteResult {
     /// The table at the new version.
     #[serde(skip)]
@@ -30,7 +38,7 @@ pub struct RewriteResult {
     pub added_data_files_count: usize,
     /// Bytes of the rewritten data files.
     pub rewritten_bytes_count: u64,
-    /// Data files of groups that failed (0: groups fail the whole job).
+    /// Data files of groups that failed (0: a failed group fails the whole job).
     pub failed_data_files_count: usize,
     /// Delete files removed because no live data file needs them any more.
     pub removed_delete_files_count: usize,
@@ -41,11 +49,388 @@ pub struct RewriteResult {
 /// Progress callback: (groups done, groups in all).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
 
+/// One file group to rewrite: everything a worker needs, given the catalog.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RewriteTask {
+    /// The table's identifier in the catalog.
+    pub table: String,
+    /// The snapshot the rewrite reads.
+    pub snapshot_id: i64,
+    /// Group number within the plan.
+    pub group: usize,
+    /// The data files of the group.
+    pub files: Vec<String>,
+    /// Target size of the new files.
+    pub target_file_size_bytes: u64,
+    /// `None`: bin-pack; `Some("")`: the table's sort order; else a sort order's text.
+    pub sort_order: Option<String>,
+}
+
+/// A planned rewrite: its tasks and what the commit needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RewritePlan {
+    /// The table's identifier in the catalog.
+    pub table: String,
+    /// The starting snapshot.
+    pub snapshot_id: i64,
+    /// Its sequence number (new files take it with `use-starting-sequence-number`).
+    pub sequence_number: i64,
+    /// `use-starting-sequence-number`.
+    pub use_starting_sequence_number: bool,
+    /// The `where` filter the files were chosen by (for conflict validation).
+    pub filter: Option<Predicate>,
+    /// The file groups.
+    pub tasks: Vec<RewriteTask>,
+    /// How many groups the plan has (kept when `tasks` is left out of a result).
+    pub groups: usize,
+}
+
+/// What one task wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskResult {
+    /// The plan the task belongs to, without its tasks (the commit needs only the results).
+    pub plan: RewritePlan,
+    /// The task.
+    pub task: RewriteTask,
+    /// The partition spec the new files were written with.
+    pub spec_id: i32,
+    /// An Avro file listing the new data files (iceberg's `data_file` struct).
+    pub data_files: String,
+    /// How many new files.
+    pub added_data_files_count: usize,
+}
+
+fn ctx(table: &Table) -> impl Fn(Error) -> Error + '_ {
+    move |e: Error| e.context(format!("rewrite_data_files on {}", table.name()))
+}
+
+/// Plans the rewrite of `table` at its current snapshot. `options` takes Spark's options plus
+/// the procedure's `strategy` (`binpack`, default, or `sort`) and `sort-order` (default: the
+/// table's). The sort strategy sorts each partition's rows in runs of up to a million rows
+/// (not one total order per file group).
+pub async fn plan_rewrite(
+    table: &Table,
+    filter: Option<Predicate>,
+    options: &HashMap<String, String>,
+) -> Result<(RewritePlan, ScanPlan, Vec<Vec<usize>>)> {
+    let props = table.properties()?;
+    let mut options = options.clone();
+    let strategy = options
+        .remove("strategy")
+        .unwrap_or_else(|| "binpack".into());
+    let sort_text = options.remove("sort-order");
+    let md = table.metadata();
+    let sort_order = match (strategy.to_ascii_lowercase().as_str(), sort_text) {
+        ("binpack", None) => None,
+        ("sort", Some(text)) => {
+            crate::spec::parse_sort_order(&text, md.current_schema()).map_err(ctx(table))?;
+            Some(text)
+        }
+        ("sort", None) => {
+            if md.default_sort_order().fields.is_empty() {
+                return Err(ctx(table)(Error::invalid(
+                    "strategy sort needs a sort order: the table has none, so give one (e.g. sort-order='id DESC NULLS LAST')",
+                )));
+            }
+            Some(String::new())
+        }
+        ("binpack", Some(_)) => {
+            return Err(ctx(table)(Error::invalid(
+                "a sort order needs strategy=sort",
+            )))
+        }
+        (s, _) => {
+            return Err(ctx(table)(Error::invalid(format!(
+                "unknown strategy '{s}': expected binpack or sort"
+            ))))
+        }
+    };
+    let o = RewriteOptions::parse(props.target_file_size_bytes, &options).map_err(ctx(table))?;
+    let Some(start) = table.current_snapshot().cloned() else {
+        return Err(Error::invalid(format!(
+            "table {} has no snapshot to rewrite",
+            table.name()
+        )));
+    };
+    let mut planning = Scan::new(table).snapshot(SnapshotSelector::Id(start.snapshot_id()));
+    if let Some(f) = &filter {
+        planning = planning.filter(f.clone());
+    }
+    let scan_plan = planning.plan().await?.without_row_filter();
+    let groups = plan_groups(&scan_plan.files, &o);
+    let tasks: Vec<RewriteTask> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| RewriteTask {
+            table: table.name(),
+            snapshot_id: start.snapshot_id(),
+            group: i,
+            files: g
+                .files
+                .iter()
+                .map(|f| scan_plan.files[*f].file.file_path().to_string())
+                .collect(),
+            target_file_size_bytes: o.target_file_size_bytes,
+            sort_order: sort_order.clone(),
+        })
+        .collect();
+    let plan = RewritePlan {
+        table: table.name(),
+        snapshot_id: start.snapshot_id(),
+        sequence_number: start.sequence_number(),
+        use_starting_sequence_number: o.use_starting_sequence_number,
+        filter,
+        groups: tasks.len(),
+        tasks,
+    };
+    let indexes = groups.into_iter().map(|g| g.files).collect();
+    Ok((plan, scan_plan, indexes))
+}
+
+/// Rewrites one group's planned files (`sub`: a scan plan of exactly those files).
+async fn rewrite_group(table: &Table, task: &RewriteTask, sub: ScanPlan) -> Result<Vec<DataFile>> {
+    let sort = match &task.sort_order {
+        None => None,
+        Some(t) if t.is_empty() => Some(table.metadata().default_sort_order().as_ref().clone()),
+        Some(t) => Some(crate::spec::parse_sort_order(
+            t,
+            table.metadata().current_schema(),
+        )?),
+    };
+    let scan = Scan::new(table).snapshot(SnapshotSelector::Id(task.snapshot_id));
+    let mut w = DataWriter::new(table)?
+        .with_target_file_size(task.target_file_size_bytes)
+        .with_sort_order(sort, table);
+    let run = async {
+        let mut rows = scan.read(sub)?;
+        while let Some(b) = rows.next().await {
+            w.write(b?).await?;
+        }
+        Ok::<_, Error>(())
+    }
+    .await;
+    match run {
+        Ok(()) => w.close().await,
+        Err(e) => {
+            w.abort(table.storage()).await;
+            Err(e)
+        }
+    }
+}
+
+/// Runs one task of `plan` (in any process): rewrites its files and records the new files in
+/// an Avro file under the table's metadata directory.
+pub async fn execute_task(
+    catalog: &Catalog,
+    plan: &RewritePlan,
+    task: &RewriteTask,
+) -> Result<TaskResult> {
+    let table = catalog
+        .load_table(&crate::table::parse_ident(&task.table)?)
+        .await?;
+    let scan_plan = Scan::new(&table)
+        .snapshot(SnapshotSelector::Id(task.snapshot_id))
+        .plan()
+        .await?;
+    let keep: HashSet<&str> = task.files.iter().map(String::as_str).collect();
+    let idx: Vec<usize> = scan_plan
+        .files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| keep.contains(f.file.file_path()))
+        .map(|(i, _)| i)
+        .collect();
+    if idx.len() != task.files.len() {
+        return Err(Error::new(
+            crate::ErrorKind::Conflict,
+            format!(
+                "rewrite task {} of table {}: some of its files are not in snapshot {}",
+                task.group, task.table, task.snapshot_id
+            ),
+        ));
+    }
+    let files = rewrite_group(&table, task, scan_plan.subset(&idx)).await?;
+    let md = table.metadata();
+    let spec = md.default_partition_spec();
+    let partition_type = spec.partition_type(md.current_schema())?;
+    let mut bytes = Vec::new();
+    iceberg::spec::write_data_files_to_avro(
+        &mut bytes,
+        files.clone(),
+        &partition_type,
+        md.format_version(),
+    )?;
+    let path = join(
+        md.location(),
+        &format!(
+            "metadata/rewrite-{}-g{}.avro",
+            uuid::Uuid::new_v4(),
+            task.group
+        ),
+    );
+    table.storage().put(&path, bytes.into()).await?;
+    let mut header = plan.clone();
+    header.tasks.clear();
+    header.groups = plan.tasks.len().max(plan.groups);
+    Ok(TaskResult {
+        plan: header,
+        task: task.clone(),
+        spec_id: spec.spec_id(),
+        data_files: path,
+        added_data_files_count: files.len(),
+    })
+}
+
+/// Commits the results of every task of one plan as one `replace` snapshot.
+pub async fn commit_rewrite(catalog: &Catalog, results: &[TaskResult]) -> Result<RewriteResult> {
+    let Some(first) = results.first() else {
+        return Err(Error::invalid(
+            "commit of a rewrite needs the results of its tasks",
+        ));
+    };
+    let mut plan = first.plan.clone();
+    plan.tasks = results.iter().map(|r| r.task.clone()).collect();
+    let plan = &plan;
+    let table = catalog
+        .load_table(&crate::table::parse_ident(&plan.table)?)
+        .await?;
+    let md = table.metadata();
+    let mut written: Vec<(i32, Vec<DataFile>)> = Vec::new();
+    let groups: HashSet<usize> = results.iter().map(|r| r.task.group).collect();
+    if groups.len() != plan.groups
+        || groups.len() != results.len()
+        || results
+            .iter()
+            .any(|r| r.task.snapshot_id != plan.snapshot_id || r.plan.table != plan.table)
+    {
+        return Err(Error::invalid(format!(
+            "rewrite of {}: {} results for the {} tasks of snapshot {}; give exactly one result per task of one plan",
+            plan.table,
+            results.len(),
+            plan.groups,
+            plan.snapshot_id
+        )));
+    }
+    for r in results {
+        let spec = md.partition_spec_by_id(r.spec_id).ok_or_else(|| {
+            Error::corrupt(format!(
+                "rewrite result {} names unknown spec {}",
+                r.data_files, r.spec_id
+            ))
+        })?;
+        let bytes = table.storage().get(&r.data_files).await?;
+        let files = iceberg::spec::read_data_files_from_avro(
+            &mut bytes.as_ref(),
+            md.current_schema(),
+            r.spec_id,
+            &spec.partition_type(md.current_schema())?,
+            md.format_version(),
+        )
+        .map_err(|e| Error::corrupt(format!("rewrite result '{}': {e}", r.data_files)))?;
+        written.push((r.spec_id, files));
+    }
+    let plan_scan = Scan::new(&table)
+        .snapshot(SnapshotSelector::Id(plan.snapshot_id))
+        .plan()
+        .await?;
+    let in_plan: HashSet<&str> = plan
+        .tasks
+        .iter()
+        .flat_map(|t| t.files.iter().map(String::as_str))
+        .collect();
+    let rewritten: Vec<&PlannedFile> = plan_scan
+        .files
+        .iter()
+        .filter(|f| in_plan.contains(f.file.file_path()))
+        .collect();
+    let r = commit_files(catalog, &table, plan, &rewritten, written).await;
+    for res in results {
+        let _ = table.storage().delete(&res.data_files).await;
+    }
+    r
+}
+
+async fn commit_files(
+    catalog: &Catalog,
+    table: &Table,
+    plan: &RewritePlan,
+    rewritten: &[&PlannedFile],
+    written: Vec<(i32, Vec<DataFile>)>,
+) -> Result<RewriteResult> {
+    let mut result = RewriteResult {
+        table: Some(table.clone()),
+        snapshot_id: None,
+        rewritten_data_files_count: rewritten.len(),
+        added_data_files_count: written.iter().map(|(_, f)| f.len()).sum(),
+        rewritten_bytes_count: rewritten.iter().map(|f| f.file.file_size_in_bytes()).sum(),
+        failed_data_files_count: 0,
+        removed_delete_files_count: 0,
+        file_groups: plan.tasks.len(),
+    };
+    // Delete files used only by rewritten files go with them; others stay.
+    let mut removed: Vec<FileKey> = Vec::new();
+    let mut seen = HashSet::new();
+    for f in rewritten {
+        removed.push(FileKey::of(&f.file));
+        for d in &f.deletes {
+            if d.file.content_type() == DataContentType::PositionDeletes
+                && is_file_scoped(&d.file)
+                && seen.insert(FileKey::of(&d.file))
+            {
+                removed.push(FileKey::of(&d.file));
+                result.removed_delete_files_count += 1;
+            }
+        }
+    }
+    let all_new: Vec<String> = written
+        .iter()
+        .flat_map(|(_, f)| f.iter().map(|f| f.file_path().to_string()))
+        .collect();
+    let mut producer = SnapshotProducer::new(Operation::Replace, vec![]).remove_files(removed);
+    for (spec, files) in written {
+        producer = producer.add_files(spec, files);
+    }
+    if plan.use_starting_sequence_number {
+        producer = producer.with_data_sequence_number(plan.sequence_number);
+    }
+    let conflict_filter = match &plan.filter {
+        Some(f) => Some(
+            f.clone()
+                .bind(table.metadata().current_schema().clone(), false)
+                .map_err(|e| Error::invalid(format!("rewrite filter: {}", e.message())))?,
+        ),
+        None => None,
+    };
+    let validation = RowLevelValidation {
+        isolation: IsolationLevel::Snapshot,
+        conflict_filter,
+        touched: rewritten
+            .iter()
+            .map(|f| (f.file.clone(), f.spec.clone()))
+            .collect(),
+        ignore_equality_deletes: plan.use_starting_sequence_number,
+        table: table.name(),
+    };
+    match commit(catalog, table, &mut producer, &validation).await {
+        Ok(t) => {
+            result.table = Some(t);
+            result.snapshot_id = Some(producer.snapshot_id());
+            Ok(result)
+        }
+        Err(e) => {
+            if e.kind() != crate::ErrorKind::CommitStateUnknown {
+                for p in all_new {
+                    let _ = table.storage().delete(&p).await;
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Rewrites the data files the planner selects (`filter` limits them to files that may hold
-/// matching rows), applying their deletes, as one `replace` commit. Besides the Spark options,
-/// `options` takes the procedure's `strategy` (`binpack`, default, or `sort`) and
-/// `sort-order` (default: the table's). The sort strategy sorts each partition's rows in runs of
-/// up to a million rows (not one total order per file group).
+/// matching rows), applying their deletes, as one `replace` commit: [`plan_rewrite`], the
+/// tasks run here (up to `max-concurrent-file-group-rewrites` at once), [`commit_rewrite`].
 pub async fn rewrite_data_files(
     catalog: &Catalog,
     table: &Table,
@@ -53,115 +438,44 @@ pub async fn rewrite_data_files(
     options: &HashMap<String, String>,
     progress: Option<Progress<'_>>,
 ) -> Result<RewriteResult> {
-    let props = table.properties()?;
-    let ctx = |e: Error| e.context(format!("rewrite_data_files on {}", table.name()));
-    // `strategy` and `sort-order` are the procedure's arguments; the rest are its options.
-    let mut options = options.clone();
-    let strategy = options
-        .remove("strategy")
-        .unwrap_or_else(|| "binpack".into());
-    let sort_text = options.remove("sort-order");
-    let md = table.metadata();
-    let sort = match (strategy.to_ascii_lowercase().as_str(), sort_text) {
-        ("binpack", None) => None,
-        ("sort", Some(text)) => {
-            Some(crate::spec::parse_sort_order(&text, md.current_schema()).map_err(ctx)?)
-        }
-        ("sort", None) => {
-            let o = md.default_sort_order().as_ref().clone();
-            if o.fields.is_empty() {
-                return Err(ctx(Error::invalid(
-                    "strategy sort needs a sort order: the table has none, so give one (e.g. sort-order='id DESC NULLS LAST')",
-                )));
-            }
-            Some(o)
-        }
-        ("binpack", Some(_)) => {
-            return Err(ctx(Error::invalid("a sort order needs strategy=sort")))
-        }
-        (s, _) => {
-            return Err(ctx(Error::invalid(format!(
-                "unknown strategy '{s}': expected binpack or sort"
-            ))))
-        }
-    };
-    let o = RewriteOptions::parse(props.target_file_size_bytes, &options).map_err(ctx)?;
-    let mut result = RewriteResult {
-        table: Some(table.clone()),
-        snapshot_id: None,
-        rewritten_data_files_count: 0,
-        added_data_files_count: 0,
-        rewritten_bytes_count: 0,
-        failed_data_files_count: 0,
-        removed_delete_files_count: 0,
-        file_groups: 0,
-    };
-    let Some(start) = table.current_snapshot().cloned() else {
-        return Ok(result);
-    };
-    let scan = Scan::new(table).snapshot(SnapshotSelector::Id(start.snapshot_id()));
-    let mut planning = scan.clone();
-    if let Some(f) = &filter {
-        planning = planning.filter(f.clone());
+    if table.current_snapshot().is_none() {
+        return Ok(RewriteResult {
+            table: Some(table.clone()),
+            snapshot_id: None,
+            rewritten_data_files_count: 0,
+            added_data_files_count: 0,
+            rewritten_bytes_count: 0,
+            failed_data_files_count: 0,
+            removed_delete_files_count: 0,
+            file_groups: 0,
+        });
     }
-    let plan = planning.plan().await?.without_row_filter();
-    let groups = plan_groups(&plan.files, &o);
-    if groups.is_empty() {
-        return Ok(result);
+    let concurrency = options
+        .get("max-concurrent-file-group-rewrites")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(5)
+        .max(1);
+    let (plan, scan_plan, groups) = plan_rewrite(table, filter, options).await?;
+    if plan.tasks.is_empty() {
+        return Ok(RewriteResult {
+            table: Some(table.clone()),
+            snapshot_id: None,
+            rewritten_data_files_count: 0,
+            added_data_files_count: 0,
+            rewritten_bytes_count: 0,
+            failed_data_files_count: 0,
+            removed_delete_files_count: 0,
+            file_groups: 0,
+        });
     }
-    // Delete files used only by rewritten files go with them; others stay.
-    let rewritten: HashSet<usize> = groups
-        .iter()
-        .flat_map(|g| g.files.iter().copied())
-        .collect();
-    let mut removed: Vec<FileKey> = Vec::new();
-    let mut touched = Vec::new();
-    let mut seen_deletes = HashSet::new();
-    for &i in &rewritten {
-        let f = &plan.files[i];
-        removed.push(FileKey::of(&f.file));
-        touched.push((f.file.clone(), f.spec.clone()));
-        result.rewritten_bytes_count += f.file.file_size_in_bytes();
-        for d in &f.deletes {
-            if d.file.content_type() == DataContentType::PositionDeletes
-                && is_file_scoped(&d.file)
-                && seen_deletes.insert(FileKey::of(&d.file))
-            {
-                removed.push(FileKey::of(&d.file));
-                result.removed_delete_files_count += 1;
-            }
-        }
-    }
-    let total = groups.len();
-    let mut written = Vec::new();
-    let mut done = 0;
-    let mut stream = futures::stream::iter(groups.iter().map(|g| {
-        let sub = plan.subset(&g.files);
-        let scan = scan.clone();
-        let sort = sort.clone();
-        async move {
-            let mut w = DataWriter::new(table)?
-                .with_target_file_size(o.target_file_size_bytes)
-                .with_sort_order(sort, table);
-            let run = async {
-                let mut rows = scan.read(sub)?;
-                while let Some(b) = rows.next().await {
-                    w.write(b?).await?;
-                }
-                Ok::<_, Error>(())
-            }
-            .await;
-            match run {
-                Ok(()) => w.close().await,
-                Err(e) => {
-                    w.abort(table.storage()).await;
-                    Err(e)
-                }
-            }
-        }
+    let total = plan.tasks.len();
+    let spec_id = table.metadata().default_partition_spec_id();
+    let mut stream = futures::stream::iter(plan.tasks.iter().zip(&groups).map(|(task, idx)| {
+        let sub = scan_plan.subset(idx);
+        async move { rewrite_group(table, task, sub).await }
     }))
-    .buffer_unordered(o.max_concurrent_file_group_rewrites);
-    let mut failure = None;
+    .buffer_unordered(concurrency);
+    let (mut written, mut failure, mut done) = (Vec::new(), None, 0);
     while let Some(r) = stream.next().await {
         match r {
             Ok(files) => written.extend(files),
@@ -175,49 +489,16 @@ pub async fn rewrite_data_files(
         }
     }
     drop(stream);
-    let cleanup = |files: Vec<crate::spec::DataFile>| async move {
-        for f in files {
+    if let Some(e) = failure {
+        for f in written {
             let _ = table.storage().delete(f.file_path()).await;
         }
-    };
-    if let Some(e) = failure {
-        cleanup(written).await;
-        return Err(e.context(format!("rewrite_data_files on {}", table.name())));
+        return Err(ctx(table)(e));
     }
-    result.rewritten_data_files_count = rewritten.len();
-    result.added_data_files_count = written.len();
-    result.file_groups = total;
-    let mut producer =
-        SnapshotProducer::new(Operation::Replace, written.clone()).remove_files(removed);
-    if o.use_starting_sequence_number {
-        producer = producer.with_data_sequence_number(start.sequence_number());
-    }
-    let conflict_filter = match &filter {
-        Some(f) => Some(
-            f.clone()
-                .bind(table.metadata().current_schema().clone(), false)
-                .map_err(|e| Error::invalid(format!("rewrite filter: {}", e.message())))?,
-        ),
-        None => None,
-    };
-    let validation = RowLevelValidation {
-        isolation: IsolationLevel::Snapshot,
-        conflict_filter,
-        touched,
-        ignore_equality_deletes: o.use_starting_sequence_number,
-        table: table.name(),
-    };
-    match commit(catalog, table, &mut producer, &validation).await {
-        Ok(t) => {
-            result.table = Some(t);
-            result.snapshot_id = Some(producer.snapshot_id());
-            Ok(result)
-        }
-        Err(e) => {
-            if e.kind() != crate::ErrorKind::CommitStateUnknown {
-                cleanup(written).await;
-            }
-            Err(e)
-        }
-    }
+    let rewritten: Vec<&PlannedFile> = groups
+        .iter()
+        .flatten()
+        .map(|i| &scan_plan.files[*i])
+        .collect();
+    commit_files(catalog, table, &plan, &rewritten, vec![(spec_id, written)]).await
 }

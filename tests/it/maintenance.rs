@@ -876,3 +876,105 @@ fn rewrite_with_the_sort_strategy() {
     assert_eq!(ids, sorted, "one file, rows in id descending order");
     assert_eq!(ids.len(), 80);
 }
+
+/// The rewrite split across processes: plan once, run each file group in its own process,
+/// commit all results at once; a partial or repeated commit is refused.
+#[test]
+fn rewrite_as_plan_tasks_and_commit_in_separate_processes() {
+    use crate::cli::{floe, ok};
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.dist",
+            "--schema",
+            "id long, cat string",
+            "--partition-by",
+            "cat",
+            "--property",
+            "write.delete.mode=merge-on-read",
+        ],
+    );
+    for f in 0..4 {
+        let csv = d.path().join(format!("d{f}.csv"));
+        let mut s = String::from("id,cat\n");
+        for i in f * 100..(f + 1) * 100 {
+            s.push_str(&format!("{i},{}\n", if i % 2 == 0 { "a" } else { "b" }));
+        }
+        std::fs::write(&csv, s).unwrap();
+        ok(&wh, &["append", "db.dist", csv.to_str().unwrap()]);
+    }
+    ok(&wh, &["delete", "db.dist", "--where", "id % 9 = 0"]);
+    let before = id_sum_and_count(&wh, "db.dist");
+    let plan = ok(
+        &wh,
+        &[
+            "rewrite-data-files",
+            "db.dist",
+            "--plan-only",
+            "--option",
+            "min-input-files=2",
+        ],
+    );
+    let plan_file = d.path().join("plan.json");
+    std::fs::write(&plan_file, &plan).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    let groups = v["tasks"].as_array().unwrap().len();
+    assert_eq!(groups, 2, "one group per partition: {plan}");
+    // Each task in its own process, at the same time.
+    let children: Vec<_> = (0..groups)
+        .map(|g| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+                .arg("--warehouse")
+                .arg(&wh)
+                .args([
+                    "rewrite-data-files",
+                    "db.dist",
+                    "--execute-task",
+                    plan_file.to_str().unwrap(),
+                    "--group",
+                    &g.to_string(),
+                ])
+                .output()
+                .unwrap()
+        })
+        .collect();
+    let mut results = Vec::new();
+    for (g, o) in children.into_iter().enumerate() {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let f = d.path().join(format!("result-{g}.json"));
+        std::fs::write(&f, &o.stdout).unwrap();
+        results.push(f.to_string_lossy().to_string());
+    }
+    assert_eq!(
+        id_sum_and_count(&wh, "db.dist"),
+        before,
+        "tasks commit nothing"
+    );
+    let o = floe(
+        &wh,
+        &["rewrite-data-files", "db.dist", "--commit", &results[0]],
+    );
+    assert!(!o.status.success(), "a partial commit is refused");
+    let mut args = vec!["rewrite-data-files", "db.dist", "--commit"];
+    args.extend(results.iter().map(String::as_str));
+    let v: serde_json::Value = serde_json::from_str(&ok(&wh, &args)).unwrap();
+    assert_eq!(v["rewritten_data_files_count"], 8, "{v}");
+    assert_eq!(v["added_data_files_count"], 2, "{v}");
+    assert_eq!(id_sum_and_count(&wh, "db.dist"), before);
+    let files: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["files", "db.dist", "--json"])).unwrap();
+    assert_eq!(files.as_array().unwrap().len(), 2);
+    assert!(files
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["deletes"].as_array().unwrap().is_empty()));
+    let o = floe(&wh, &args);
+    assert!(
+        !o.status.success(),
+        "the same results cannot be committed twice"
+    );
+}

@@ -260,6 +260,19 @@ enum Cmd {
         /// Only files that may hold rows matching this predicate.
         #[arg(long = "where", value_name = "EXPR")]
         filter: Option<String>,
+        /// Only plan: print the file-group tasks as JSON (run them with --execute-task).
+        #[arg(long)]
+        plan_only: bool,
+        /// Run one task of a plan file written by --plan-only (with --group); prints its
+        /// result as JSON (commit the results with --commit).
+        #[arg(long, value_name = "PLAN_FILE")]
+        execute_task: Option<String>,
+        /// The task (group number) of --execute-task's plan.
+        #[arg(long)]
+        group: Option<usize>,
+        /// Commit the results (files written by --execute-task runs) as one replace snapshot.
+        #[arg(long, value_name = "RESULT_FILE", num_args = 1..)]
+        commit: Vec<String>,
         /// binpack (default) or sort.
         #[arg(long, default_value = "binpack")]
         strategy: String,
@@ -945,6 +958,10 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::RewriteDataFiles {
             name,
             filter,
+            plan_only,
+            execute_task,
+            group,
+            commit,
             strategy,
             sort_by,
             options,
@@ -960,6 +977,42 @@ async fn run(cli: Cli) -> Result<()> {
             options.insert("strategy".into(), strategy.clone());
             if let Some(s) = sort_by {
                 options.insert("sort-order".into(), s.clone());
+            }
+            let read_json = |path: &str| -> Result<serde_json::Value> {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    Error::new(ErrorKind::NotFound, format!("cannot read '{path}': {e}"))
+                })?;
+                Ok(serde_json::from_str(&text)?)
+            };
+            if let Some(plan_file) = execute_task {
+                let plan: floe::maintenance::RewritePlan =
+                    serde_json::from_value(read_json(plan_file)?)?;
+                let g = group.ok_or_else(|| {
+                    Error::new(ErrorKind::InvalidInput, "--execute-task needs --group N")
+                })?;
+                let task = plan.tasks.iter().find(|t| t.group == g).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InvalidInput,
+                        format!("plan '{plan_file}' has no group {g}"),
+                    )
+                })?;
+                let r = floe::maintenance::execute_task(&cat, &plan, task).await?;
+                print_json(&serde_json::to_value(&r)?);
+                return Ok(());
+            }
+            if !commit.is_empty() {
+                let results = commit
+                    .iter()
+                    .map(|f| Ok(serde_json::from_value(read_json(f)?)?))
+                    .collect::<Result<Vec<floe::maintenance::TaskResult>>>()?;
+                let r = floe::maintenance::commit_rewrite(&cat, &results).await?;
+                print_json(&serde_json::to_value(&r)?);
+                return Ok(());
+            }
+            if *plan_only {
+                let (plan, _, _) = floe::maintenance::plan_rewrite(&table, pred, &options).await?;
+                print_json(&serde_json::to_value(&plan)?);
+                return Ok(());
             }
             let started = Instant::now();
             let pb = ProgressBar::new(0);

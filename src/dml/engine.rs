@@ -96,6 +96,17 @@ pub struct RowLevelResult {
     pub written_bytes: u64,
 }
 
+/// What the read-and-write phase staged for the commit.
+struct Staged {
+    removed: Vec<FileKey>,
+    touched: Vec<(DataFile, Arc<PartitionSpec>)>,
+    removed_rows: u64,
+    removed_data_files: usize,
+    added_deletes: Vec<(i32, DataFile)>,
+    written_rows: u64,
+    rewritten_rows: u64,
+}
+
 /// Per planned file: rows seen and positions removed.
 #[derive(Default)]
 struct FileState {
@@ -314,18 +325,18 @@ pub async fn run(
             }
         }
         let written_rows = data.rows_written() - rewritten_rows;
-        Ok::<_, Error>((
-            producer_removed,
+        Ok::<_, Error>(Staged {
+            removed: producer_removed,
             touched,
             removed_rows,
             removed_data_files,
             added_deletes,
             written_rows,
             rewritten_rows,
-        ))
+        })
     }
     .await;
-    let (
+    let Staged {
         removed,
         touched,
         removed_rows,
@@ -333,7 +344,7 @@ pub async fn run(
         added_deletes,
         written_rows,
         rewritten_rows,
-    ) = match outcome {
+    } = match outcome {
         Ok(o) => o,
         Err(e) => {
             data.abort(table.storage()).await;

@@ -469,13 +469,103 @@ pub async fn rewrite_data_files(
         });
     }
     let total = plan.tasks.len();
+    let partial = options
+        .get("partial-progress.enabled")
+        .is_some_and(|v| v.trim() == "true");
+    let max_commits = options
+        .get("partial-progress.max-commits")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(10)
+        .max(1);
+    // With partial progress, groups are committed in up to `max_commits` batches, and a
+    // failed batch does not undo the others; otherwise everything commits at once or not at all.
+    let per_commit = if partial {
+        total.div_ceil(max_commits)
+    } else {
+        total
+    };
+    let mut done = 0;
+    let mut result: Option<RewriteResult> = None;
+    let mut failed_files = 0;
+    let mut last_error = None;
+    // Every batch commits from the starting snapshot, so its validation covers everything
+    // committed since the rewrite began (the earlier batches' own commits included).
+    for batch in (0..total).collect::<Vec<_>>().chunks(per_commit) {
+        let tasks: Vec<(&RewriteTask, &Vec<usize>)> = batch
+            .iter()
+            .map(|&i| (&plan.tasks[i], &groups[i]))
+            .collect();
+        let r = rewrite_batch(
+            catalog,
+            table,
+            &plan,
+            &scan_plan,
+            &tasks,
+            concurrency,
+            &mut |n| {
+                done += n;
+                if let Some(p) = progress {
+                    p(done, total);
+                }
+            },
+        )
+        .await;
+        match r {
+            Ok(r) => {
+                result = Some(match result.take() {
+                    None => r,
+                    Some(acc) => RewriteResult {
+                        table: r.table,
+                        snapshot_id: r.snapshot_id,
+                        rewritten_data_files_count: acc.rewritten_data_files_count
+                            + r.rewritten_data_files_count,
+                        added_data_files_count: acc.added_data_files_count
+                            + r.added_data_files_count,
+                        rewritten_bytes_count: acc.rewritten_bytes_count + r.rewritten_bytes_count,
+                        failed_data_files_count: 0,
+                        removed_delete_files_count: acc.removed_delete_files_count
+                            + r.removed_delete_files_count,
+                        file_groups: acc.file_groups + r.file_groups,
+                    },
+                });
+            }
+            Err(e) if partial => {
+                failed_files += tasks.iter().map(|(t, _)| t.files.len()).sum::<usize>();
+                last_error = Some(e);
+            }
+            Err(e) => return Err(ctx(table)(e)),
+        }
+    }
+    match result {
+        Some(mut r) => {
+            r.failed_data_files_count = failed_files;
+            Ok(r)
+        }
+        None => {
+            Err(ctx(table)(last_error.unwrap_or_else(|| {
+                Error::io("no file group was rewritten")
+            })))
+        }
+    }
+}
+
+/// Rewrites some groups of a plan and commits them as one `replace` snapshot.
+async fn rewrite_batch(
+    catalog: &Catalog,
+    table: &Table,
+    plan: &RewritePlan,
+    scan_plan: &ScanPlan,
+    tasks: &[(&RewriteTask, &Vec<usize>)],
+    concurrency: usize,
+    progress: &mut (dyn FnMut(usize) + Send),
+) -> Result<RewriteResult> {
     let spec_id = table.metadata().default_partition_spec_id();
-    let mut stream = futures::stream::iter(plan.tasks.iter().zip(&groups).map(|(task, idx)| {
+    let mut stream = futures::stream::iter(tasks.iter().map(|(task, idx)| {
         let sub = scan_plan.subset(idx);
         async move { rewrite_group(table, task, sub).await }
     }))
     .buffer_unordered(concurrency);
-    let (mut written, mut failure, mut done) = (Vec::new(), None, 0);
+    let (mut written, mut failure) = (Vec::new(), None);
     while let Some(r) = stream.next().await {
         match r {
             Ok(files) => written.extend(files),
@@ -483,22 +573,28 @@ pub async fn rewrite_data_files(
                 failure.get_or_insert(e);
             }
         }
-        done += 1;
-        if let Some(p) = progress {
-            p(done, total);
-        }
+        progress(1);
     }
     drop(stream);
     if let Some(e) = failure {
         for f in written {
             let _ = table.storage().delete(f.file_path()).await;
         }
-        return Err(ctx(table)(e));
+        return Err(e);
     }
-    let rewritten: Vec<&PlannedFile> = groups
+    let rewritten: Vec<&PlannedFile> = tasks
         .iter()
-        .flatten()
+        .flat_map(|(_, idx)| idx.iter())
         .map(|i| &scan_plan.files[*i])
         .collect();
-    commit_files(catalog, table, &plan, &rewritten, vec![(spec_id, written)]).await
+    let mut batch_plan = plan.clone();
+    batch_plan.tasks = tasks.iter().map(|(t, _)| (*t).clone()).collect();
+    commit_files(
+        catalog,
+        table,
+        &batch_plan,
+        &rewritten,
+        vec![(spec_id, written)],
+    )
+    .await
 }

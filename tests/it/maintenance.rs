@@ -978,3 +978,60 @@ fn rewrite_as_plan_tasks_and_commit_in_separate_processes() {
         "the same results cannot be committed twice"
     );
 }
+
+/// With partial progress the groups land in several `replace` commits.
+#[test]
+fn rewrite_with_partial_progress_commits_in_batches() {
+    use crate::cli::ok;
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.pp",
+            "--schema",
+            "id long, cat string",
+            "--partition-by",
+            "cat",
+        ],
+    );
+    for f in 0..3 {
+        let csv = d.path().join(format!("p{f}.csv"));
+        let mut s = String::from("id,cat\n");
+        for i in f * 90..(f + 1) * 90 {
+            s.push_str(&format!("{i},{}\n", ["a", "b", "c"][i % 3]));
+        }
+        std::fs::write(&csv, s).unwrap();
+        ok(&wh, &["append", "db.pp", csv.to_str().unwrap()]);
+    }
+    let before = id_sum_and_count(&wh, "db.pp");
+    let v: serde_json::Value = serde_json::from_str(&ok(
+        &wh,
+        &[
+            "rewrite-data-files",
+            "db.pp",
+            "--option",
+            "min-input-files=2",
+            "--option",
+            "partial-progress.enabled=true",
+            "--option",
+            "partial-progress.max-commits=3",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(v["file_groups"], 3, "{v}");
+    assert_eq!(v["rewritten_data_files_count"], 9, "{v}");
+    assert_eq!(v["failed_data_files_count"], 0, "{v}");
+    let snaps: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["snapshots", "db.pp", "--json"])).unwrap();
+    let replaces = snaps
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["operation"] == "replace")
+        .count();
+    assert_eq!(replaces, 3);
+    assert_eq!(id_sum_and_count(&wh, "db.pp"), before);
+}

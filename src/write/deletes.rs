@@ -7,8 +7,8 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use iceberg::puffin::{Blob, CompressionCodec, PuffinWriter};
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, NestedField, PartitionKey, PartitionSpec,
-    PrimitiveType, Schema, Struct, Type,
+    DataContentType, DataFileBuilder, DataFileFormat, Datum, NestedField, PartitionKey,
+    PartitionSpec, PrimitiveType, Schema, Struct, Type,
 };
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 use roaring::RoaringTreemap;
@@ -142,7 +142,20 @@ impl DeleteFileWriter {
         if sorted.len() == 1 {
             fb.referenced_data_file(Some(sorted[0].0.clone()));
         }
-        fb.build()
+        let f = fb
+            .build()
+            .map_err(|e| Error::io(format!("building delete file entry for '{path}': {e}")))?;
+        // Full `file_path` bounds (readers match delete files to data files by them).
+        let (mut lower, mut upper) = (f.lower_bounds().clone(), f.upper_bounds().clone());
+        if let (Some(first), Some(last)) = (sorted.first(), sorted.last()) {
+            lower.insert(FILE_PATH_FIELD_ID, Datum::string(first.0.clone()));
+            upper.insert(FILE_PATH_FIELD_ID, Datum::string(last.0.clone()));
+        }
+        crate::spec::data_file_builder(&f)
+            .lower_bounds(lower)
+            .upper_bounds(upper)
+            .partition_spec_id(spec.spec_id())
+            .build()
             .map_err(|e| Error::io(format!("building delete file entry for '{path}': {e}")))
     }
 

@@ -423,3 +423,38 @@ async fn long_runs_and_scattered_deletes_read_the_same() {
         want.iter().filter(|i| *i % 5 == 0).count()
     );
 }
+
+/// floe's position delete files carry full `file_path` bounds and `referenced_data_file`, so
+/// every reader can match them to their data files without opening them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn position_delete_files_carry_file_path_bounds() {
+    let (_d, cat) = fs_catalog();
+    let mut c = TableCreation::new(parse_schema("id long, v string").unwrap());
+    c.properties = [("write.delete.mode".to_string(), "merge-on-read".to_string())].into();
+    let t = cat
+        .create_table(&parse_ident("dml.bounds").unwrap(), c)
+        .await
+        .unwrap();
+    append(&cat, &t, vec![Ok(id_batch(0..100))], None)
+        .await
+        .unwrap();
+    let t = floe::dml::execute(&cat, "DELETE FROM dml.bounds WHERE id % 3 = 0", None)
+        .await
+        .unwrap()
+        .table;
+    let plan = floe::scan::Scan::new(&t).plan().await.unwrap();
+    let f = &plan.files[0];
+    assert_eq!(f.deletes.len(), 1);
+    let d = &f.deletes[0].file;
+    let path = |m: &std::collections::HashMap<i32, floe::spec::Datum>| {
+        m.get(&floe::scan::FILE_PATH_FIELD_ID)
+            .map(|d| d.to_string())
+    };
+    let want = Some(format!("\"{}\"", f.file.file_path()));
+    assert_eq!(path(d.lower_bounds()), want);
+    assert_eq!(path(d.upper_bounds()), want);
+    assert_eq!(
+        d.referenced_data_file().as_deref(),
+        Some(f.file.file_path())
+    );
+}

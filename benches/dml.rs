@@ -17,6 +17,9 @@
 //! `tools/bench/gen_dml_source.py` (rows/20 updates of ids spread over every file + as many
 //! new ids). Baselines: `tools/bench/baseline_pyiceberg_dml.py` (pyiceberg 0.12, CoW only).
 
+mod common;
+use common::*;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -31,50 +34,7 @@ use floe::Table;
 use futures::StreamExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-const DDL: &str = "id long, k long, a double, b double, s1 string, s2 string, ts timestamp, d date";
 const FILES: usize = 20;
-
-/// Flushes dirty pages so one measurement's writes do not throttle the next one's.
-fn settle() {
-    let _ = Command::new("sync").status();
-}
-
-fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
-    let mut best = f64::MAX;
-    let mut last = None;
-    for _ in 0..n {
-        settle();
-        let t = Instant::now();
-        let r = f();
-        best = best.min(t.elapsed().as_secs_f64());
-        last = Some(r);
-    }
-    (best, last.expect("n > 0"))
-}
-
-fn python() -> Option<PathBuf> {
-    std::env::var("FLOE_PEERS_PYTHON")
-        .ok()
-        .map(PathBuf::from)
-        .or_else(|| {
-            let p = PathBuf::from(std::env::var("HOME").ok()?)
-                .join(".cache/floe/peers/venv/bin/python");
-            p.exists().then_some(p)
-        })
-}
-
-fn run_json(py: &Path, args: &[&str]) -> Option<serde_json::Value> {
-    let out = Command::new(py).args(args).output().ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "baseline {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    let s = String::from_utf8_lossy(&out.stdout);
-    s.lines().rev().find_map(|l| serde_json::from_str(l).ok())
-}
 
 fn load(file: &Path) -> Vec<RecordBatch> {
     ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap())

@@ -22,6 +22,9 @@
 //! sizes. The built warehouses are cached as pristine copies and restored (data files
 //! hard-linked, metadata copied) to the same absolute path before every measured run.
 
+mod common;
+use common::*;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,7 +38,6 @@ use floe::Table;
 use futures::StreamExt;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-const DDL: &str = "id long, k long, a double, b double, s1 string, s2 string, ts timestamp, d date";
 const ROWS_PER_FILE: usize = 7_000;
 const FILES_PER_APPEND: usize = 100;
 const TABLE: &str = "bench.small";
@@ -43,35 +45,6 @@ const DELETE_SQL: &str = "DELETE FROM bench.small WHERE id % 10 = 3";
 const TARGET: u64 = 134_217_728;
 /// Bump when the way the input tables are built changes (invalidates the cache).
 const BUILD_VERSION: u32 = 1;
-
-/// Flushes dirty pages so one measurement's writes do not throttle the next one's.
-fn settle() {
-    let _ = Command::new("sync").status();
-}
-
-fn python() -> Option<PathBuf> {
-    std::env::var("FLOE_PEERS_PYTHON")
-        .ok()
-        .map(PathBuf::from)
-        .or_else(|| {
-            let p = PathBuf::from(std::env::var("HOME").ok()?)
-                .join(".cache/floe/peers/venv/bin/python");
-            p.exists().then_some(p)
-        })
-}
-
-fn run_json(py: &Path, args: &[&str]) -> Option<serde_json::Value> {
-    let out = Command::new(py).args(args).output().ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "baseline {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    let s = String::from_utf8_lossy(&out.stdout);
-    s.lines().rev().find_map(|l| serde_json::from_str(l).ok())
-}
 
 fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
     bytes

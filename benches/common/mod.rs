@@ -1,0 +1,57 @@
+//! Helpers shared by the benchmarks: settling the page cache, best-of-n timing, and running
+//! the peers' Python baselines.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The 8-column shape of the benchmark data (tools/bench/gen_data.py).
+pub const DDL: &str =
+    "id long, k long, a double, b double, s1 string, s2 string, ts timestamp, d date";
+
+/// Flushes dirty pages so one measurement's writes do not throttle the next one's.
+pub fn settle() {
+    let _ = Command::new("sync").status();
+}
+
+/// The best wall time of `n` runs of `f` (each after `settle`), and the last result.
+pub fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut best = f64::MAX;
+    let mut last = None;
+    for _ in 0..n {
+        settle();
+        let t = Instant::now();
+        let r = f();
+        best = best.min(t.elapsed().as_secs_f64());
+        last = Some(r);
+    }
+    (best, last.expect("n > 0"))
+}
+
+/// The peers' Python (`FLOE_PEERS_PYTHON`, else the pinned venv), if installed.
+pub fn python() -> Option<PathBuf> {
+    std::env::var("FLOE_PEERS_PYTHON")
+        .ok()
+        .map(PathBuf::from)
+        .or_else(|| {
+            let p = PathBuf::from(std::env::var("HOME").ok()?)
+                .join(".cache/floe/peers/venv/bin/python");
+            p.exists().then_some(p)
+        })
+}
+
+/// Runs a Python baseline and parses the last JSON line it prints.
+pub fn run_json(py: &Path, args: &[&str]) -> Option<serde_json::Value> {
+    let out = Command::new(py).args(args).output().ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "baseline {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.lines().rev().find_map(|l| serde_json::from_str(l).ok())
+}

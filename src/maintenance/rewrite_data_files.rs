@@ -46,6 +46,22 @@ pub struct RewriteResult {
     pub file_groups: usize,
 }
 
+impl RewriteResult {
+    /// The result of a rewrite that found nothing to do.
+    fn nothing(table: &Table) -> Self {
+        Self {
+            table: Some(table.clone()),
+            snapshot_id: None,
+            rewritten_data_files_count: 0,
+            added_data_files_count: 0,
+            rewritten_bytes_count: 0,
+            failed_data_files_count: 0,
+            removed_delete_files_count: 0,
+            file_groups: 0,
+        }
+    }
+}
+
 /// Progress callback: (groups done, groups in all).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
 
@@ -439,16 +455,7 @@ pub async fn rewrite_data_files(
     progress: Option<Progress<'_>>,
 ) -> Result<RewriteResult> {
     if table.current_snapshot().is_none() {
-        return Ok(RewriteResult {
-            table: Some(table.clone()),
-            snapshot_id: None,
-            rewritten_data_files_count: 0,
-            added_data_files_count: 0,
-            rewritten_bytes_count: 0,
-            failed_data_files_count: 0,
-            removed_delete_files_count: 0,
-            file_groups: 0,
-        });
+        return Ok(RewriteResult::nothing(table));
     }
     let concurrency = options
         .get("max-concurrent-file-group-rewrites")
@@ -457,16 +464,7 @@ pub async fn rewrite_data_files(
         .max(1);
     let (plan, scan_plan, groups) = plan_rewrite(table, filter, options).await?;
     if plan.tasks.is_empty() {
-        return Ok(RewriteResult {
-            table: Some(table.clone()),
-            snapshot_id: None,
-            rewritten_data_files_count: 0,
-            added_data_files_count: 0,
-            rewritten_bytes_count: 0,
-            failed_data_files_count: 0,
-            removed_delete_files_count: 0,
-            file_groups: 0,
-        });
+        return Ok(RewriteResult::nothing(table));
     }
     let total = plan.tasks.len();
     let partial = options

@@ -401,6 +401,13 @@ fn catalog(cli: &Cli) -> Result<Catalog> {
     )
 }
 
+/// The catalog and the table `name` in it.
+async fn catalog_and_table(cli: &Cli, name: &str) -> Result<(Catalog, Table)> {
+    let cat = catalog(cli)?;
+    let table = cat.load_table(&parse_ident(name)?).await?;
+    Ok((cat, table))
+}
+
 async fn load(cli: &Cli, name: Option<&str>, metadata: Option<&str>) -> Result<Table> {
     match (name, metadata) {
         (_, Some(m)) => {
@@ -502,8 +509,7 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Append { name, files } => {
-            let cat = catalog(&cli)?;
-            let table = cat.load_table(&parse_ident(name)?).await?;
+            let (cat, table) = catalog_and_table(&cli, name).await?;
             let schema = Arc::new(iceberg_arrow_schema(&table)?);
             // Open every input first: a bad file fails before anything is written.
             let mut readers = Vec::new();
@@ -967,8 +973,7 @@ async fn run(cli: Cli) -> Result<()> {
             options,
             json,
         } => {
-            let cat = catalog(&cli)?;
-            let table = cat.load_table(&parse_ident(name)?).await?;
+            let (cat, table) = catalog_and_table(&cli, name).await?;
             let pred = match filter {
                 Some(f) => Some(parse_predicate(f, table.metadata().current_schema())?),
                 None => None,
@@ -1058,8 +1063,7 @@ async fn run(cli: Cli) -> Result<()> {
             options,
             json,
         } => {
-            let cat = catalog(&cli)?;
-            let table = cat.load_table(&parse_ident(name)?).await?;
+            let (cat, table) = catalog_and_table(&cli, name).await?;
             let options: HashMap<String, String> = options.iter().cloned().collect();
             let pb = spinner("rewriting position delete files");
             let r = floe::maintenance::rewrite_position_delete_files(&cat, &table, &options).await;
@@ -1086,8 +1090,7 @@ async fn run(cli: Cli) -> Result<()> {
             target_size_bytes,
             json,
         } => {
-            let cat = catalog(&cli)?;
-            let table = cat.load_table(&parse_ident(name)?).await?;
+            let (cat, table) = catalog_and_table(&cli, name).await?;
             let r = floe::maintenance::rewrite_manifests(&cat, &table, *target_size_bytes).await?;
             if *json {
                 print_json(&serde_json::to_value(&r)?);
@@ -1107,8 +1110,7 @@ async fn run(cli: Cli) -> Result<()> {
             dry_run,
             json,
         } => {
-            let cat = catalog(&cli)?;
-            let table = cat.load_table(&parse_ident(name)?).await?;
+            let (cat, table) = catalog_and_table(&cli, name).await?;
             let o = floe::maintenance::ExpireOptions {
                 older_than_ms: older_than.as_deref().map(parse_time_ms).transpose()?,
                 retain_last: *retain_last,
@@ -1141,8 +1143,7 @@ async fn run(cli: Cli) -> Result<()> {
             dry_run,
             json,
         } => {
-            let cat = catalog(&cli)?;
-            let table = cat.load_table(&parse_ident(name)?).await?;
+            let (cat, table) = catalog_and_table(&cli, name).await?;
             let cutoff = older_than.as_deref().map(parse_time_ms).transpose()?;
             let pb = spinner("listing and matching files");
             let r = floe::maintenance::remove_orphan_files(&cat, &table, cutoff, *dry_run).await;

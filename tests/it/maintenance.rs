@@ -1035,3 +1035,62 @@ fn rewrite_with_partial_progress_commits_in_batches() {
     assert_eq!(replaces, 3);
     assert_eq!(id_sum_and_count(&wh, "db.pp"), before);
 }
+
+/// A corrupt data or delete file fails the rewrite with its path; nothing is committed and
+/// nothing written is left referenced.
+#[test]
+fn rewrite_of_corrupt_input_commits_nothing() {
+    use crate::cli::{floe, ok};
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    small_files_table(&wh, d.path(), "db.bad", 4, "2");
+    ok(&wh, &["delete", "db.bad", "--where", "id % 5 = 0"]);
+    let files: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["files", "db.bad", "--json"])).unwrap();
+    let victims = [
+        files[1]["file_path"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("file://")
+            .to_string(),
+        files[2]["deletes"][0]["file_path"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("file://")
+            .to_string(),
+    ];
+    let snaps = |wh: &std::path::Path| {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(wh, &["snapshots", "db.bad", "--json"])).unwrap();
+        v.as_array().unwrap().len()
+    };
+    let before = snaps(&wh);
+    for victim in victims {
+        let good = std::fs::read(&victim).unwrap();
+        std::fs::write(&victim, &good[..good.len() / 2]).unwrap();
+        let o = floe(
+            &wh,
+            &[
+                "rewrite-data-files",
+                "db.bad",
+                "--option",
+                "rewrite-all=true",
+            ],
+        );
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        let name = std::path::Path::new(&victim)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        assert!(err.contains(&name), "the error names {name}: {err}");
+        assert_eq!(snaps(&wh), before, "nothing committed");
+        std::fs::write(&victim, &good).unwrap();
+    }
+    let want: Vec<i64> = (0..800).filter(|i| i % 5 != 0).collect();
+    assert_eq!(
+        id_sum_and_count(&wh, "db.bad"),
+        (want.iter().sum(), want.len())
+    );
+}

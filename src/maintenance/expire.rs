@@ -60,15 +60,30 @@ fn choose(t: &Table, o: &ExpireOptions) -> Result<Vec<i64>> {
         .unwrap_or(prop(t, "history.expire.min-snapshots-to-keep", 1usize))
         .max(1);
     let mut keep: HashSet<i64> = HashSet::new();
-    // Every ref's head; for branches, the newest `retain_last` of their ancestry.
+    // Every ref's head; for branches, the newest snapshots of their ancestry: as many as the
+    // branch's `min-snapshots-to-keep` (else `retain_last`) and those younger than its
+    // `max-snapshot-age-ms` (else `older_than`). Explicit arguments win over the ref's own.
     let refs = crate::spec::refs(md);
     for (_, r) in &refs {
         keep.insert(r.snapshot_id);
-        if r.is_branch() {
+        if let iceberg::spec::SnapshotRetention::Branch {
+            min_snapshots_to_keep,
+            max_snapshot_age_ms,
+            ..
+        } = &r.retention
+        {
+            let keep_n = match (o.retain_last, min_snapshots_to_keep) {
+                (None, Some(n)) => (*n).max(1) as usize,
+                _ => retain_last,
+            };
+            let cutoff = match (o.older_than_ms, max_snapshot_age_ms) {
+                (None, Some(age)) => now - age,
+                _ => older_than,
+            };
             let mut cur = md.snapshot_by_id(r.snapshot_id);
             let mut n = 0;
             while let Some(s) = cur {
-                if n < retain_last || s.timestamp_ms() >= older_than {
+                if n < keep_n || s.timestamp_ms() >= cutoff {
                     keep.insert(s.snapshot_id());
                 }
                 n += 1;

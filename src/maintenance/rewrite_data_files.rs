@@ -116,6 +116,12 @@ pub struct TaskResult {
     pub added_data_files_count: usize,
 }
 
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}
+
 fn ctx(table: &Table) -> impl Fn(Error) -> Error + '_ {
     move |e: Error| e.context(format!("rewrite_data_files on {}", table.name()))
 }
@@ -203,8 +209,14 @@ pub async fn plan_rewrite(
     Ok((plan, scan_plan, indexes))
 }
 
-/// Rewrites one group's planned files (`sub`: a scan plan of exactly those files).
-async fn rewrite_group(table: &Table, task: &RewriteTask, sub: ScanPlan) -> Result<Vec<DataFile>> {
+/// Rewrites one group's planned files (`sub`: a scan plan of exactly those files), encoding
+/// on `lanes` parallel writers (each holds one open file).
+async fn rewrite_group(
+    table: &Table,
+    task: &RewriteTask,
+    sub: ScanPlan,
+    lanes: usize,
+) -> Result<Vec<DataFile>> {
     let sort = match &task.sort_order {
         None => None,
         Some(t) if t.is_empty() => Some(table.metadata().default_sort_order().as_ref().clone()),
@@ -214,7 +226,7 @@ async fn rewrite_group(table: &Table, task: &RewriteTask, sub: ScanPlan) -> Resu
         )?),
     };
     let scan = Scan::new(table).snapshot(SnapshotSelector::Id(task.snapshot_id));
-    let mut w = DataWriter::new(table)?
+    let mut w = DataWriter::with_lanes(table, lanes)?
         .with_target_file_size(task.target_file_size_bytes)
         .with_sort_order(sort, table);
     let run = async {
@@ -265,7 +277,7 @@ pub async fn execute_task(
             ),
         ));
     }
-    let files = rewrite_group(&table, task, scan_plan.subset(&idx)).await?;
+    let files = rewrite_group(&table, task, scan_plan.subset(&idx), cores()).await?;
     let md = table.metadata();
     let spec = md.default_partition_spec();
     let partition_type = spec.partition_type(md.current_schema())?;
@@ -558,9 +570,12 @@ async fn rewrite_batch(
     progress: &mut (dyn FnMut(usize) + Send),
 ) -> Result<RewriteResult> {
     let spec_id = table.metadata().default_partition_spec_id();
+    // Groups running at once share the cores: memory stays about one open file per core or
+    // per group, whichever is more.
+    let lanes = (cores() / concurrency.min(tasks.len()).max(1)).max(1);
     let mut stream = futures::stream::iter(tasks.iter().map(|(task, idx)| {
         let sub = scan_plan.subset(idx);
-        async move { rewrite_group(table, task, sub).await }
+        async move { rewrite_group(table, task, sub, lanes).await }
     }))
     .buffer_unordered(concurrency);
     let (mut written, mut failure) = (Vec::new(), None);

@@ -14,38 +14,52 @@ use crate::arrow_layout::{relabel, same_layout};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
-/// Plans the direct read of a file: which file root column feeds each target column, or
-/// `None` when the file needs the general reader.
-fn roots_for(file_schema: &arrow_schema::Schema, target: &ArrowSchemaRef) -> Option<Vec<usize>> {
+/// Field ids at or above this are Iceberg's reserved metadata columns (row lineage): a file
+/// without them reads as NULLs (inherited values), not as a schema mismatch.
+const RESERVED_FIELD_IDS: i32 = 2_147_483_000;
+
+/// Plans the direct read of a file: which file root column feeds each target column (`None`:
+/// a reserved metadata column the file lacks), or `None` when the file needs the general reader.
+fn roots_for(
+    file_schema: &arrow_schema::Schema,
+    target: &ArrowSchemaRef,
+) -> Option<Vec<Option<usize>>> {
     let mut roots = Vec::with_capacity(target.fields().len());
     for tf in target.fields() {
         let id = tf.metadata().get(PARQUET_FIELD_ID_META_KEY)?;
-        let i = file_schema
+        let found = file_schema
             .fields()
             .iter()
-            .position(|ff| ff.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(id))?;
-        if !same_layout(file_schema.field(i).data_type(), tf.data_type()) {
-            return None;
+            .position(|ff| ff.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(id));
+        let reserved = id.parse::<i32>().is_ok_and(|i| i >= RESERVED_FIELD_IDS);
+        match found {
+            Some(i) if same_layout(file_schema.field(i).data_type(), tf.data_type()) => {
+                roots.push(Some(i))
+            }
+            None if reserved => roots.push(None),
+            _ => return None,
         }
-        roots.push(i);
     }
-    let mut sorted = roots.clone();
+    let mut sorted: Vec<usize> = roots.iter().flatten().copied().collect();
     sorted.sort_unstable();
     sorted.dedup();
-    (sorted.len() == roots.len()).then_some(roots)
+    (sorted.len() == roots.iter().flatten().count()).then_some(roots)
 }
 
 /// Reorders and relabels a decoded batch (file column order) into the target schema.
 fn shape(
     b: &RecordBatch,
-    order: &[usize],
+    order: &[Option<usize>],
     target: &ArrowSchemaRef,
     path: &str,
 ) -> Result<RecordBatch> {
     let cols = order
         .iter()
         .zip(target.fields())
-        .map(|(i, f)| relabel(b.column(*i), f.data_type()))
+        .map(|(i, f)| match i {
+            Some(i) => relabel(b.column(*i), f.data_type()),
+            None => Ok(arrow_array::new_null_array(f.data_type(), b.num_rows())),
+        })
         .collect::<Result<Vec<_>>>()?;
     let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
     RecordBatch::try_new_with_options(target.clone(), cols, &opts)
@@ -96,11 +110,11 @@ pub(super) async fn open(
         let Some(roots) = roots_for(builder.schema(), &target) else {
             return Ok(false);
         };
-        let mut sorted = roots.clone();
+        let mut sorted: Vec<usize> = roots.iter().flatten().copied().collect();
         sorted.sort_unstable();
-        let order: Vec<usize> = roots
+        let order: Vec<Option<usize>> = roots
             .iter()
-            .map(|r| sorted.iter().position(|s| s == r).unwrap_or(0))
+            .map(|r| r.map(|r| sorted.iter().position(|s| *s == r).unwrap_or(0)))
             .collect();
         let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
         let mut builder = builder;

@@ -191,6 +191,7 @@ pub struct Scan {
     snapshot: SnapshotSelector,
     batch_size: Option<usize>,
     concurrency: usize,
+    row_lineage: bool,
 }
 
 /// What a planned scan will read.
@@ -276,7 +277,16 @@ impl Scan {
             concurrency: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            row_lineage: false,
         }
+    }
+
+    /// v3: also returns each row's `_row_id` and `_last_updated_sequence_number` as two last
+    /// columns (what the file stores, else the values inherited from the file's first row id
+    /// and data sequence number).
+    pub fn with_row_lineage(mut self) -> Self {
+        self.row_lineage = true;
+        self
     }
     /// Selects columns by name (default: all).
     pub fn select(mut self, columns: impl IntoIterator<Item = impl Into<String>>) -> Self {
@@ -412,12 +422,16 @@ impl Scan {
             {
                 continue;
             }
-            wanted.push((spec, mf.clone()));
+            let first_row_id = (md.format_version() == crate::spec::FormatVersion::V3
+                && mf.content == ManifestContentType::Data)
+                .then(|| mf.first_row_id.map(|r| r as i64))
+                .flatten();
+            wanted.push((spec, mf.clone(), first_row_id));
         }
         let manifests: Vec<_> = futures::stream::iter(wanted)
-            .map(|(spec, mf)| async move {
+            .map(|(spec, mf, first_row_id)| async move {
                 let m = self.table.load_manifest(&mf).await?;
-                Ok::<_, Error>((spec, m))
+                Ok::<_, Error>((spec, m, first_row_id))
             })
             .buffer_unordered(8)
             .try_collect()
@@ -558,8 +572,17 @@ impl Scan {
             crate::expr::referenced_field_ids(f, &mut filter_ids);
         }
         let mut jobs = Vec::with_capacity(plan.tasks.len());
+        let lineage_of: Vec<Option<(Option<i64>, i64)>> = plan
+            .files
+            .iter()
+            .map(|f| {
+                self.row_lineage
+                    .then_some((f.first_row_id, f.sequence_number))
+            })
+            .collect();
         for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
-            if !with_positions && deletes.is_empty() {
+            let lineage = lineage_of[i];
+            if !with_positions && deletes.is_empty() && lineage.is_none() {
                 jobs.push((i, Job::Plain(task)));
                 continue;
             }
@@ -579,9 +602,16 @@ impl Scan {
                     ids.push(top);
                 }
             }
-            let target = projection_of(&ids).ok_or_else(|| {
+            let mut target = projection_of(&ids).ok_or_else(|| {
                 Error::io(format!("table {name}: cannot project field ids {ids:?}"))
             })?;
+            if lineage.is_some() {
+                // Read the lineage columns a file stores (rewritten files do); absent ones are NULL.
+                let mut fields: Vec<arrow_schema::FieldRef> =
+                    target.fields().iter().cloned().collect();
+                fields.extend(read_file::lineage_fields());
+                target = Arc::new(arrow_schema::Schema::new(fields));
+            }
             let task = FileScanTask {
                 project_field_ids: ids,
                 predicate: None,
@@ -597,7 +627,8 @@ impl Scan {
                     output_columns,
                     deletes,
                     filter: plan.filter.clone(),
-                    with_positions,
+                    with_positions: with_positions || lineage.is_some(),
+                    lineage,
                     batch_size: self.batch_size.unwrap_or(32768),
                     table: name.clone(),
                 })),

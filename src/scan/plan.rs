@@ -66,6 +66,8 @@ pub struct PlannedFile {
     pub sequence_number: i64,
     /// The delete files that apply to it.
     pub deletes: Vec<DeleteEntry>,
+    /// v3: the row id of its first row (its own, or inherited from its manifest).
+    pub first_row_id: Option<i64>,
 }
 
 /// Counters of what planning skipped.
@@ -86,7 +88,7 @@ pub struct PlanStats {
 /// Plans a scan of `manifests` (data and delete manifests of one snapshot) for `filter`:
 /// the data files that may hold matching rows, each with the delete files that apply to it.
 pub fn plan_files(
-    manifests: &[(Arc<PartitionSpec>, Manifest)],
+    manifests: &[(Arc<PartitionSpec>, Manifest, Option<i64>)],
     filter: Option<&BoundPredicate>,
     partition_filters: &PartitionFilters,
     table: &str,
@@ -94,13 +96,25 @@ pub fn plan_files(
     let mut stats = PlanStats::default();
     let mut deletes = Vec::new();
     let mut out = Vec::new();
-    for (spec, manifest) in manifests {
+    for (spec, manifest, manifest_first_row_id) in manifests {
         let part_pred = partition_filters.get(spec.spec_id());
+        // Data files without a first row id take the manifest's, counted on in entry order.
+        let mut next_row_id = *manifest_first_row_id;
         for entry in manifest.entries() {
+            let f = entry.data_file();
+            let first_row_id = match f.first_row_id() {
+                None if f.content_type() == DataContentType::Data => {
+                    let id = next_row_id;
+                    if let Some(n) = next_row_id.as_mut() {
+                        *n += f.record_count() as i64;
+                    }
+                    id
+                }
+                own => own,
+            };
             if entry.status() == ManifestStatus::Deleted {
                 continue;
             }
-            let f = entry.data_file();
             if f.content_type() != DataContentType::Data {
                 let sequence_number = entry.sequence_number().ok_or_else(|| {
                     Error::corrupt(format!(
@@ -134,6 +148,7 @@ pub fn plan_files(
                 partition: f.partition().clone(),
                 sequence_number: entry.sequence_number().unwrap_or(0),
                 deletes: Vec::new(),
+                first_row_id,
             });
         }
     }

@@ -36,8 +36,37 @@ pub(super) struct FileRead {
     pub deletes: FileDeletes,
     pub filter: Option<BoundPredicate>,
     pub with_positions: bool,
+    /// Append `_row_id` and `_last_updated_sequence_number`: (first row id, data sequence).
+    pub lineage: Option<(Option<i64>, i64)>,
     pub batch_size: usize,
     pub table: String,
+}
+
+/// The reserved field id of `_row_id`.
+pub const ROW_ID_FIELD_ID: i32 = 2147483540;
+/// The reserved field id of `_last_updated_sequence_number`.
+pub const LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID: i32 = 2147483539;
+
+/// The row lineage columns as Arrow fields (nullable longs with their reserved field ids).
+pub fn lineage_fields() -> [arrow_schema::FieldRef; 2] {
+    let f = |name: &str, id: i32| {
+        Arc::new(
+            arrow_schema::Field::new(name, arrow_schema::DataType::Int64, true).with_metadata(
+                [(
+                    parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+                    id.to_string(),
+                )]
+                .into(),
+            ),
+        )
+    };
+    [
+        f("_row_id", ROW_ID_FIELD_ID),
+        f(
+            "_last_updated_sequence_number",
+            LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
+        ),
+    ]
 }
 
 /// Below this average run of kept rows between deletes, deleted rows are masked out after
@@ -155,12 +184,63 @@ impl FileRead {
         if batch.num_rows() == 0 {
             return Ok(None);
         }
+        let lineage = match (self.lineage, &positions) {
+            (Some((first_row_id, seq)), Some(pos)) => {
+                Some(self.lineage_columns(&batch, pos, first_row_id, seq)?)
+            }
+            _ => None,
+        };
         let batch = if batch.num_columns() > self.output_columns {
             batch.project(&(0..self.output_columns).collect::<Vec<_>>())?
         } else {
             batch
         };
+        let batch = match lineage {
+            None => batch,
+            Some(cols) => {
+                let mut fields: Vec<arrow_schema::FieldRef> =
+                    batch.schema().fields().iter().cloned().collect();
+                fields.extend(lineage_fields());
+                let mut columns = batch.columns().to_vec();
+                columns.extend(cols);
+                RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns)?
+            }
+        };
         Ok(Some((batch, positions)))
+    }
+
+    /// `_row_id` and `_last_updated_sequence_number` of the rows: stored values where the
+    /// file has them, else inherited (first row id + position, the file's data sequence).
+    fn lineage_columns(
+        &self,
+        batch: &RecordBatch,
+        pos: &UInt64Array,
+        first_row_id: Option<i64>,
+        seq: i64,
+    ) -> Result<[arrow_array::ArrayRef; 2]> {
+        use arrow_array::Int64Array;
+        let stored = |id: i32| {
+            crate::expr::column_by_field_id(batch, id)
+                .ok()
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+        };
+        let (ids, seqs) = (
+            stored(ROW_ID_FIELD_ID),
+            stored(LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID),
+        );
+        let row_id: Int64Array = (0..batch.num_rows())
+            .map(|i| match &ids {
+                Some(a) if a.is_valid(i) => Some(a.value(i)),
+                _ => first_row_id.map(|f| f + pos.value(i) as i64),
+            })
+            .collect();
+        let last: Int64Array = (0..batch.num_rows())
+            .map(|i| match &seqs {
+                Some(a) if a.is_valid(i) => Some(a.value(i)),
+                _ => Some(seq),
+            })
+            .collect();
+        Ok([Arc::new(row_id), Arc::new(last)])
     }
 
     /// Streams the file's surviving rows.

@@ -24,6 +24,7 @@ async fn reads_every_fixture_at_every_snapshot() {
     let work = tempfile::tempdir().unwrap();
     let mut checked = 0;
     let mut checked_with_deletes = 0;
+    let mut lineage_checked = 0;
     for t in index.as_array().unwrap() {
         let meta = fixtures().join(t["metadata"].as_str().unwrap());
         let table = Table::open_static(&Storage::new(), meta.to_str().unwrap())
@@ -116,11 +117,46 @@ async fn reads_every_fixture_at_every_snapshot() {
                     String::from_utf8_lossy(&out.stderr)
                 );
             }
+            // v3 row lineage as Spark reads it (after updates and deletion vectors too).
+            if let (Some(py), Some(exp)) =
+                (&py, step.get("lineage_expected").and_then(|e| e.as_str()))
+            {
+                let rows = Scan::new(&table)
+                    .snapshot(SnapshotSelector::Id(sid))
+                    .select(["id"])
+                    .with_row_lineage()
+                    .to_batches()
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}@{sid} lineage: {e:?}"));
+                let actual = work
+                    .path()
+                    .join(format!("{}-{sid}-lineage.parquet", name.replace('/', "_")));
+                write_parquet(&actual, &rows);
+                let out = Command::new(py)
+                    .arg(repo().join("tools/peers/compare_parquet.py"))
+                    .arg(fixtures().join(exp))
+                    .arg(&actual)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{name} at snapshot {sid}: row lineage differs from Spark's:\n{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                lineage_checked += 1;
+            }
             checked += 1;
             if t.get("has_deletes").and_then(|v| v.as_bool()) == Some(true) {
                 checked_with_deletes += 1;
             }
         }
+    }
+    if py.is_some() {
+        assert!(
+            lineage_checked >= 5,
+            "row lineage checked at {lineage_checked} snapshots"
+        );
     }
     assert!(
         checked_with_deletes >= 50,

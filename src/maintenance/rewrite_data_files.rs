@@ -225,8 +225,15 @@ async fn rewrite_group(
             table.metadata().current_schema(),
         )?),
     };
-    let scan = Scan::new(table).snapshot(SnapshotSelector::Id(task.snapshot_id));
-    let mut w = DataWriter::with_lanes(table, lanes)?
+    let v3 = table.metadata().format_version() == crate::spec::FormatVersion::V3;
+    let mut scan = Scan::new(table).snapshot(SnapshotSelector::Id(task.snapshot_id));
+    let mut w = DataWriter::with_lanes(table, lanes)?;
+    if v3 {
+        // Rewritten rows keep their row ids and last-updated sequence numbers.
+        scan = scan.with_row_lineage();
+        w = w.with_row_lineage(table)?;
+    }
+    let mut w = w
         .with_target_file_size(task.target_file_size_bytes)
         .with_sort_order(sort, table);
     let run = async {

@@ -20,7 +20,9 @@ pub use delete_index::{
 };
 pub use deletes::{read_positions, EqualityDeletes, FileDeletes, LoadedDeletes};
 pub use plan::{plan_files, PartitionFilters, PlanStats, PlannedFile};
-pub use read_file::PositionedBatch;
+pub use read_file::{
+    lineage_fields, PositionedBatch, LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID, ROW_ID_FIELD_ID,
+};
 
 use read_file::FileRead;
 

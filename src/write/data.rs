@@ -231,6 +231,40 @@ impl DataWriter {
         self
     }
 
+    /// v3: also writes the row lineage columns `_row_id` and `_last_updated_sequence_number`
+    /// (the input's columns of those names), so rewritten rows keep their identity
+    /// (before the first write).
+    pub fn with_row_lineage(mut self, table: &Table) -> Result<Self> {
+        if let Some(s) = self.pending.as_mut() {
+            let mut fields: Vec<iceberg::spec::NestedFieldRef> =
+                s.schema.as_struct().fields().to_vec();
+            for (id, name) in [
+                (crate::scan::ROW_ID_FIELD_ID, "_row_id"),
+                (
+                    crate::scan::LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
+                    "_last_updated_sequence_number",
+                ),
+            ] {
+                fields.push(Arc::new(iceberg::spec::NestedField::optional(
+                    id,
+                    name,
+                    iceberg::spec::Type::Primitive(iceberg::spec::PrimitiveType::Long),
+                )));
+            }
+            let schema = Arc::new(
+                iceberg::spec::Schema::builder()
+                    .with_schema_id(s.schema.schema_id())
+                    .with_fields(fields)
+                    .build()?,
+            );
+            s.builder =
+                ParquetWriterBuilder::new(writer_properties(&s.props, &[])?, schema.clone());
+            s.schema = schema.clone();
+            self.conformer = Conformer::new(&schema, &table.name())?;
+        }
+        Ok(self)
+    }
+
     /// Rolls files at `bytes` instead of the table's `write.target-file-size-bytes`
     /// (before the first write).
     pub fn with_target_file_size(mut self, bytes: u64) -> Self {

@@ -1094,3 +1094,83 @@ fn rewrite_of_corrupt_input_commits_nothing() {
         (want.iter().sum(), want.len())
     );
 }
+
+/// Compacting a v3 table keeps every row's `_row_id` and `_last_updated_sequence_number`, as
+/// floe and Spark read them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrite_keeps_v3_row_lineage() {
+    let Some(py) = peers_python() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (_d, cat) = fs_catalog();
+    let mut c = TableCreation::new(parse_schema("id long, v string").unwrap());
+    c.format_version = FormatVersion::V3;
+    c.properties = [("write.delete.mode".to_string(), "merge-on-read".to_string())].into();
+    let mut t = cat
+        .create_table(&parse_ident("mt.lineage").unwrap(), c)
+        .await
+        .unwrap();
+    for i in 0..4 {
+        t = append(&cat, &t, vec![Ok(id_batch(i * 50..i * 50 + 50))], None)
+            .await
+            .unwrap()
+            .table;
+    }
+    t = floe::dml::execute(&cat, "DELETE FROM mt.lineage WHERE id % 6 = 1", None)
+        .await
+        .unwrap()
+        .table;
+    let lineage = |t: &floe::Table| {
+        let t = t.clone();
+        async move {
+            Scan::new(&t)
+                .select(["id"])
+                .with_row_lineage()
+                .to_batches()
+                .await
+                .unwrap()
+        }
+    };
+    let before = work.path().join("lineage-before.parquet");
+    write_parquet(&before, &lineage(&t).await);
+    let before_snapshot = t.current_snapshot().unwrap().snapshot_id();
+    let opts: HashMap<String, String> = [("rewrite-all".to_string(), "true".to_string())].into();
+    let t2 = floe::maintenance::rewrite_data_files(&cat, &t, None, &opts, None)
+        .await
+        .unwrap()
+        .table
+        .unwrap();
+    let after = work.path().join("lineage-after.parquet");
+    write_parquet(&after, &lineage(&t2).await);
+    let cmp = std::process::Command::new(&py)
+        .arg(repo().join("tools/peers/compare_parquet.py"))
+        .arg(&before)
+        .arg(&after)
+        .output()
+        .unwrap();
+    assert!(
+        cmp.status.success(),
+        "lineage changed: {}",
+        String::from_utf8_lossy(&cmp.stdout)
+    );
+    let check = |name: &str, snap: i64| Check {
+        name: name.into(),
+        metadata: t2.metadata_location().to_string(),
+        snapshot_id: Some(snap),
+        expected: before.to_string_lossy().to_string(),
+        engines: Some(vec!["spark".into()]),
+        refuse: None,
+    };
+    if std::env::var("FLOE_PEERS_NO_SPARK").as_deref() != Ok("1") {
+        peer_check(
+            &py,
+            work.path(),
+            &[
+                check("lineage-before-rewrite", before_snapshot),
+                check(
+                    "lineage-after-rewrite",
+                    t2.current_snapshot().unwrap().snapshot_id(),
+                ),
+            ],
+        );
+    }
+}

@@ -290,7 +290,9 @@ class Engines:
         if snap is not None:
             r = r.option("snapshot-id", str(int(snap)))
         df = r.load(src)
-        missing = [c for c in columns if c not in df.columns]
+        # v3 row lineage metadata columns are selectable though not listed.
+        lineage = ("_row_id", "_last_updated_sequence_number")
+        missing = [c for c in columns if c not in df.columns and c not in lineage]
         if missing:
             raise KeyError(f"columns missing from engine result: {missing} (has {df.columns})")
         rows = df.select(*[f"`{c}`" for c in columns]).collect()

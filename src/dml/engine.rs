@@ -172,7 +172,13 @@ pub async fn run(
         .map(|i| plan.deleted_positions(i).cloned())
         .collect();
     let mut states: Vec<FileState> = (0..files.len()).map(|_| FileState::default()).collect();
+    // v3: rows copied by copy-on-write keep their row lineage; new and updated rows get new
+    // row ids (their lineage columns are NULL, so they inherit the new file's).
+    let v3 = version == FormatVersion::V3;
     let mut data = DataWriter::new(table)?;
+    if v3 {
+        data = data.with_row_lineage(table)?;
+    }
     let mut deletes = DeleteFileWriter::new(table)?;
 
     let outcome = async {
@@ -250,7 +256,11 @@ pub async fn run(
                         .unwrap_or(usize::MAX)
                 })
                 .collect();
-            let mut stream = at(Scan::new(table)).read_positioned(plan, true)?;
+            let mut rescan = at(Scan::new(table));
+            if v3 {
+                rescan = rescan.with_row_lineage();
+            }
+            let mut stream = rescan.read_positioned(plan, true)?;
             while let Some(item) = stream.next().await {
                 let (j, (batch, positions)) = item?;
                 let positions = positions

@@ -458,3 +458,60 @@ async fn position_delete_files_carry_file_path_bounds() {
         Some(f.file.file_path())
     );
 }
+
+/// Copy-on-write on a v3 table: rows the statement does not change keep their `_row_id` and
+/// `_last_updated_sequence_number`; deleted rows' ids are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_on_write_keeps_row_lineage_of_untouched_rows() {
+    let (_d, cat) = fs_catalog();
+    let mut c = TableCreation::new(parse_schema("id long, v string").unwrap());
+    c.format_version = FormatVersion::V3;
+    let t = cat
+        .create_table(&parse_ident("dml.cowlin").unwrap(), c)
+        .await
+        .unwrap();
+    let t = append(&cat, &t, vec![Ok(id_batch(0..100))], None)
+        .await
+        .unwrap()
+        .table;
+    let lineage = |t: floe::Table| async move {
+        let mut m = std::collections::BTreeMap::new();
+        for b in floe::scan::Scan::new(&t)
+            .select(["id"])
+            .with_row_lineage()
+            .to_batches()
+            .await
+            .unwrap()
+        {
+            use arrow::array::{AsArray, Int64Array};
+            let ids = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .clone();
+            let rid = b
+                .column(1)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .clone();
+            let seq = b
+                .column(2)
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .clone();
+            for i in 0..b.num_rows() {
+                m.insert(ids.value(i), (rid.value(i), seq.value(i)));
+            }
+        }
+        m
+    };
+    let before = lineage(t.clone()).await;
+    let r = floe::dml::execute(&cat, "DELETE FROM dml.cowlin WHERE id % 10 = 0", None)
+        .await
+        .unwrap();
+    assert_eq!(r.mode, floe::spec::WriteMode::CopyOnWrite);
+    let after = lineage(r.table).await;
+    assert_eq!(after.len(), 90);
+    for (id, l) in &after {
+        assert_eq!(before.get(id), Some(l), "row {id} kept its lineage");
+    }
+}

@@ -58,6 +58,12 @@ pub trait RowChanger: Send {
     /// (deleted rows' replacements; any column order, matched to the table by name).
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)>;
 
+    /// v3: whether the batches should end with the rows' `_row_id` and
+    /// `_last_updated_sequence_number` (an UPDATE keeps a row's id).
+    fn wants_row_lineage(&self) -> bool {
+        false
+    }
+
     /// Whether every row of a file goes away, judged from `constants`: the values of
     /// [`RowChanger::columns`], which are the same on every row of the file (its identity
     /// partition values). `None` when that cannot be told without reading the rows.
@@ -149,6 +155,9 @@ pub async fn run(
     }
     if let Some(cols) = changer.columns() {
         scan = scan.select(cols);
+    }
+    if version == FormatVersion::V3 && changer.wants_row_lineage() {
+        scan = scan.with_row_lineage();
     }
     let mut plan = scan.plan().await?.without_row_filter();
     // Files the changer removes whole judging by partition values alone are not read.

@@ -184,6 +184,9 @@ impl RowChanger for Update {
     fn columns(&self) -> Option<Vec<String>> {
         None
     }
+    fn wants_row_lineage(&self) -> bool {
+        true
+    }
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
         let mask = match &self.bound {
             Some(b) => b.evaluate_predicate(batch)?,
@@ -202,7 +205,22 @@ impl RowChanger for Update {
                 None => Ok(matched.column(i).clone()),
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
-        let out = RecordBatch::try_new(nullable(&self.arrow), cols)?;
+        let mut out = RecordBatch::try_new(nullable(&self.arrow), cols)?;
+        // v3: an updated row keeps its row id; its last-updated sequence number becomes the
+        // new snapshot's (NULL: inherited from the new file).
+        if matched.num_columns() >= self.arrow.fields().len() + 2 {
+            let n = self.arrow.fields().len();
+            let mut fields: Vec<arrow_schema::FieldRef> =
+                out.schema().fields().iter().cloned().collect();
+            fields.extend(crate::scan::lineage_fields());
+            let mut columns = out.columns().to_vec();
+            columns.push(matched.column(n).clone());
+            columns.push(arrow_array::new_null_array(
+                &arrow_schema::DataType::Int64,
+                matched.num_rows(),
+            ));
+            out = RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)?;
+        }
         Ok((mask, Some(out)))
     }
 }

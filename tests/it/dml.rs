@@ -515,3 +515,84 @@ async fn copy_on_write_keeps_row_lineage_of_untouched_rows() {
         assert_eq!(before.get(id), Some(l), "row {id} kept its lineage");
     }
 }
+
+/// v3 UPDATE (both modes): updated rows keep their `_row_id` and take the new snapshot's
+/// sequence number as `_last_updated_sequence_number`, as Spark reads them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_keeps_row_ids_on_v3() {
+    let Some(py) = peers_python() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (_d, cat) = fs_catalog();
+    let mut checks = Vec::new();
+    for (label, mode) in [
+        ("updlin_cow", "copy-on-write"),
+        ("updlin_mor", "merge-on-read"),
+    ] {
+        let mut c = TableCreation::new(parse_schema("id long, v string").unwrap());
+        c.format_version = FormatVersion::V3;
+        c.properties = [("write.update.mode".to_string(), mode.to_string())].into();
+        let t = cat
+            .create_table(&parse_ident(&format!("dml.{label}")).unwrap(), c)
+            .await
+            .unwrap();
+        let t = append(&cat, &t, vec![Ok(id_batch(0..60))], None)
+            .await
+            .unwrap()
+            .table;
+        let lineage = |t: floe::Table| async move {
+            floe::scan::Scan::new(&t)
+                .select(["id"])
+                .with_row_lineage()
+                .to_batches()
+                .await
+                .unwrap()
+        };
+        let map = |bs: &[arrow::array::RecordBatch]| {
+            use arrow::array::AsArray;
+            let mut m = std::collections::BTreeMap::new();
+            for b in bs {
+                let c = |i| {
+                    b.column(i)
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .clone()
+                };
+                let (id, rid, seq) = (c(0), c(1), c(2));
+                for i in 0..b.num_rows() {
+                    m.insert(id.value(i), (rid.value(i), seq.value(i)));
+                }
+            }
+            m
+        };
+        let before = map(&lineage(t.clone()).await);
+        let r = floe::dml::execute(
+            &cat,
+            &format!("UPDATE dml.{label} SET v = 'u' WHERE id % 4 = 0"),
+            None,
+        )
+        .await
+        .unwrap();
+        let new_seq = r.table.current_snapshot().unwrap().sequence_number();
+        let rows = lineage(r.table.clone()).await;
+        let after = map(&rows);
+        assert_eq!(after.len(), 60);
+        for (id, (rid, seq)) in &after {
+            let (old_rid, old_seq) = before[id];
+            assert_eq!(*rid, old_rid, "{label}: row {id} keeps its row id");
+            let want = if id % 4 == 0 { new_seq } else { old_seq };
+            assert_eq!(*seq, want, "{label}: row {id} last-updated sequence number");
+        }
+        let p = work.path().join(format!("{label}.parquet"));
+        write_parquet(&p, &rows);
+        checks.push(Check {
+            name: label.into(),
+            metadata: r.table.metadata_location().to_string(),
+            snapshot_id: None,
+            expected: p.to_string_lossy().to_string(),
+            engines: Some(vec!["spark".into()]),
+            refuse: None,
+        });
+    }
+    if std::env::var("FLOE_PEERS_NO_SPARK").as_deref() != Ok("1") {
+        peer_check(&py, work.path(), &checks);
+    }
+}

@@ -65,6 +65,19 @@ impl RewriteResult {
 /// Progress callback: (groups done, groups in all).
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
 
+/// A plan together with what this process needs to run it.
+#[derive(Debug)]
+pub struct PlannedRewrite {
+    /// The serializable plan.
+    pub plan: RewritePlan,
+    /// The scan plan of the starting snapshot the groups index into.
+    pub scan: ScanPlan,
+    /// Each task's files, as indexes into `scan.files`.
+    pub groups: Vec<Vec<usize>>,
+    /// The parsed options.
+    pub options: RewriteOptions,
+}
+
 /// One file group to rewrite: everything a worker needs, given the catalog.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RewriteTask {
@@ -134,7 +147,7 @@ pub async fn plan_rewrite(
     table: &Table,
     filter: Option<Predicate>,
     options: &HashMap<String, String>,
-) -> Result<(RewritePlan, ScanPlan, Vec<Vec<usize>>)> {
+) -> Result<PlannedRewrite> {
     let props = table.properties()?;
     let mut options = options.clone();
     let strategy = options
@@ -205,8 +218,12 @@ pub async fn plan_rewrite(
         groups: tasks.len(),
         tasks,
     };
-    let indexes = groups.into_iter().map(|g| g.files).collect();
-    Ok((plan, scan_plan, indexes))
+    Ok(PlannedRewrite {
+        plan,
+        groups: groups.into_iter().map(|g| g.files).collect(),
+        scan: scan_plan,
+        options: o,
+    })
 }
 
 /// Rewrites one group's planned files (`sub`: a scan plan of exactly those files), encoding
@@ -476,24 +493,19 @@ pub async fn rewrite_data_files(
     if table.current_snapshot().is_none() {
         return Ok(RewriteResult::nothing(table));
     }
-    let concurrency = options
-        .get("max-concurrent-file-group-rewrites")
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(5)
-        .max(1);
-    let (plan, scan_plan, groups) = plan_rewrite(table, filter, options).await?;
+    let PlannedRewrite {
+        plan,
+        scan: scan_plan,
+        groups,
+        options: o,
+    } = plan_rewrite(table, filter, options).await?;
     if plan.tasks.is_empty() {
         return Ok(RewriteResult::nothing(table));
     }
     let total = plan.tasks.len();
-    let partial = options
-        .get("partial-progress.enabled")
-        .is_some_and(|v| v.trim() == "true");
-    let max_commits = options
-        .get("partial-progress.max-commits")
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(10)
-        .max(1);
+    let concurrency = o.max_concurrent_file_group_rewrites;
+    let partial = o.partial_progress_enabled;
+    let max_commits = o.partial_progress_max_commits;
     // With partial progress, groups are committed in up to `max_commits` batches, and a
     // failed batch does not undo the others; otherwise everything commits at once or not at all.
     let per_commit = if partial {

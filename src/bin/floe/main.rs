@@ -1015,8 +1015,8 @@ async fn run(cli: Cli) -> Result<()> {
                 return Ok(());
             }
             if *plan_only {
-                let (plan, _, _) = floe::maintenance::plan_rewrite(&table, pred, &options).await?;
-                print_json(&serde_json::to_value(&plan)?);
+                let planned = floe::maintenance::plan_rewrite(&table, pred, &options).await?;
+                print_json(&serde_json::to_value(&planned.plan)?);
                 return Ok(());
             }
             let started = Instant::now();

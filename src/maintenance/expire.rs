@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use iceberg::spec::TableMetadataBuilder;
 
-use super::reachable::Reachable;
+use super::reachable::{other_tables, Reachable};
 use crate::catalog::{Catalog, CommitOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::table::Table;
@@ -40,24 +40,17 @@ pub struct ExpireResult {
     pub deleted_manifest_lists_count: usize,
 }
 
-fn prop<T: std::str::FromStr>(t: &Table, k: &str, d: T) -> T {
-    t.metadata()
-        .properties()
-        .get(k)
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(d)
-}
-
 /// The snapshot ids to expire from `t`'s metadata.
 fn choose(t: &Table, o: &ExpireOptions) -> Result<Vec<i64>> {
     let md = t.metadata();
     let now = chrono::Utc::now().timestamp_millis();
+    let props = t.properties()?;
     let older_than = o
         .older_than_ms
-        .unwrap_or(now - prop(t, "history.expire.max-snapshot-age-ms", 432_000_000i64));
+        .unwrap_or(now - props.expire_max_snapshot_age_ms);
     let retain_last = o
         .retain_last
-        .unwrap_or(prop(t, "history.expire.min-snapshots-to-keep", 1usize))
+        .unwrap_or(props.expire_min_snapshots_to_keep)
         .max(1);
     let mut keep: HashSet<i64> = HashSet::new();
     // Every ref's head; for branches, the newest snapshots of their ancestry: as many as the
@@ -174,7 +167,7 @@ pub async fn expire_snapshots(
         .collect();
     let gone_files = Reachable::of_snapshots(&before, gone).await?;
     let mut live = Reachable::of_snapshots(&before, kept).await?;
-    live.extend(Reachable::of_catalog(catalog, &before).await?);
+    live.extend(Reachable::of_tables(&other_tables(catalog, &before).await?).await?);
     let gc = before.properties()?.gc_enabled;
     let storage = before.storage();
     let unreferenced = |paths: &HashSet<String>| -> Vec<String> {

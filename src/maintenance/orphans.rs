@@ -1,7 +1,7 @@
 //! `remove_orphan_files`: deletes files under the table location that no metadata of the
 //! table (nor of any other table of the catalog) references and that are older than a cutoff.
 
-use super::reachable::Reachable;
+use super::reachable::{other_tables, Reachable};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::scan::canonical_path;
@@ -34,25 +34,20 @@ pub async fn remove_orphan_files(
         .to_string();
     let loc = canonical_path(&location).to_string();
     // Another table living inside this one's location (or around it) is not understood.
-    for ns in catalog.list_namespaces().await? {
-        for ident in catalog.list_tables(&ns).await? {
-            if &ident == table.ident() {
-                continue;
-            }
-            let other = catalog.load_table(&ident).await?;
-            let o = canonical_path(other.metadata().location().trim_end_matches('/')).to_string();
-            if o == loc || o.starts_with(&format!("{loc}/")) || loc.starts_with(&format!("{o}/")) {
-                return Err(Error::invalid(format!(
-                    "table {}'s location {location} overlaps table {}'s ({o}); remove_orphan_files \
-                     would see the other table's files as orphans, so it refuses to run",
-                    table.name(),
-                    other.name()
-                )));
-            }
+    let others = other_tables(catalog, table).await?;
+    for other in &others {
+        let o = canonical_path(other.metadata().location().trim_end_matches('/')).to_string();
+        if o == loc || o.starts_with(&format!("{loc}/")) || loc.starts_with(&format!("{o}/")) {
+            return Err(Error::invalid(format!(
+                "table {}'s location {location} overlaps table {}'s ({o}); remove_orphan_files \
+                 would see the other table's files as orphans, so it refuses to run",
+                table.name(),
+                other.name()
+            )));
         }
     }
     let mut live = Reachable::of_table(table).await?;
-    live.extend(Reachable::of_catalog(catalog, table).await?);
+    live.extend(Reachable::of_tables(&others).await?);
     let mut orphans = Vec::new();
     for o in table.storage().list(&location).await? {
         if o.last_modified_ms >= cutoff || live.contains(&o.location) {

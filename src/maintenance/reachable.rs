@@ -122,19 +122,26 @@ impl Reachable {
         Ok(r)
     }
 
-    /// What every table of `catalog` other than `except` references (tables can share files,
-    /// as clones do). Tables that cannot be loaded are an error: deleting blind is not safe.
-    pub async fn of_catalog(catalog: &Catalog, except: &Table) -> Result<Reachable> {
+    /// What `tables` reference (tables can share files, as clones do).
+    pub async fn of_tables(tables: &[Table]) -> Result<Reachable> {
         let mut r = Reachable::default();
-        for ns in catalog.list_namespaces().await? {
-            for ident in catalog.list_tables(&ns).await? {
-                if &ident == except.ident() {
-                    continue;
-                }
-                let t = catalog.load_table(&ident).await?;
-                r.extend(Reachable::of_table(&t).await?);
-            }
+        for t in tables {
+            r.extend(Reachable::of_table(t).await?);
         }
         Ok(r)
     }
+}
+
+/// Every table of `catalog` other than `except`. One that cannot be loaded is an error:
+/// deleting files without knowing what it references is not safe.
+pub async fn other_tables(catalog: &Catalog, except: &Table) -> Result<Vec<Table>> {
+    let mut out = Vec::new();
+    for ns in catalog.list_namespaces().await? {
+        for ident in catalog.list_tables(&ns).await? {
+            if &ident != except.ident() {
+                out.push(catalog.load_table(&ident).await?);
+            }
+        }
+    }
+    Ok(out)
 }

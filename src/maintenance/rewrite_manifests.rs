@@ -35,14 +35,10 @@ pub async fn rewrite_manifests(
             added_manifests_count: 0,
         });
     }
-    let target = target_bytes.unwrap_or_else(|| {
-        table
-            .metadata()
-            .properties()
-            .get("commit.manifest.target-size-bytes")
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(8 * 1024 * 1024)
-    });
+    let target = match target_bytes {
+        Some(t) => t,
+        None => table.properties()?.manifest_target_size_bytes,
+    };
     let mut producer = SnapshotProducer::rewrite_manifests(target);
     let t = commit(catalog, table, &mut producer, &NoValidation).await?;
     let summary = t

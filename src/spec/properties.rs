@@ -112,6 +112,12 @@ pub struct TableProperties {
     pub merge_isolation: IsolationLevel,
     /// `write.delete.granularity`.
     pub delete_granularity: DeleteGranularity,
+    /// `history.expire.max-snapshot-age-ms` (5 days).
+    pub expire_max_snapshot_age_ms: i64,
+    /// `history.expire.min-snapshots-to-keep` (1).
+    pub expire_min_snapshots_to_keep: usize,
+    /// `commit.manifest.target-size-bytes` (8 MB).
+    pub manifest_target_size_bytes: u64,
     /// `gc.enabled` (true).
     pub gc_enabled: bool,
     /// `write.data.path` (`<location>/data`).
@@ -220,6 +226,9 @@ impl TableProperties {
             update_isolation: isolation(p, "write.update.isolation-level")?,
             merge_isolation: isolation(p, "write.merge.isolation-level")?,
             delete_granularity: granularity(p)?,
+            expire_max_snapshot_age_ms: num(p, "history.expire.max-snapshot-age-ms", 432_000_000)?,
+            expire_min_snapshots_to_keep: num(p, "history.expire.min-snapshots-to-keep", 1)?,
+            manifest_target_size_bytes: num(p, "commit.manifest.target-size-bytes", 8 << 20)?,
             gc_enabled: p
                 .get("gc.enabled")
                 .map(|v| v.trim() != "false")

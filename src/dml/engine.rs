@@ -163,8 +163,9 @@ pub async fn run(
     // Files the changer removes whole judging by partition values alone are not read.
     let mut dropped: Vec<PlannedFile> = Vec::new();
     if let Some(cols) = changer.columns() {
+        let arrow = iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?;
         for f in &plan.files {
-            if let Some(row) = identity_row(table, f, &cols)? {
+            if let Some(row) = identity_row(table, &arrow, f, &cols)? {
                 if changer.removes_all(&row)? == Some(true) {
                     dropped.push(f.clone());
                 }
@@ -456,10 +457,14 @@ pub async fn run(
 
 /// A one-row batch of `cols` holding the file's identity partition values, or `None` when a
 /// column is not an identity partition source of the file's spec.
-fn identity_row(table: &Table, f: &PlannedFile, cols: &[String]) -> Result<Option<RecordBatch>> {
+fn identity_row(
+    table: &Table,
+    arrow: &arrow_schema::Schema,
+    f: &PlannedFile,
+    cols: &[String],
+) -> Result<Option<RecordBatch>> {
     use iceberg::spec::{Literal, Transform};
     let schema = table.metadata().current_schema();
-    let arrow = iceberg::arrow::schema_to_arrow_schema(schema)?;
     let mut fields = Vec::new();
     let mut arrays = Vec::new();
     for c in cols {

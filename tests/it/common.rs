@@ -270,3 +270,20 @@ pub fn spark_write(
             .join("\n")
     );
 }
+
+/// Asserts that two Parquet files hold the same rows (canonicalised, in any order), as the
+/// peer checker compares them; `what` names the comparison in the failure.
+pub fn assert_same_rows(python: &Path, expected: &Path, actual: &Path, what: &str) {
+    let out = Command::new(python)
+        .arg(repo().join("tools/peers/compare_parquet.py"))
+        .arg(expected)
+        .arg(actual)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{what}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

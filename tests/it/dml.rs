@@ -91,18 +91,14 @@ impl Case {
             .work
             .join(format!("{}-floe-{}.parquet", self.label, self.step));
         floe_expected(&self.table, None, &actual).await;
-        let cmp = Command::new(py)
-            .arg(repo().join("tools/peers/compare_parquet.py"))
-            .arg(&self.model)
-            .arg(&actual)
-            .output()
-            .unwrap();
-        assert!(
-            cmp.status.success(),
-            "{} after `{model_sql}`: floe differs from the model:\n{}{}",
-            self.label,
-            String::from_utf8_lossy(&cmp.stdout),
-            String::from_utf8_lossy(&cmp.stderr)
+        assert_same_rows(
+            py,
+            &self.model,
+            &actual,
+            &format!(
+                "{} after `{model_sql}`: floe differs from the model",
+                self.label
+            ),
         );
         let sid = self.table.current_snapshot().map(|s| s.snapshot_id());
         self.checks.push(Check {

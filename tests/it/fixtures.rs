@@ -2,7 +2,6 @@
 //! where they were written, with the right rows at every snapshot.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use floe::scan::{Scan, SnapshotSelector};
 use floe::storage::Storage;
@@ -104,17 +103,11 @@ async fn reads_every_fixture_at_every_snapshot() {
                     .path()
                     .join(format!("{}-{sid}.parquet", name.replace('/', "_")));
                 write_parquet(&actual, &batches);
-                let out = Command::new(py)
-                    .arg(repo().join("tools/peers/compare_parquet.py"))
-                    .arg(fixtures().join(exp))
-                    .arg(&actual)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{name} at snapshot {sid} differs from the writer's own rows:\n{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
+                assert_same_rows(
+                    py,
+                    &fixtures().join(exp),
+                    &actual,
+                    &format!("{name} at snapshot {sid} differs from the writer's own rows"),
                 );
             }
             // v3 row lineage as Spark reads it (after updates and deletion vectors too).
@@ -132,17 +125,11 @@ async fn reads_every_fixture_at_every_snapshot() {
                     .path()
                     .join(format!("{}-{sid}-lineage.parquet", name.replace('/', "_")));
                 write_parquet(&actual, &rows);
-                let out = Command::new(py)
-                    .arg(repo().join("tools/peers/compare_parquet.py"))
-                    .arg(fixtures().join(exp))
-                    .arg(&actual)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "{name} at snapshot {sid}: row lineage differs from Spark's:\n{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
+                assert_same_rows(
+                    py,
+                    &fixtures().join(exp),
+                    &actual,
+                    &format!("{name} at snapshot {sid}: row lineage differs from Spark's"),
                 );
                 lineage_checked += 1;
             }

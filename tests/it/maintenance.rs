@@ -101,16 +101,11 @@ async fn rewrite_data_files_keeps_every_row() {
             n,
             "{label}: row count"
         );
-        let cmp = std::process::Command::new(&py)
-            .arg(repo().join("tools/peers/compare_parquet.py"))
-            .arg(&before_path)
-            .arg(&after_path)
-            .output()
-            .unwrap();
-        assert!(
-            cmp.status.success(),
-            "{label}: {}",
-            String::from_utf8_lossy(&cmp.stdout)
+        assert_same_rows(
+            &py,
+            &before_path,
+            &after_path,
+            &format!("{label}: rows changed"),
         );
         // ...with no position deletes left for the rewritten files.
         let plan = Scan::new(&t2).plan().await.unwrap();
@@ -1141,17 +1136,7 @@ async fn rewrite_keeps_v3_row_lineage() {
         .unwrap();
     let after = work.path().join("lineage-after.parquet");
     write_parquet(&after, &lineage(&t2).await);
-    let cmp = std::process::Command::new(&py)
-        .arg(repo().join("tools/peers/compare_parquet.py"))
-        .arg(&before)
-        .arg(&after)
-        .output()
-        .unwrap();
-    assert!(
-        cmp.status.success(),
-        "lineage changed: {}",
-        String::from_utf8_lossy(&cmp.stdout)
-    );
+    assert_same_rows(&py, &before, &after, "lineage changed");
     let check = |name: &str, snap: i64| Check {
         name: name.into(),
         metadata: t2.metadata_location().to_string(),

@@ -1,6 +1,7 @@
 //! `floe`: the command-line front of the floe library (uses only its public API).
 
 mod input;
+mod maintenance;
 mod output;
 mod quickstart;
 
@@ -254,97 +255,16 @@ enum Cmd {
         json: bool,
     },
     /// Compact data files (bin-pack), applying their deletes; commits a `replace` snapshot.
-    RewriteDataFiles {
-        /// Table name.
-        name: String,
-        /// Only files that may hold rows matching this predicate.
-        #[arg(long = "where", value_name = "EXPR")]
-        filter: Option<String>,
-        /// Only plan: print the file-group tasks as JSON (run them with --execute-task).
-        #[arg(long)]
-        plan_only: bool,
-        /// Run one task of a plan file written by --plan-only (with --group); prints its
-        /// result as JSON (commit the results with --commit).
-        #[arg(long, value_name = "PLAN_FILE")]
-        execute_task: Option<String>,
-        /// The task (group number) of --execute-task's plan.
-        #[arg(long)]
-        group: Option<usize>,
-        /// Commit the results (files written by --execute-task runs) as one replace snapshot.
-        #[arg(long, value_name = "RESULT_FILE", num_args = 1..)]
-        commit: Vec<String>,
-        /// binpack (default) or sort.
-        #[arg(long, default_value = "binpack")]
-        strategy: String,
-        /// Sort order for --strategy sort (default: the table's), e.g. "ts desc, id".
-        #[arg(long)]
-        sort_by: Option<String>,
-        /// Spark procedure options, e.g. --option min-input-files=2 --option rewrite-all=true.
-        #[arg(long = "option", value_parser = kv)]
-        options: Vec<(String, String)>,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    RewriteDataFiles(maintenance::RewriteDataFilesArgs),
     /// Merge position delete files per partition and drop those of removed data files (v3:
     /// one deletion vector per data file).
-    RewritePositionDeleteFiles {
-        /// Table name.
-        name: String,
-        /// Options: rewrite-all=true, min-input-files=N.
-        #[arg(long = "option", value_parser = kv)]
-        options: Vec<(String, String)>,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    RewritePositionDeleteFiles(maintenance::RewritePositionDeleteFilesArgs),
     /// Rewrite the manifests clustered by partition (metadata only).
-    RewriteManifests {
-        /// Table name.
-        name: String,
-        /// Target manifest size (default: commit.manifest.target-size-bytes, 8 MB).
-        #[arg(long)]
-        target_size_bytes: Option<u64>,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    RewriteManifests(maintenance::RewriteManifestsArgs),
     /// Expire old snapshots and delete the files only they reference (unless gc.enabled=false).
-    ExpireSnapshots {
-        /// Table name.
-        name: String,
-        /// Expire snapshots older than this (ms since the epoch, or a date/time such as
-        /// 2024-06-01T00:00:00Z; default: history.expire.max-snapshot-age-ms ago).
-        #[arg(long)]
-        older_than: Option<String>,
-        /// Keep at least this many newest snapshots of each branch
-        /// (default: history.expire.min-snapshots-to-keep).
-        #[arg(long)]
-        retain_last: Option<usize>,
-        /// Expire these snapshots too.
-        #[arg(long = "snapshot-id")]
-        snapshot_ids: Vec<i64>,
-        /// Show what would be expired and deleted, change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    ExpireSnapshots(maintenance::ExpireSnapshotsArgs),
     /// Delete files under the table location that no metadata references.
-    RemoveOrphanFiles {
-        /// Table name.
-        name: String,
-        /// Only files older than this (ms since the epoch or a date/time; default 3 days ago).
-        #[arg(long)]
-        older_than: Option<String>,
-        /// List the orphans without deleting them.
-        #[arg(long)]
-        dry_run: bool,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    RemoveOrphanFiles(maintenance::RemoveOrphanFilesArgs),
     /// Run a DELETE, UPDATE or MERGE INTO statement.
     Sql {
         /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
@@ -961,212 +881,13 @@ async fn run(cli: Cli) -> Result<()> {
             };
             run_dml(&cli, statement, rows, *json).await
         }
-        Cmd::RewriteDataFiles {
-            name,
-            filter,
-            plan_only,
-            execute_task,
-            group,
-            commit,
-            strategy,
-            sort_by,
-            options,
-            json,
-        } => {
-            let (cat, table) = catalog_and_table(&cli, name).await?;
-            let pred = match filter {
-                Some(f) => Some(parse_predicate(f, table.metadata().current_schema())?),
-                None => None,
-            };
-            let mut options: HashMap<String, String> = options.iter().cloned().collect();
-            options.insert("strategy".into(), strategy.clone());
-            if let Some(s) = sort_by {
-                options.insert("sort-order".into(), s.clone());
-            }
-            let read_json = |path: &str| -> Result<serde_json::Value> {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    Error::new(ErrorKind::NotFound, format!("cannot read '{path}': {e}"))
-                })?;
-                Ok(serde_json::from_str(&text)?)
-            };
-            if let Some(plan_file) = execute_task {
-                let plan: floe::maintenance::RewritePlan =
-                    serde_json::from_value(read_json(plan_file)?)?;
-                let g = group.ok_or_else(|| {
-                    Error::new(ErrorKind::InvalidInput, "--execute-task needs --group N")
-                })?;
-                let task = plan.tasks.iter().find(|t| t.group == g).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::InvalidInput,
-                        format!("plan '{plan_file}' has no group {g}"),
-                    )
-                })?;
-                let r = floe::maintenance::execute_task(&cat, &plan, task).await?;
-                print_json(&serde_json::to_value(&r)?);
-                return Ok(());
-            }
-            if !commit.is_empty() {
-                let results = commit
-                    .iter()
-                    .map(|f| Ok(serde_json::from_value(read_json(f)?)?))
-                    .collect::<Result<Vec<floe::maintenance::TaskResult>>>()?;
-                let r = floe::maintenance::commit_rewrite(&cat, &results).await?;
-                print_json(&serde_json::to_value(&r)?);
-                return Ok(());
-            }
-            if *plan_only {
-                let planned = floe::maintenance::plan_rewrite(&table, pred, &options).await?;
-                print_json(&serde_json::to_value(&planned.plan)?);
-                return Ok(());
-            }
-            let started = Instant::now();
-            let pb = ProgressBar::new(0);
-            pb.set_style(
-                ProgressStyle::with_template("{bar:30} {pos}/{len} file groups [{elapsed}]")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            let pb2 = pb.clone();
-            let progress = move |done: usize, total: usize| {
-                pb2.set_length(total as u64);
-                pb2.set_position(done as u64);
-            };
-            let r = floe::maintenance::rewrite_data_files(
-                &cat,
-                &table,
-                pred,
-                &options,
-                Some(&progress),
-            )
-            .await;
-            pb.finish_and_clear();
-            let r = r?;
-            if *json {
-                let mut v = serde_json::to_value(&r)?;
-                v["seconds"] = json!(started.elapsed().as_secs_f64());
-                print_json(&v);
-            } else {
-                println!(
-                    "{name}: rewrote {} data files ({:.1} MB) in {} groups into {} files, removed {} delete files{} in {:.2}s",
-                    r.rewritten_data_files_count,
-                    r.rewritten_bytes_count as f64 / 1e6,
-                    r.file_groups,
-                    r.added_data_files_count,
-                    r.removed_delete_files_count,
-                    r.snapshot_id.map(|s| format!(" (snapshot {s})")).unwrap_or_default(),
-                    started.elapsed().as_secs_f64()
-                );
-            }
-            Ok(())
+        Cmd::RewriteDataFiles(a) => maintenance::rewrite_data_files(&cli, a).await,
+        Cmd::RewritePositionDeleteFiles(a) => {
+            maintenance::rewrite_position_delete_files(&cli, a).await
         }
-        Cmd::RewritePositionDeleteFiles {
-            name,
-            options,
-            json,
-        } => {
-            let (cat, table) = catalog_and_table(&cli, name).await?;
-            let options: HashMap<String, String> = options.iter().cloned().collect();
-            let pb = spinner("rewriting position delete files");
-            let r = floe::maintenance::rewrite_position_delete_files(&cat, &table, &options).await;
-            pb.finish_and_clear();
-            let r = r?;
-            if *json {
-                print_json(&serde_json::to_value(&r)?);
-            } else {
-                println!(
-                    "{name}: replaced {} delete files ({:.2} MB) with {} ({:.2} MB){}",
-                    r.rewritten_delete_files_count,
-                    r.rewritten_bytes_count as f64 / 1e6,
-                    r.added_delete_files_count,
-                    r.added_bytes_count as f64 / 1e6,
-                    r.snapshot_id
-                        .map(|s| format!(", snapshot {s}"))
-                        .unwrap_or_default()
-                );
-            }
-            Ok(())
-        }
-        Cmd::RewriteManifests {
-            name,
-            target_size_bytes,
-            json,
-        } => {
-            let (cat, table) = catalog_and_table(&cli, name).await?;
-            let r = floe::maintenance::rewrite_manifests(&cat, &table, *target_size_bytes).await?;
-            if *json {
-                print_json(&serde_json::to_value(&r)?);
-            } else {
-                println!(
-                    "{name}: replaced {} manifests with {}",
-                    r.rewritten_manifests_count, r.added_manifests_count
-                );
-            }
-            Ok(())
-        }
-        Cmd::ExpireSnapshots {
-            name,
-            older_than,
-            retain_last,
-            snapshot_ids,
-            dry_run,
-            json,
-        } => {
-            let (cat, table) = catalog_and_table(&cli, name).await?;
-            let o = floe::maintenance::ExpireOptions {
-                older_than_ms: older_than.as_deref().map(parse_time_ms).transpose()?,
-                retain_last: *retain_last,
-                snapshot_ids: snapshot_ids.clone(),
-                dry_run: *dry_run,
-            };
-            let pb = spinner("expiring snapshots");
-            let r = floe::maintenance::expire_snapshots(&cat, &table, &o).await;
-            pb.finish_and_clear();
-            let r = r?;
-            if *json {
-                print_json(&serde_json::to_value(&r)?);
-            } else {
-                println!(
-                    "{name}: {} {} snapshots; {} data files, {} delete files, {} manifests, {} manifest lists {}",
-                    if *dry_run { "would expire" } else { "expired" },
-                    r.expired_snapshot_ids.len(),
-                    r.deleted_data_files_count,
-                    r.deleted_delete_files_count,
-                    r.deleted_manifest_files_count,
-                    r.deleted_manifest_lists_count,
-                    if *dry_run { "to delete" } else { "deleted (none if gc.enabled=false)" }
-                );
-            }
-            Ok(())
-        }
-        Cmd::RemoveOrphanFiles {
-            name,
-            older_than,
-            dry_run,
-            json,
-        } => {
-            let (cat, table) = catalog_and_table(&cli, name).await?;
-            let cutoff = older_than.as_deref().map(parse_time_ms).transpose()?;
-            let pb = spinner("listing and matching files");
-            let r = floe::maintenance::remove_orphan_files(&cat, &table, cutoff, *dry_run).await;
-            pb.finish_and_clear();
-            let r = r?;
-            if *json {
-                print_json(&serde_json::to_value(&r)?);
-            } else {
-                for p in &r.orphan_file_locations {
-                    println!("{p}");
-                }
-                println!(
-                    "{name}: {} orphan files {}",
-                    r.orphan_file_locations.len(),
-                    if r.deleted {
-                        "deleted"
-                    } else {
-                        "found (dry run)"
-                    }
-                );
-            }
-            Ok(())
-        }
+        Cmd::RewriteManifests(a) => maintenance::rewrite_manifests(&cli, a).await,
+        Cmd::ExpireSnapshots(a) => maintenance::expire_snapshots(&cli, a).await,
+        Cmd::RemoveOrphanFiles(a) => maintenance::remove_orphan_files(&cli, a).await,
         Cmd::Register { name, metadata } => {
             let t = catalog(&cli)?
                 .register_table(&parse_ident(name)?, metadata)

@@ -176,7 +176,8 @@ impl Catalog {
         &self.storage
     }
 
-    fn default_location(&self, ident: &TableIdent) -> String {
+    /// Where a new table lives unless told otherwise: `<warehouse>/<namespace…>/<table>`.
+    pub fn default_location(&self, ident: &TableIdent) -> String {
         let mut loc = self.warehouse.clone();
         for part in ident.namespace().iter() {
             loc = storage::join(&loc, part);
@@ -321,6 +322,24 @@ impl Catalog {
         .and_then(|b| b.build())
         .map_err(|e| Error::invalid(format!("creating {name}: {e}")))?
         .metadata;
+        self.create_table_from_metadata(ident, md).await
+    }
+
+    /// Creates a table whose first metadata is `md` as given (ids, snapshots and location
+    /// kept; clones use it). The namespace is created when missing.
+    pub async fn create_table_from_metadata(
+        &self,
+        ident: &TableIdent,
+        md: TableMetadata,
+    ) -> Result<Table> {
+        let name = ident_name(ident);
+        if self.table_exists(ident).await? {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("table {name} already exists"),
+            ));
+        }
+        let location = md.location().to_string();
         let ns = ns_string(ident);
         if !self.list_namespaces().await?.contains(&ns) {
             self.create_namespace(&ns, &[]).await?;
@@ -330,7 +349,10 @@ impl Catalog {
                 let meta_loc = sql_metadata_location(&location, None);
                 self.write_metadata(&meta_loc, &md).await?;
                 let (b, n, l) = (b.clone(), ident.name().to_string(), meta_loc.clone());
-                blocking(move || b.insert(&ns, &n, &l)).await?;
+                if let Err(e) = blocking(move || b.insert(&ns, &n, &l)).await {
+                    let _ = self.storage.delete(&meta_loc).await;
+                    return Err(e);
+                }
                 Ok(Table::new(
                     ident.clone(),
                     md,
@@ -339,6 +361,12 @@ impl Catalog {
                 ))
             }
             Backend::Fs => {
+                if location.trim_end_matches('/') != self.default_location(ident) {
+                    return Err(Error::invalid(format!(
+                        "table {name}: a filesystem (Hadoop) catalog keeps each table at \
+                         <warehouse>/<namespace>/<table>, not at {location}"
+                    )));
+                }
                 let meta_loc = fs::version_location(&location, 1);
                 self.storage
                     .put_if_absent(&meta_loc, Bytes::from(serde_json::to_vec(&md)?))
@@ -480,28 +508,26 @@ impl Catalog {
         }
     }
 
-    /// Drops a table; with `purge`, deletes its files too (when `gc.enabled` is not false).
-    pub async fn drop_table(&self, ident: &TableIdent, purge: bool) -> Result<()> {
+    /// Removes a table from the catalog. Its files stay (a filesystem catalog's table exists
+    /// by its `metadata/` directory, which goes); `floe::maintenance::drop_table` purges them
+    /// without touching files other tables share.
+    pub async fn drop_table(&self, ident: &TableIdent) -> Result<()> {
         let table = self.load_table(ident).await?;
-        if let Backend::Sql(b) = &self.backend {
-            let (b, ns, n) = (b.clone(), ns_string(ident), ident.name().to_string());
-            if !blocking(move || b.delete(&ns, &n)).await? {
-                return Err(Error::not_found(format!(
-                    "table {} does not exist",
-                    ident_name(ident)
-                )));
+        match &self.backend {
+            Backend::Sql(b) => {
+                let (b, ns, n) = (b.clone(), ns_string(ident), ident.name().to_string());
+                if !blocking(move || b.delete(&ns, &n)).await? {
+                    return Err(Error::not_found(format!(
+                        "table {} does not exist",
+                        ident_name(ident)
+                    )));
+                }
             }
-        }
-        let gc = table.properties().map(|p| p.gc_enabled).unwrap_or(true);
-        if purge && gc {
-            self.storage
-                .delete_prefix(table.metadata().location())
-                .await?;
-        } else if matches!(self.backend, Backend::Fs) {
-            // A Hadoop table exists by its metadata directory.
-            self.storage
-                .delete_prefix(&storage::join(table.metadata().location(), "metadata"))
-                .await?;
+            Backend::Fs => {
+                self.storage
+                    .delete_prefix(&storage::join(table.metadata().location(), "metadata"))
+                    .await?;
+            }
         }
         Ok(())
     }

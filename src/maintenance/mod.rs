@@ -1,9 +1,10 @@
 //! Table maintenance with the option names and result columns of Iceberg's Spark procedures:
 //! compaction (`rewrite_data_files`, `rewrite_position_delete_files`), `expire_snapshots`,
-//! `remove_orphan_files`, `rewrite_manifests`.
+//! `remove_orphan_files`, `rewrite_manifests`; and a clone-safe `drop_table` purge.
 
 mod expire;
 mod orphans;
+mod purge;
 mod reachable;
 mod rewrite_data_files;
 mod rewrite_deletes;
@@ -12,6 +13,7 @@ mod rewrite_plan;
 
 pub use expire::{expire_snapshots, ExpireOptions, ExpireResult};
 pub use orphans::{remove_orphan_files, OrphanResult};
+pub use purge::{drop_table, DropResult};
 pub use reachable::Reachable;
 pub use rewrite_data_files::{
     commit_rewrite, execute_task, plan_rewrite, rewrite_data_files, PlannedRewrite, Progress,

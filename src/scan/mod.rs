@@ -105,6 +105,41 @@ pub enum SnapshotSelector {
     AsOf(i64),
 }
 
+impl SnapshotSelector {
+    /// The snapshot selected in `table` (`None`: the table has no snapshot yet).
+    pub fn resolve(&self, table: &Table) -> Result<Option<Arc<Snapshot>>> {
+        let md = table.metadata();
+        let name = table.name();
+        Ok(match self {
+            SnapshotSelector::Current => md.current_snapshot().cloned(),
+            SnapshotSelector::Id(id) => Some(md.snapshot_by_id(*id).cloned().ok_or_else(|| {
+                Error::not_found(format!(
+                    "table {name} has no snapshot {id}; `floe snapshots {name}` lists them"
+                ))
+            })?),
+            SnapshotSelector::Ref(r) => Some(md.snapshot_for_ref(r).cloned().ok_or_else(|| {
+                Error::not_found(format!("table {name} has no branch or tag '{r}'"))
+            })?),
+            SnapshotSelector::AsOf(ts) => {
+                let id = md
+                    .history()
+                    .iter()
+                    .filter(|l| l.timestamp_ms <= *ts)
+                    .max_by_key(|l| l.timestamp_ms)
+                    .map(|l| l.snapshot_id)
+                    .ok_or_else(|| {
+                        Error::not_found(format!(
+                            "table {name} has no snapshot at or before {ts} ms"
+                        ))
+                    })?;
+                Some(md.snapshot_by_id(id).cloned().ok_or_else(|| {
+                    Error::corrupt(format!("table {name}: history names missing snapshot {id}"))
+                })?)
+            }
+        })
+    }
+}
+
 /// How one planned file is read.
 enum Job {
     /// No deletes, no positions: the direct path or the iceberg reader with pushdown.
@@ -318,35 +353,7 @@ impl Scan {
 
     /// The snapshot this scan selects.
     pub fn resolve_snapshot(&self) -> Result<Option<Arc<Snapshot>>> {
-        let md = self.table.metadata();
-        let name = self.table.name();
-        Ok(match &self.snapshot {
-            SnapshotSelector::Current => md.current_snapshot().cloned(),
-            SnapshotSelector::Id(id) => Some(md.snapshot_by_id(*id).cloned().ok_or_else(|| {
-                Error::not_found(format!(
-                    "table {name} has no snapshot {id}; `floe snapshots {name}` lists them"
-                ))
-            })?),
-            SnapshotSelector::Ref(r) => Some(md.snapshot_for_ref(r).cloned().ok_or_else(|| {
-                Error::not_found(format!("table {name} has no branch or tag '{r}'"))
-            })?),
-            SnapshotSelector::AsOf(ts) => {
-                let id = md
-                    .history()
-                    .iter()
-                    .filter(|l| l.timestamp_ms <= *ts)
-                    .max_by_key(|l| l.timestamp_ms)
-                    .map(|l| l.snapshot_id)
-                    .ok_or_else(|| {
-                        Error::not_found(format!(
-                            "table {name} has no snapshot at or before {ts} ms"
-                        ))
-                    })?;
-                Some(md.snapshot_by_id(id).cloned().ok_or_else(|| {
-                    Error::corrupt(format!("table {name}: history names missing snapshot {id}"))
-                })?)
-            }
-        })
+        self.snapshot.resolve(&self.table)
     }
 
     /// The schema rows are returned in: the snapshot's own schema when time travelling,

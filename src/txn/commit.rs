@@ -51,6 +51,11 @@ pub async fn load_changes(table: &Table, since: &[&Snapshot]) -> Result<Vec<Comm
             operation: s.summary().operation.clone(),
             added: vec![],
             removed: vec![],
+            replaced_table: s
+                .summary()
+                .additional_properties
+                .get(super::clone::REPLACED_TABLE)
+                .is_some_and(|v| v == "true"),
         };
         for mf in &list {
             if mf.added_snapshot_id != s.snapshot_id() {

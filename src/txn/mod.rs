@@ -1,6 +1,7 @@
 //! Transactions: the snapshot producer, the commit loop with conflict validation, and the
 //! operations built on them.
 
+mod clone;
 mod commit;
 mod producer;
 mod summary;
@@ -9,6 +10,7 @@ mod validate;
 use arrow_array::RecordBatch;
 use iceberg::spec::Operation;
 
+pub use clone::{clone_table, CloneResult, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT, REPLACED_TABLE};
 pub use commit::{commit, load_changes, snapshots_since, NoValidation, Validation};
 pub use producer::{new_snapshot_id, FileKey, SnapshotProducer};
 pub use summary::SummaryCounts;

@@ -33,6 +33,9 @@ pub struct CommittedChange {
     pub added: Vec<ChangedFile>,
     /// Files it removed.
     pub removed: Vec<ChangedFile>,
+    /// It replaced the table's whole contents (a clone onto an existing table), without
+    /// listing what it removed.
+    pub replaced_table: bool,
 }
 
 /// The preconditions of a row-level change (DELETE, UPDATE, MERGE, compaction):
@@ -76,6 +79,12 @@ impl Validation for RowLevelValidation {
         )?;
         for c in since {
             let sid = c.snapshot_id;
+            if c.replaced_table {
+                return Err(conflict(format!(
+                    "table {}: snapshot {sid} replaced the table's contents (a clone); redo the operation on the new state",
+                    self.table
+                )));
+            }
             for r in &c.removed {
                 if r.file.content_type() == DataContentType::Data
                     && touched.contains(canonical_path(r.file.file_path()))
@@ -214,6 +223,7 @@ mod tests {
             operation: op,
             added: wrap(added),
             removed: wrap(removed),
+            replaced_table: false,
         }
     }
 
@@ -247,6 +257,10 @@ mod tests {
             vec![],
         )];
         assert!(is_conflict(ser.validate(&md, &add_match)));
+        // A clone replaced the table's contents: whatever this operation read is gone.
+        let mut replaced = change(Operation::Overwrite, vec![], vec![]);
+        replaced.replaced_table = true;
+        assert!(is_conflict(snap.validate(&md, &[replaced])));
         assert!(snap.validate(&md, &add_match).is_ok());
         // One whose metrics rule the filter out.
         let add_other = [change(

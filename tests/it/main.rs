@@ -4,6 +4,7 @@ mod append_scan;
 mod bad_input;
 mod catalog;
 mod cli;
+mod clone;
 mod common;
 mod dml;
 mod fixtures;

@@ -1,5 +1,6 @@
 //! `floe`: the command-line front of the floe library (uses only its public API).
 
+mod ingest;
 mod input;
 mod maintenance;
 mod output;
@@ -265,6 +266,9 @@ enum Cmd {
     ExpireSnapshots(maintenance::ExpireSnapshotsArgs),
     /// Delete files under the table location that no metadata references.
     RemoveOrphanFiles(maintenance::RemoveOrphanFilesArgs),
+    /// Make a table that references another's data and delete files without copying them
+    /// (metadata only); with --replace, publish onto an existing table in one swap.
+    Clone(ingest::CloneArgs),
     /// Run a DELETE, UPDATE or MERGE INTO statement.
     Sql {
         /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
@@ -482,18 +486,7 @@ async fn run(cli: Cli) -> Result<()> {
         } => {
             let table = load(&cli, name.as_deref(), metadata.as_deref()).await?;
             let mut scan = Scan::new(&table);
-            let sel = match (snapshot, reference, as_of) {
-                (Some(id), None, None) => SnapshotSelector::Id(*id),
-                (None, Some(r), None) => SnapshotSelector::Ref(r.clone()),
-                (None, None, Some(t)) => SnapshotSelector::AsOf(parse_time_ms(t)?),
-                (None, None, None) => SnapshotSelector::Current,
-                _ => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        "give at most one of --snapshot, --ref, --as-of",
-                    ))
-                }
-            };
+            let sel = ingest::selector(*snapshot, reference.as_ref(), as_of.as_ref())?;
             scan = scan.snapshot(sel);
             let schema = scan.schema()?;
             if let Some(f) = filter {
@@ -793,13 +786,16 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Drop { name, purge } => {
-            catalog(&cli)?
-                .drop_table(&parse_ident(name)?, *purge)
-                .await?;
-            println!(
-                "dropped {name}{}",
-                if *purge { " (files purged)" } else { "" }
-            );
+            let r =
+                floe::maintenance::drop_table(&catalog(&cli)?, &parse_ident(name)?, *purge).await?;
+            if *purge {
+                println!(
+                    "dropped {name}: {} files deleted, {} kept (another table still references them)",
+                    r.deleted_files, r.kept_shared_files
+                );
+            } else {
+                println!("dropped {name} (files kept; --purge deletes them)");
+            }
             Ok(())
         }
         Cmd::Delete { name, filter, json } => {
@@ -886,6 +882,7 @@ async fn run(cli: Cli) -> Result<()> {
             maintenance::rewrite_position_delete_files(&cli, a).await
         }
         Cmd::RewriteManifests(a) => maintenance::rewrite_manifests(&cli, a).await,
+        Cmd::Clone(a) => ingest::clone(&cli, a).await,
         Cmd::ExpireSnapshots(a) => maintenance::expire_snapshots(&cli, a).await,
         Cmd::RemoveOrphanFiles(a) => maintenance::remove_orphan_files(&cli, a).await,
         Cmd::Register { name, metadata } => {

@@ -96,7 +96,7 @@ pub async fn run(dir: &str, rows: usize) -> Result<()> {
     ] {
         let ident = parse_ident(name)?;
         if cat.table_exists(&ident).await? {
-            cat.drop_table(&ident, true).await?;
+            floe::maintenance::drop_table(&cat, &ident, true).await?;
         }
         let mut c = TableCreation::new(schema.clone());
         c.format_version = fv;

@@ -17,7 +17,8 @@
 //! | [`write`] | Arrow to Parquet data files (partitioned, sorted, rolled); commits nothing | yes |
 //! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
 //! | [`maintenance`] | compaction (`rewrite_data_files`) | yes |
-//! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`] | yes |
+//! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`], clone | yes |
+//! | [`ingest`] | snapshot-dedup ingestion into staging, published by clone | yes |
 
 mod arrow_layout;
 pub mod catalog;
@@ -25,6 +26,7 @@ pub mod codec;
 pub mod dml;
 pub mod error;
 pub mod expr;
+pub mod ingest;
 pub mod maintenance;
 pub mod scan;
 pub mod spec;

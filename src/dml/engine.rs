@@ -75,6 +75,30 @@ pub trait RowChanger: Send {
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         Ok(vec![])
     }
+
+    /// Partition at a time: files are read one partition after another, each between
+    /// [`RowChanger::start_group`] and [`RowChanger::end_group`], so the changer's state can
+    /// be bounded by a partition. Default: every file in one pass.
+    fn grouped(&self) -> bool {
+        false
+    }
+
+    /// The files of partition `partition` (of spec `spec_id`) are read next; `false` skips
+    /// them (nothing in this partition changes).
+    fn start_group(&mut self, _spec_id: i32, _partition: &Struct) -> Result<bool> {
+        Ok(true)
+    }
+
+    /// New rows to write once the group's rows were seen.
+    fn end_group(&mut self) -> Result<Vec<RecordBatch>> {
+        Ok(vec![])
+    }
+
+    /// After every group: new rows for partitions the table has no file in, one partition
+    /// per call, until `None`.
+    fn next_new_group(&mut self) -> Result<Option<Vec<RecordBatch>>> {
+        Ok(None)
+    }
 }
 
 /// What a row-level statement did.
@@ -192,30 +216,35 @@ pub async fn run(
     let mut deletes = DeleteFileWriter::new(table)?;
 
     let outcome = async {
-        let mut stream = scan.read_positioned(plan, true)?;
-        while let Some(item) = stream.next().await {
-            let (i, (batch, positions)) = item?;
-            let positions = positions
-                .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
-            let (remove, new_rows) = changer.change(&batch)?;
-            let st = &mut states[i];
-            st.live_rows += batch.num_rows() as u64;
-            for (r, gone) in remove.iter().enumerate() {
-                if gone == Some(true) {
-                    st.removed.insert(positions.value(r));
+        if changer.grouped() {
+            // One partition at a time: the changer holds only that partition's state.
+            let mut groups: Vec<((i32, Struct), Vec<usize>)> = Vec::new();
+            let mut at_group: HashMap<(i32, Struct), usize> = HashMap::new();
+            for (i, f) in files.iter().enumerate() {
+                let key = (f.spec.spec_id(), f.partition.clone());
+                let g = *at_group.entry(key.clone()).or_insert_with(|| {
+                    groups.push((key, Vec::new()));
+                    groups.len() - 1
+                });
+                groups[g].1.push(i);
+            }
+            for ((spec_id, partition), idx) in groups {
+                if !changer.start_group(spec_id, &partition)? {
+                    continue;
                 }
+                let stream = scan.read_positioned(plan.subset(&idx), true)?;
+                consume(stream, &idx, &mut states, changer, &mut data).await?;
+                write_all(&mut data, changer.end_group()?).await?;
             }
-            if let Some(b) = new_rows {
-                if b.num_rows() > 0 {
-                    data.write(b).await?;
-                }
+            while let Some(batches) = changer.next_new_group()? {
+                write_all(&mut data, batches).await?;
             }
+        } else {
+            let idx: Vec<usize> = (0..files.len()).collect();
+            let stream = scan.read_positioned(plan, true)?;
+            consume(stream, &idx, &mut states, changer, &mut data).await?;
         }
-        for b in changer.finish()? {
-            if b.num_rows() > 0 {
-                data.write(b).await?;
-            }
-        }
+        write_all(&mut data, changer.finish()?).await?;
         let mut producer_removed: Vec<FileKey> = Vec::new();
         let mut touched = Vec::new();
         let mut removed_rows = 0u64;
@@ -453,6 +482,46 @@ pub async fn run(
             Err(e)
         }
     }
+}
+
+/// Feeds a stream of positioned batches (file `j` of the stream is planned file `idx[j]`) to
+/// the changer, recording removed positions and writing new rows.
+async fn consume(
+    mut stream: futures::stream::BoxStream<'static, Result<(usize, crate::scan::PositionedBatch)>>,
+    idx: &[usize],
+    states: &mut [FileState],
+    changer: &mut dyn RowChanger,
+    data: &mut DataWriter,
+) -> Result<()> {
+    while let Some(item) = stream.next().await {
+        let (j, (batch, positions)) = item?;
+        let positions =
+            positions.ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+        let i = *idx
+            .get(j)
+            .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
+        let (remove, new_rows) = changer.change(&batch)?;
+        let st = &mut states[i];
+        st.live_rows += batch.num_rows() as u64;
+        for (r, gone) in remove.iter().enumerate() {
+            if gone == Some(true) {
+                st.removed.insert(positions.value(r));
+            }
+        }
+        if let Some(b) = new_rows {
+            write_all(data, vec![b]).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn write_all(data: &mut DataWriter, batches: Vec<RecordBatch>) -> Result<()> {
+    for b in batches {
+        if b.num_rows() > 0 {
+            data.write(b).await?;
+        }
+    }
+    Ok(())
 }
 
 /// A one-row batch of `cols` holding the file's identity partition values, or `None` when a

@@ -43,7 +43,8 @@ impl MetricsMode {
 }
 
 /// Row-level write mode (`write.delete.mode`, `write.update.mode`, `write.merge.mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum WriteMode {
     /// Rewrite the data files that hold affected rows (default).
     CopyOnWrite,

@@ -269,6 +269,9 @@ enum Cmd {
     /// Make a table that references another's data and delete files without copying them
     /// (metadata only); with --replace, publish onto an existing table in one swap.
     Clone(ingest::CloneArgs),
+    /// Merge a full snapshot into a staging table keeping the latest row per key (writes only
+    /// what changed), then optionally publish a target as its clone.
+    IngestSnapshot(ingest::IngestSnapshotArgs),
     /// Run a DELETE, UPDATE or MERGE INTO statement.
     Sql {
         /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
@@ -883,6 +886,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Cmd::RewriteManifests(a) => maintenance::rewrite_manifests(&cli, a).await,
         Cmd::Clone(a) => ingest::clone(&cli, a).await,
+        Cmd::IngestSnapshot(a) => ingest::ingest_snapshot(&cli, a).await,
         Cmd::ExpireSnapshots(a) => maintenance::expire_snapshots(&cli, a).await,
         Cmd::RemoveOrphanFiles(a) => maintenance::remove_orphan_files(&cli, a).await,
         Cmd::Register { name, metadata } => {

@@ -8,6 +8,7 @@ mod clone;
 mod common;
 mod dml;
 mod fixtures;
+mod ingest;
 mod interop;
 mod maintenance;
 mod tidy;

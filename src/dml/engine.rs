@@ -58,6 +58,16 @@ pub trait RowChanger: Send {
     /// (deleted rows' replacements; any column order, matched to the table by name).
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)>;
 
+    /// [`RowChanger::change`] for a batch of planned file `file`; a file's batches arrive in
+    /// row order (batches of different files may interleave).
+    fn change_in_file(
+        &mut self,
+        _file: usize,
+        batch: &RecordBatch,
+    ) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        self.change(batch)
+    }
+
     /// v3: whether the batches should end with the rows' `_row_id` and
     /// `_last_updated_sequence_number` (an UPDATE keeps a row's id).
     fn wants_row_lineage(&self) -> bool {
@@ -500,7 +510,7 @@ async fn consume(
         let i = *idx
             .get(j)
             .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
-        let (remove, new_rows) = changer.change(&batch)?;
+        let (remove, new_rows) = changer.change_in_file(i, &batch)?;
         let st = &mut states[i];
         st.live_rows += batch.num_rows() as u64;
         for (r, gone) in remove.iter().enumerate() {

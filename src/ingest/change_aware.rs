@@ -1,10 +1,15 @@
 //! The change-aware strategy: staging is read one partition at a time next to the snapshot's
 //! rows of that partition, joined by key; only superseded rows are removed (deletes under
 //! merge-on-read, rewritten files under copy-on-write) and only new or changed rows written.
+//!
+//! The join is a streaming merge when staging files are sorted by the key (the table's sort
+//! order starts with the key columns): the snapshot partition is sorted once and each staging
+//! file walks it with a forward cursor. Otherwise — or as soon as a file turns out not to be
+//! sorted — it is a hash join on the snapshot partition's keys.
 
 use std::collections::HashMap;
 
-use arrow::row::RowConverter;
+use arrow::row::{Row, RowConverter, Rows};
 use arrow_array::{BooleanArray, RecordBatch, UInt32Array};
 
 use super::dedup::{latest_per_key, KeyColumns};
@@ -26,11 +31,59 @@ pub struct ChangeCounts {
     pub stale: u64,
     /// Duplicate keys inside the snapshot (the latest version, then the last arrival, won).
     pub duplicates: u64,
+    /// Partitions compared by a streaming merge (staging files sorted by the key).
+    pub merged_partitions: u64,
+    /// Partitions compared by a hash join.
+    pub hashed_partitions: u64,
+}
+
+/// How staging keys find their snapshot row.
+enum Lookup {
+    /// Snapshot keys sorted; a cursor per staging file (position, last key seen).
+    Sorted {
+        keys: Rows,
+        cursors: HashMap<usize, (usize, Vec<u8>)>,
+    },
+    /// Hash of the snapshot keys.
+    Hash(HashMap<Box<[u8]>, u32>),
+}
+
+impl Lookup {
+    fn hash(keys: &Rows) -> HashMap<Box<[u8]>, u32> {
+        let mut index = HashMap::with_capacity(keys.num_rows());
+        for r in 0..keys.num_rows() {
+            index.insert(Box::<[u8]>::from(keys.row(r).data()), r as u32);
+        }
+        index
+    }
+}
+
+/// First position in `keys` (sorted) at or after `from` whose key is `>= k` (galloping).
+fn seek(keys: &Rows, from: usize, k: Row<'_>) -> usize {
+    let n = keys.num_rows();
+    let (mut lo, mut step) = (from, 1usize);
+    // Gallop to a bound, then binary search in (lo, hi].
+    let mut hi = from;
+    while hi < n && keys.row(hi) < k {
+        lo = hi + 1;
+        hi = hi.saturating_add(step).min(n);
+        step = step.saturating_mul(2);
+    }
+    let mut hi = hi.min(n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if keys.row(mid) < k {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 struct Current {
     rows: RecordBatch,
-    index: HashMap<Box<[u8]>, u32>,
+    lookup: Lookup,
     values: arrow::row::Rows,
     versions: arrow_array::Int64Array,
     seen: Vec<bool>,
@@ -43,6 +96,7 @@ pub(crate) struct IngestChanger {
     keys: RowConverter,
     value_conv: RowConverter,
     default_spec: i32,
+    sorted: bool,
     visited: Vec<bool>,
     current: Option<Current>,
     next_new: usize,
@@ -55,6 +109,7 @@ impl IngestChanger {
         snapshot: SnapshotPartitions,
         cols: KeyColumns,
         default_spec: i32,
+        sorted: bool,
         table: String,
     ) -> Result<Self> {
         let schema = snapshot.schema().clone();
@@ -65,6 +120,7 @@ impl IngestChanger {
             snapshot,
             cols,
             default_spec,
+            sorted,
             current: None,
             next_new: 0,
             counts: ChangeCounts::default(),
@@ -106,24 +162,44 @@ impl RowChanger for IngestChanger {
         if self.visited[i] {
             return Err(Error::io("a partition was read twice"));
         }
-        let rows = self.load(i)?;
+        let mut rows = self.load(i)?;
         let what = format!("snapshot for {}", self.table);
-        let keys = self.cols.keys(&self.keys, &rows, &what)?;
-        let mut index = HashMap::with_capacity(rows.num_rows());
-        for r in 0..rows.num_rows() {
-            index.insert(Box::<[u8]>::from(keys.row(r).data()), r as u32);
-        }
+        let mut keys = self.cols.keys(&self.keys, &rows, &what)?;
+        let lookup = if self.sorted {
+            if !(1..keys.num_rows()).all(|r| keys.row(r - 1) <= keys.row(r)) {
+                let mut order: Vec<u32> = (0..rows.num_rows() as u32).collect();
+                order.sort_unstable_by(|a, b| keys.row(*a as usize).cmp(&keys.row(*b as usize)));
+                rows = arrow_select::take::take_record_batch(&rows, &UInt32Array::from(order))?;
+                keys = self.cols.keys(&self.keys, &rows, &what)?;
+            }
+            self.counts.merged_partitions += 1;
+            Lookup::Sorted {
+                keys,
+                cursors: HashMap::new(),
+            }
+        } else {
+            self.counts.hashed_partitions += 1;
+            Lookup::Hash(Lookup::hash(&keys))
+        };
         self.current = Some(Current {
             values: self.cols.values(&self.value_conv, &rows)?,
             versions: self.cols.versions(&rows, &what)?,
             seen: vec![false; rows.num_rows()],
             rows,
-            index,
+            lookup,
         });
         Ok(true)
     }
 
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        self.change_in_file(usize::MAX, batch)
+    }
+
+    fn change_in_file(
+        &mut self,
+        file: usize,
+        batch: &RecordBatch,
+    ) -> Result<(BooleanArray, Option<RecordBatch>)> {
         let cur = self
             .current
             .as_mut()
@@ -135,7 +211,34 @@ impl RowChanger for IngestChanger {
         let mut remove = Vec::with_capacity(batch.num_rows());
         let mut replacements: Vec<u32> = Vec::new();
         for r in 0..batch.num_rows() {
-            let Some(&s) = cur.index.get(keys.row(r).data()) else {
+            let k = keys.row(r);
+            let found = match &mut cur.lookup {
+                Lookup::Sorted {
+                    keys: sorted,
+                    cursors,
+                } => {
+                    let (pos, last) = cursors.entry(file).or_insert((0, Vec::new()));
+                    if !last.is_empty() && k.data() < last.as_slice() {
+                        // Not sorted after all: hash the rest of this partition.
+                        self.counts.merged_partitions -= 1;
+                        self.counts.hashed_partitions += 1;
+                        cur.lookup = Lookup::Hash(Lookup::hash(
+                            &self.cols.keys(&self.keys, &cur.rows, "snapshot")?,
+                        ));
+                        let Lookup::Hash(index) = &cur.lookup else {
+                            unreachable!("just set")
+                        };
+                        index.get(k.data()).copied()
+                    } else {
+                        last.clear();
+                        last.extend_from_slice(k.data());
+                        *pos = seek(sorted, *pos, k);
+                        (*pos < sorted.num_rows() && sorted.row(*pos) == k).then_some(*pos as u32)
+                    }
+                }
+                Lookup::Hash(index) => index.get(k.data()).copied(),
+            };
+            let Some(s) = found else {
                 remove.push(false);
                 continue;
             };
@@ -195,5 +298,30 @@ impl RowChanger for IngestChanger {
             }
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::row::SortField;
+    use arrow_array::Int64Array;
+    use std::sync::Arc;
+
+    #[test]
+    fn seek_finds_the_first_key_not_below() {
+        let conv = RowConverter::new(vec![SortField::new(arrow_schema::DataType::Int64)]).unwrap();
+        let keys = conv
+            .convert_columns(&[Arc::new(Int64Array::from(vec![1, 3, 3, 5, 8, 13, 21]))])
+            .unwrap();
+        let probe = conv
+            .convert_columns(&[Arc::new(Int64Array::from(vec![0, 3, 4, 13, 22]))])
+            .unwrap();
+        assert_eq!(seek(&keys, 0, probe.row(0)), 0);
+        assert_eq!(seek(&keys, 0, probe.row(1)), 1);
+        assert_eq!(seek(&keys, 2, probe.row(1)), 2);
+        assert_eq!(seek(&keys, 1, probe.row(2)), 3);
+        assert_eq!(seek(&keys, 3, probe.row(3)), 5);
+        assert_eq!(seek(&keys, 0, probe.row(4)), 7);
     }
 }

@@ -147,8 +147,9 @@ where
     let md = staging.metadata();
     let arrow = iceberg::arrow::schema_to_arrow_schema(md.current_schema())?;
     let ctx = |e: Error| e.context(format!("ingesting into {}", staging.name()));
-    let cols = KeyColumns::new(&arrow, &options.key, &options.version).map_err(ctx)?;
     check_key_covers_partition(staging, &options.key).map_err(ctx)?;
+    let (key, sorted) = merge_key_order(staging, &options.key);
+    let cols = KeyColumns::new(&arrow, &key, &options.version).map_err(ctx)?;
     let parts =
         SnapshotPartitions::build(staging, snapshot, options.memory_budget_bytes).map_err(ctx)?;
     let mut result = IngestResult {
@@ -171,8 +172,13 @@ where
     };
     match options.strategy {
         Strategy::ChangeAware => {
-            let mut changer =
-                IngestChanger::new(parts, cols, md.default_partition_spec_id(), staging.name())?;
+            let mut changer = IngestChanger::new(
+                parts,
+                cols,
+                md.default_partition_spec_id(),
+                sorted,
+                staging.name(),
+            )?;
             let r = crate::dml::run(catalog, staging, RowLevelKind::Merge, None, &mut changer)
                 .await
                 .map_err(ctx)?;
@@ -238,6 +244,49 @@ fn check_key_covers_partition(table: &Table, key: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The key columns in the order staging files are sorted by, and whether they are: columns
+/// constant within a partition (identity and `day` partition sources) first, then the table's
+/// sort order, which must start with the remaining key columns, ascending, untransformed.
+/// Unsorted tables keep the given order (the comparison is then a hash join).
+fn merge_key_order(table: &Table, key: &[String]) -> (Vec<String>, bool) {
+    let md = table.metadata();
+    let schema = md.current_schema();
+    let name = |id: i32| schema.name_by_field_id(id).unwrap_or_default().to_string();
+    let constant: Vec<String> = md
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .filter(|pf| {
+            pf.transform == Transform::Identity
+                || (pf.transform == Transform::Day
+                    && schema.field_by_id(pf.source_id).is_some_and(|f| {
+                        matches!(*f.field_type, Type::Primitive(PrimitiveType::Date))
+                    }))
+        })
+        .map(|pf| name(pf.source_id))
+        .filter(|n| key.contains(n))
+        .collect();
+    let rest: Vec<&String> = key.iter().filter(|k| !constant.contains(k)).collect();
+    let order = md.default_sort_order();
+    let sorted_prefix: Vec<String> = order
+        .fields
+        .iter()
+        .take(rest.len())
+        .take_while(|f| {
+            f.transform == Transform::Identity
+                && f.direction == iceberg::spec::SortDirection::Ascending
+        })
+        .map(|f| name(f.source_id))
+        .collect();
+    let sorted = !rest.is_empty()
+        && sorted_prefix.len() == rest.len()
+        && rest.iter().all(|k| sorted_prefix.contains(k));
+    if !sorted {
+        return (key.to_vec(), false);
+    }
+    (constant.into_iter().chain(sorted_prefix).collect(), true)
 }
 
 /// Delete files that concern only `f` (its deletion vector, file-scoped position deletes).

@@ -91,8 +91,25 @@ fn read(files: &[PathBuf]) -> Vec<RecordBatch> {
 }
 
 async fn staging(cat: &Catalog, name: &str, fv: FormatVersion, mode: &str) -> floe::Table {
+    sorted_staging(cat, name, fv, mode, false).await
+}
+
+/// With `sorted`, files are sorted by the rest of the key, so the comparison is a streaming
+/// merge rather than a hash join.
+async fn sorted_staging(
+    cat: &Catalog,
+    name: &str,
+    fv: FormatVersion,
+    mode: &str,
+    sorted: bool,
+) -> floe::Table {
     let schema = parse_schema(DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
+    if sorted {
+        c.sort_order = Some(
+            floe::spec::parse_sort_order("product_id, store_id, attribute_id", &schema).unwrap(),
+        );
+    }
     c.format_version = fv;
     c.partition_spec = parse_partition_spec("day(date)", &schema).unwrap();
     c.properties = [("write.merge.mode".to_string(), mode.to_string())].into();
@@ -112,39 +129,51 @@ async fn ingested_target_equals_duckdb_dedup() {
     let expected = work.path().join("expected.parquet");
     reference(&py, &expected, &snapshots.concat());
     let mut checks = Vec::new();
-    for (label, strategy, fv, mode) in [
+    for (label, strategy, fv, mode, sorted) in [
         (
             "aware_mor_v3",
             Strategy::ChangeAware,
             FormatVersion::V3,
             "merge-on-read",
+            false,
         ),
         (
-            "aware_mor_v2",
+            "aware_mor_v3_sorted",
+            Strategy::ChangeAware,
+            FormatVersion::V3,
+            "merge-on-read",
+            true,
+        ),
+        (
+            "aware_mor_v2_sorted",
             Strategy::ChangeAware,
             FormatVersion::V2,
             "merge-on-read",
+            true,
         ),
         (
             "aware_cow_v2",
             Strategy::ChangeAware,
             FormatVersion::V2,
             "copy-on-write",
+            false,
         ),
         (
             "rewrite_v3",
             Strategy::Rewrite,
             FormatVersion::V3,
             "merge-on-read",
+            false,
         ),
         (
             "rewrite_v2",
             Strategy::Rewrite,
             FormatVersion::V2,
             "copy-on-write",
+            true,
         ),
     ] {
-        let mut t = staging(&cat, &format!("ing.{label}_staging"), fv, mode).await;
+        let mut t = sorted_staging(&cat, &format!("ing.{label}_staging"), fv, mode, sorted).await;
         let target = parse_ident(&format!("ing.{label}_target")).unwrap();
         let mut o = IngestOptions::new(key(), "update_id");
         o.strategy = strategy;
@@ -172,6 +201,20 @@ async fn ingested_target_equals_duckdb_dedup() {
                     assert!(
                         r.added_delete_files == 0 && r.removed_data_files > 0,
                         "{label}: {r:?}"
+                    );
+                }
+            }
+            if k > 0 && strategy == Strategy::ChangeAware {
+                let c = r.changes;
+                if sorted {
+                    assert!(
+                        c.merged_partitions > 0 && c.hashed_partitions == 0,
+                        "{label}: {c:?}"
+                    );
+                } else {
+                    assert!(
+                        c.merged_partitions == 0 && c.hashed_partitions > 0,
+                        "{label}: {c:?}"
                     );
                 }
             }

@@ -558,3 +558,122 @@ fn delete_of_whole_partitions_reads_no_data() {
         "delete"
     );
 }
+
+/// `clone` and `ingest-snapshot` from the command line: CSV snapshots, `--json` results,
+/// `--publish`, and the exit code of a clone onto an existing table without `--replace`.
+#[test]
+fn clone_and_ingest_snapshot_commands() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.staging",
+            "--schema",
+            "day date, id long, v string, ver long",
+            "--partition-by",
+            "day(day)",
+            "--property",
+            "write.merge.mode=merge-on-read",
+            "--format-version",
+            "3",
+        ],
+    );
+    let snap = |name: &str, rows: &[(&str, i64, &str, i64)]| {
+        let p = d.path().join(name);
+        let mut s = String::from("day,id,v,ver\n");
+        for (day, id, v, ver) in rows {
+            s.push_str(&format!("{day},{id},{v},{ver}\n"));
+        }
+        std::fs::write(&p, s).unwrap();
+        p.to_string_lossy().to_string()
+    };
+    let s1 = snap(
+        "s1.csv",
+        &[
+            ("2026-01-01", 1, "a", 1),
+            ("2026-01-01", 2, "b", 1),
+            ("2026-01-02", 3, "c", 1),
+        ],
+    );
+    // id 1 changes, id 2 vanishes (kept), id 4 is new, id 3 repeats unchanged; id 4 twice
+    // with the same version: the later row wins.
+    let s2 = snap(
+        "s2.csv",
+        &[
+            ("2026-01-01", 1, "a2", 2),
+            ("2026-01-02", 3, "c", 1),
+            ("2026-01-02", 4, "x", 2),
+            ("2026-01-02", 4, "d", 2),
+        ],
+    );
+    let args = |f: &str| -> Vec<String> {
+        [
+            "ingest-snapshot",
+            "db.staging",
+            f,
+            "--key",
+            "day,id",
+            "--version",
+            "ver",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(
+            ["--publish", "db.target", "--json"]
+                .iter()
+                .map(|s| s.to_string()),
+        )
+        .collect()
+    };
+    let run = |f: &str| -> serde_json::Value {
+        let a = args(f);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        serde_json::from_str(&ok(&wh, &a)).unwrap()
+    };
+    let r1 = run(&s1);
+    assert_eq!(r1["changes"]["inserted"], 3, "{r1}");
+    let r2 = run(&s2);
+    assert_eq!(r2["changes"]["updated"], 1, "{r2}");
+    assert_eq!(r2["changes"]["unchanged"], 1, "{r2}");
+    assert_eq!(r2["changes"]["inserted"], 1, "{r2}");
+    assert_eq!(r2["changes"]["duplicates"], 1, "{r2}");
+    assert!(r2["published"]["replaced"].as_bool().unwrap(), "{r2}");
+    let rows = ok(
+        &wh,
+        &["scan", "db.target", "--format", "csv", "--columns", "id,v"],
+    );
+    let mut got: Vec<&str> = rows.lines().skip(1).collect();
+    got.sort();
+    assert_eq!(got, vec!["1,a2", "2,b", "3,c", "4,d"]);
+    // clone: a new table; onto an existing one only with --replace.
+    let c: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["clone", "db.target", "db.copy", "--json"])).unwrap();
+    assert_eq!(c["replaced"], false, "{c}");
+    let o = floe(&wh, &["clone", "db.target", "db.copy"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--replace"));
+    ok(&wh, &["clone", "db.staging", "db.copy", "--replace"]);
+    assert_eq!(ok(&wh, &["scan", "db.copy", "--count"]).trim(), "4");
+    // A bad key is refused before anything is written.
+    let o = floe(
+        &wh,
+        &[
+            "ingest-snapshot",
+            "db.staging",
+            &s1,
+            "--key",
+            "id",
+            "--version",
+            "ver",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("partition column 'day'"));
+}

@@ -311,7 +311,7 @@ fn main() -> ExitCode {
                 src = s.source();
             }
             ExitCode::from(match e.kind() {
-                ErrorKind::InvalidInput => 2,
+                ErrorKind::InvalidInput | ErrorKind::AlreadyExists => 2,
                 ErrorKind::NotFound => 3,
                 ErrorKind::Conflict | ErrorKind::CommitStateUnknown => 4,
                 _ => 1,

@@ -19,4 +19,4 @@ pub use rewrite_data_files::{
 };
 pub use rewrite_deletes::{rewrite_position_delete_files, RewriteDeletesResult};
 pub use rewrite_manifests::{rewrite_manifests, RewriteManifestsResult};
-pub use rewrite_plan::{plan_groups, FileGroup, RewriteOptions};
+pub use rewrite_plan::{plan_groups, FileGroup, RewriteJobOrder, RewriteOptions};

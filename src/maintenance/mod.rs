@@ -2,6 +2,7 @@
 //! compaction (`rewrite_data_files`, `rewrite_position_delete_files`), `expire_snapshots`,
 //! `remove_orphan_files`, `rewrite_manifests`.
 
+mod dangling;
 mod expire;
 mod orphans;
 mod reachable;

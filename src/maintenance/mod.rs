@@ -2,6 +2,7 @@
 //! compaction (`rewrite_data_files`, `rewrite_position_delete_files`), `expire_snapshots`,
 //! `remove_orphan_files`, `rewrite_manifests`; and a clone-safe `drop_table` purge.
 
+mod dangling;
 mod expire;
 mod orphans;
 mod purge;
@@ -21,4 +22,4 @@ pub use rewrite_data_files::{
 };
 pub use rewrite_deletes::{rewrite_position_delete_files, RewriteDeletesResult};
 pub use rewrite_manifests::{rewrite_manifests, RewriteManifestsResult};
-pub use rewrite_plan::{plan_groups, FileGroup, RewriteOptions};
+pub use rewrite_plan::{plan_groups, FileGroup, RewriteJobOrder, RewriteOptions};

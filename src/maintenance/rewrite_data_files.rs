@@ -8,17 +8,19 @@
 //! three in this process.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use iceberg::expr::{Bind, Predicate};
 use iceberg::spec::Operation;
 use serde::{Deserialize, Serialize};
 
+use super::dangling::remove_dangling_deletes;
 use super::rewrite_plan::{plan_groups, RewriteOptions};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::scan::{is_file_scoped, PlannedFile, Scan, ScanPlan, SnapshotSelector};
-use crate::spec::{DataContentType, DataFile, IsolationLevel};
+use crate::spec::{DataContentType, DataFile, IsolationLevel, PartitionSpec};
 use crate::storage::join;
 use crate::table::Table;
 use crate::txn::{commit, FileKey, RowLevelValidation, SnapshotProducer};
@@ -93,6 +95,10 @@ pub struct RewriteTask {
     pub target_file_size_bytes: u64,
     /// `None`: bin-pack; `Some("")`: the table's sort order; else a sort order's text.
     pub sort_order: Option<String>,
+    /// The partition spec the new files are written with (`output-spec-id`; `None`, in plans
+    /// written before the option existed: the table's default spec).
+    #[serde(default)]
+    pub output_spec_id: Option<i32>,
 }
 
 /// A planned rewrite: its tasks and what the commit needs.
@@ -112,6 +118,10 @@ pub struct RewritePlan {
     pub tasks: Vec<RewriteTask>,
     /// How many groups the plan has (kept when `tasks` is left out of a result).
     pub groups: usize,
+    /// `remove-dangling-deletes`: the commit is followed by one removing delete files that
+    /// no longer apply to any live data file.
+    #[serde(default)]
+    pub remove_dangling_deletes: bool,
 }
 
 /// What one task wrote.
@@ -181,6 +191,24 @@ pub async fn plan_rewrite(
         }
     };
     let o = RewriteOptions::parse(props.target_file_size_bytes, &options).map_err(ctx(table))?;
+    let output_spec_id = match o.output_spec_id {
+        None => md.default_partition_spec_id(),
+        Some(id) => {
+            if md.partition_spec_by_id(id).is_none() {
+                let mut ids: Vec<i32> = md.partition_specs_iter().map(|s| s.spec_id()).collect();
+                ids.sort_unstable();
+                let ids: Vec<String> = ids.iter().map(i32::to_string).collect();
+                return Err(Error::invalid(format!(
+                    "rewrite option output-spec-id={id}: table {} has no partition spec {id}; \
+                     use one of its spec ids: {} (default {})",
+                    table.name(),
+                    ids.join(", "),
+                    md.default_partition_spec_id()
+                )));
+            }
+            id
+        }
+    };
     let Some(start) = table.current_snapshot().cloned() else {
         return Err(Error::invalid(format!(
             "table {} has no snapshot to rewrite",
@@ -207,6 +235,7 @@ pub async fn plan_rewrite(
                 .collect(),
             target_file_size_bytes: o.target_file_size_bytes,
             sort_order: sort_order.clone(),
+            output_spec_id: Some(output_spec_id),
         })
         .collect();
     let plan = RewritePlan {
@@ -217,6 +246,7 @@ pub async fn plan_rewrite(
         filter,
         groups: tasks.len(),
         tasks,
+        remove_dangling_deletes: o.remove_dangling_deletes,
     };
     Ok(PlannedRewrite {
         plan,
@@ -226,14 +256,34 @@ pub async fn plan_rewrite(
     })
 }
 
+/// The partition spec `task` writes its files with.
+fn output_spec(table: &Table, task: &RewriteTask) -> Result<Arc<PartitionSpec>> {
+    let md = table.metadata();
+    match task.output_spec_id {
+        None => Ok(md.default_partition_spec().clone()),
+        Some(id) => md.partition_spec_by_id(id).cloned().ok_or_else(|| {
+            Error::new(
+                crate::ErrorKind::Conflict,
+                format!(
+                    "rewrite task {} of table {}: the table no longer has partition spec {id}; plan the rewrite again",
+                    task.group, task.table
+                ),
+            )
+        }),
+    }
+}
+
 /// Rewrites one group's planned files (`sub`: a scan plan of exactly those files), encoding
-/// on `lanes` parallel writers (each holds one open file).
+/// on `lanes` parallel writers (each holds one open file); returns the new files and the id
+/// of the partition spec they were written with.
 async fn rewrite_group(
     table: &Table,
     task: &RewriteTask,
     sub: ScanPlan,
     lanes: usize,
-) -> Result<Vec<DataFile>> {
+) -> Result<(i32, Vec<DataFile>)> {
+    let spec = output_spec(table, task)?;
+    let spec_id = spec.spec_id();
     let sort = match &task.sort_order {
         None => None,
         Some(t) if t.is_empty() => Some(table.metadata().default_sort_order().as_ref().clone()),
@@ -244,7 +294,7 @@ async fn rewrite_group(
     };
     let v3 = table.metadata().format_version() == crate::spec::FormatVersion::V3;
     let mut scan = Scan::new(table).snapshot(SnapshotSelector::Id(task.snapshot_id));
-    let mut w = DataWriter::with_lanes(table, lanes)?;
+    let mut w = DataWriter::with_lanes(table, lanes)?.with_partition_spec(spec);
     if v3 {
         // Rewritten rows keep their row ids and last-updated sequence numbers.
         scan = scan.with_row_lineage();
@@ -262,7 +312,7 @@ async fn rewrite_group(
     }
     .await;
     match run {
-        Ok(()) => w.close().await,
+        Ok(()) => Ok((spec_id, w.close().await?)),
         Err(e) => {
             w.abort(table.storage()).await;
             Err(e)
@@ -301,9 +351,14 @@ pub async fn execute_task(
             ),
         ));
     }
-    let files = rewrite_group(&table, task, scan_plan.subset(&idx), cores()).await?;
+    let (spec_id, files) = rewrite_group(&table, task, scan_plan.subset(&idx), cores()).await?;
     let md = table.metadata();
-    let spec = md.default_partition_spec();
+    let spec = md.partition_spec_by_id(spec_id).ok_or_else(|| {
+        Error::corrupt(format!(
+            "table {} lost partition spec {spec_id}",
+            task.table
+        ))
+    })?;
     let partition_type = spec.partition_type(md.current_schema())?;
     let mut bytes = Vec::new();
     iceberg::spec::write_data_files_to_avro(
@@ -327,7 +382,7 @@ pub async fn execute_task(
     Ok(TaskResult {
         plan: header,
         task: task.clone(),
-        spec_id: spec.spec_id(),
+        spec_id,
         data_files: path,
         added_data_files_count: files.len(),
     })
@@ -399,7 +454,29 @@ pub async fn commit_rewrite(catalog: &Catalog, results: &[TaskResult]) -> Result
     for res in results {
         let _ = table.storage().delete(&res.data_files).await;
     }
+    if plan.remove_dangling_deletes {
+        return then_remove_dangling(catalog, r?).await;
+    }
     r
+}
+
+/// `remove-dangling-deletes`: a second commit, after the rewrite's, that removes the delete
+/// files no live data file needs any more (counted in `removed_delete_files_count`).
+async fn then_remove_dangling(catalog: &Catalog, mut r: RewriteResult) -> Result<RewriteResult> {
+    let Some(t) = r.table.clone() else {
+        return Ok(r);
+    };
+    let (t, n) = remove_dangling_deletes(catalog, &t).await.map_err(|e| {
+        e.context(format!(
+            "rewrite_data_files on {} committed snapshot {}, but removing dangling delete files failed; \
+             run the rewrite again with remove-dangling-deletes=true to retry",
+            t.name(),
+            r.snapshot_id.map(|s| s.to_string()).unwrap_or_default()
+        ))
+    })?;
+    r.table = Some(t);
+    r.removed_delete_files_count += n;
+    Ok(r)
 }
 
 async fn commit_files(
@@ -568,6 +645,9 @@ pub async fn rewrite_data_files(
     match result {
         Some(mut r) => {
             r.failed_data_files_count = failed_files;
+            if o.remove_dangling_deletes {
+                r = then_remove_dangling(catalog, r).await?;
+            }
             Ok(r)
         }
         None => {
@@ -588,7 +668,6 @@ async fn rewrite_batch(
     concurrency: usize,
     progress: &mut (dyn FnMut(usize) + Send),
 ) -> Result<RewriteResult> {
-    let spec_id = table.metadata().default_partition_spec_id();
     // Groups running at once share the cores: memory stays about one open file per core or
     // per group, whichever is more.
     let lanes = (cores() / concurrency.min(tasks.len()).max(1)).max(1);
@@ -597,10 +676,10 @@ async fn rewrite_batch(
         async move { rewrite_group(table, task, sub, lanes).await }
     }))
     .buffer_unordered(concurrency);
-    let (mut written, mut failure) = (Vec::new(), None);
+    let (mut written, mut failure): (Vec<(i32, Vec<DataFile>)>, _) = (Vec::new(), None);
     while let Some(r) = stream.next().await {
         match r {
-            Ok(files) => written.extend(files),
+            Ok(files) => written.push(files),
             Err(e) => {
                 failure.get_or_insert(e);
             }
@@ -609,7 +688,7 @@ async fn rewrite_batch(
     }
     drop(stream);
     if let Some(e) = failure {
-        for f in written {
+        for f in written.iter().flat_map(|(_, f)| f) {
             let _ = table.storage().delete(f.file_path()).await;
         }
         return Err(e);
@@ -621,12 +700,5 @@ async fn rewrite_batch(
         .collect();
     let mut batch_plan = plan.clone();
     batch_plan.tasks = tasks.iter().map(|(t, _)| (*t).clone()).collect();
-    commit_files(
-        catalog,
-        table,
-        &batch_plan,
-        &rewritten,
-        vec![(spec_id, written)],
-    )
-    .await
+    commit_files(catalog, table, &batch_plan, &rewritten, written).await
 }

@@ -35,6 +35,65 @@ pub struct RewriteOptions {
     pub partial_progress_enabled: bool,
     /// `partial-progress.max-commits` (default 10).
     pub partial_progress_max_commits: usize,
+    /// `rewrite-job-order`: the order file groups are rewritten (and committed) in.
+    pub rewrite_job_order: RewriteJobOrder,
+    /// `output-spec-id`: the partition spec the new files are written with (`None`: the
+    /// table's default spec). Checked against the table by the caller, not here.
+    pub output_spec_id: Option<i32>,
+    /// `remove-dangling-deletes`: after the rewrite, commit the removal of delete files that
+    /// no longer apply to any live data file (default false).
+    pub remove_dangling_deletes: bool,
+}
+
+/// `rewrite-job-order`: which file groups are rewritten first (Iceberg's `RewriteJobOrder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RewriteJobOrder {
+    /// `none`: the order the groups were planned in (by partition).
+    #[default]
+    None,
+    /// `bytes-asc`: the smallest groups (by input bytes) first.
+    BytesAsc,
+    /// `bytes-desc`: the largest groups (by input bytes) first.
+    BytesDesc,
+    /// `files-asc`: the groups with the fewest input files first.
+    FilesAsc,
+    /// `files-desc`: the groups with the most input files first.
+    FilesDesc,
+}
+
+impl RewriteJobOrder {
+    /// The option values, as Iceberg names them.
+    pub const NAMES: [&'static str; 5] =
+        ["none", "bytes-asc", "bytes-desc", "files-asc", "files-desc"];
+
+    /// Parses an option value (case-insensitive; `_` may stand for `-`, as Iceberg accepts).
+    pub fn parse(value: &str) -> Result<Self> {
+        let v = value.trim().to_ascii_lowercase().replace('_', "-");
+        Ok(match v.as_str() {
+            "none" => Self::None,
+            "bytes-asc" => Self::BytesAsc,
+            "bytes-desc" => Self::BytesDesc,
+            "files-asc" => Self::FilesAsc,
+            "files-desc" => Self::FilesDesc,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "rewrite option rewrite-job-order='{value}' is not a job order; use one of: {}",
+                    Self::NAMES.join(", ")
+                )))
+            }
+        })
+    }
+
+    /// Sorts groups into this order; ties (and `none`) keep their planned order.
+    pub fn sort(self, groups: &mut [FileGroup]) {
+        match self {
+            Self::None => {}
+            Self::BytesAsc => groups.sort_by_key(|g| g.bytes),
+            Self::BytesDesc => groups.sort_by_key(|g| std::cmp::Reverse(g.bytes)),
+            Self::FilesAsc => groups.sort_by_key(|g| g.files.len()),
+            Self::FilesDesc => groups.sort_by_key(|g| std::cmp::Reverse(g.files.len())),
+        }
+    }
 }
 
 impl RewriteOptions {
@@ -54,6 +113,9 @@ impl RewriteOptions {
             use_starting_sequence_number: true,
             partial_progress_enabled: false,
             partial_progress_max_commits: 10,
+            rewrite_job_order: RewriteJobOrder::None,
+            output_spec_id: None,
+            remove_dangling_deletes: false,
         };
         let num = |k: &str, v: &str| -> Result<u64> {
             v.trim().parse().map_err(|_| {
@@ -88,12 +150,22 @@ impl RewriteOptions {
                 "partial-progress.max-commits" => {
                     o.partial_progress_max_commits = num(k, v)?.max(1) as usize
                 }
+                "rewrite-job-order" => o.rewrite_job_order = RewriteJobOrder::parse(v)?,
+                "output-spec-id" => {
+                    o.output_spec_id = Some(v.trim().parse().map_err(|_| {
+                        Error::invalid(format!(
+                            "rewrite option {k}='{v}' is not a partition spec id (a whole number)"
+                        ))
+                    })?)
+                }
+                "remove-dangling-deletes" => o.remove_dangling_deletes = flag(k, v)?,
                 _ => {
                     return Err(Error::invalid(format!(
                         "unknown rewrite option '{k}'; known: target-file-size-bytes, min-file-size-bytes, \
                          max-file-size-bytes, min-input-files, rewrite-all, delete-file-threshold, \
                          delete-ratio-threshold, max-file-group-size-bytes, max-concurrent-file-group-rewrites, \
-                         use-starting-sequence-number, partial-progress.enabled, partial-progress.max-commits"
+                         use-starting-sequence-number, partial-progress.enabled, partial-progress.max-commits, \
+                         rewrite-job-order, output-spec-id, remove-dangling-deletes"
                     )))
                 }
             }
@@ -133,7 +205,8 @@ fn deleted_rows(f: &PlannedFile) -> u64 {
         .sum()
 }
 
-/// Plans the groups to rewrite from the data files of a scan plan.
+/// Plans the groups to rewrite from the data files of a scan plan, in the order of
+/// `rewrite-job-order`.
 pub fn plan_groups(files: &[PlannedFile], o: &RewriteOptions) -> Vec<FileGroup> {
     let candidate = |f: &PlannedFile| {
         let size = f.file.file_size_in_bytes();
@@ -191,6 +264,7 @@ pub fn plan_groups(files: &[PlannedFile], o: &RewriteOptions) -> Vec<FileGroup> 
             }
         }
     }
+    o.rewrite_job_order.sort(&mut out);
     out
 }
 
@@ -211,5 +285,135 @@ mod tests {
         let bad: HashMap<String, String> =
             [("min-file-size-bytes".to_string(), "500".to_string())].into();
         assert!(RewriteOptions::parse(100, &bad).is_err());
+    }
+
+    fn opts(kv: &[(&str, &str)]) -> HashMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// A planned data file of `size` bytes in identity partition `p` of spec 1.
+    fn planned(p: i32, size: u64) -> PlannedFile {
+        use iceberg::spec::{
+            DataFileBuilder, DataFileFormat, Literal, NestedField, PartitionSpec, PrimitiveType,
+            Schema, Struct, Transform, Type,
+        };
+        let schema = Schema::builder()
+            .with_fields(vec![NestedField::required(
+                1,
+                "p",
+                Type::Primitive(PrimitiveType::Int),
+            )
+            .into()])
+            .build()
+            .unwrap();
+        let spec = PartitionSpec::builder(schema)
+            .with_spec_id(1)
+            .add_partition_field("p", "p", Transform::Identity)
+            .unwrap()
+            .build()
+            .unwrap();
+        let partition = Struct::from_iter([Some(Literal::int(p))]);
+        let file = DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(format!("/t/p{p}-{size}-{}.parquet", uuid::Uuid::new_v4()))
+            .file_format(DataFileFormat::Parquet)
+            .partition(partition.clone())
+            .partition_spec_id(1)
+            .record_count(10)
+            .file_size_in_bytes(size)
+            .build()
+            .unwrap();
+        PlannedFile {
+            file,
+            spec: std::sync::Arc::new(spec),
+            partition,
+            sequence_number: 1,
+            deletes: vec![],
+            first_row_id: None,
+        }
+    }
+
+    #[test]
+    fn rewrite_job_order_sorts_groups_across_partitions() {
+        // Partition 1: 3 files, 30 bytes; partition 2: 1 file, 50 bytes; partition 3: 2 files,
+        // 10 bytes. Planned (none) in partition order.
+        let files = vec![
+            planned(1, 10),
+            planned(2, 50),
+            planned(1, 10),
+            planned(3, 5),
+            planned(1, 10),
+            planned(3, 5),
+        ];
+        let order = |value: Option<&str>| -> Vec<(usize, u64)> {
+            let mut kv = vec![("rewrite-all", "true")];
+            if let Some(v) = value {
+                kv.push(("rewrite-job-order", v));
+            }
+            let o = RewriteOptions::parse(100, &opts(&kv)).unwrap();
+            plan_groups(&files, &o)
+                .iter()
+                .map(|g| (g.files.len(), g.bytes))
+                .collect()
+        };
+        let planned_order = vec![(3, 30), (1, 50), (2, 10)];
+        assert_eq!(order(None), planned_order);
+        assert_eq!(order(Some("none")), planned_order);
+        assert_eq!(order(Some("bytes-asc")), vec![(2, 10), (3, 30), (1, 50)]);
+        assert_eq!(order(Some("bytes-desc")), vec![(1, 50), (3, 30), (2, 10)]);
+        assert_eq!(order(Some("files-asc")), vec![(1, 50), (2, 10), (3, 30)]);
+        assert_eq!(order(Some("files-desc")), vec![(3, 30), (2, 10), (1, 50)]);
+        // Iceberg's spelling variants.
+        assert_eq!(order(Some("BYTES_DESC")), vec![(1, 50), (3, 30), (2, 10)]);
+        // Ties keep the planned order.
+        let mut tied = vec![
+            FileGroup {
+                files: vec![0],
+                bytes: 7,
+            },
+            FileGroup {
+                files: vec![1],
+                bytes: 7,
+            },
+        ];
+        RewriteJobOrder::BytesDesc.sort(&mut tied);
+        assert_eq!(tied[0].files, vec![0]);
+        let err = RewriteOptions::parse(100, &opts(&[("rewrite-job-order", "biggest")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("biggest")
+                && err.contains("none, bytes-asc, bytes-desc, files-asc, files-desc"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn output_spec_id_and_remove_dangling_deletes_options() {
+        let o = RewriteOptions::parse(100, &HashMap::new()).unwrap();
+        assert_eq!(o.output_spec_id, None);
+        assert!(!o.remove_dangling_deletes);
+        assert_eq!(o.rewrite_job_order, RewriteJobOrder::None);
+        let o = RewriteOptions::parse(
+            100,
+            &opts(&[
+                ("output-spec-id", " 3 "),
+                ("remove-dangling-deletes", "true"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(o.output_spec_id, Some(3));
+        assert!(o.remove_dangling_deletes);
+        for bad in [
+            ("output-spec-id", "new"),
+            ("remove-dangling-deletes", "yes"),
+        ] {
+            let err = RewriteOptions::parse(100, &opts(&[bad]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(bad.0) && err.contains(bad.1), "{err}");
+        }
     }
 }

@@ -265,6 +265,15 @@ impl DataWriter {
         Ok(self)
     }
 
+    /// Partitions rows by `spec` instead of the table's default spec, and records its id in
+    /// the files written (before the first write). The spec must be one of the table's.
+    pub fn with_partition_spec(mut self, spec: Arc<iceberg::spec::PartitionSpec>) -> Self {
+        if let Some(s) = self.pending.as_mut() {
+            s.spec = spec;
+        }
+        self
+    }
+
     /// Rolls files at `bytes` instead of the table's `write.target-file-size-bytes`
     /// (before the first write).
     pub fn with_target_file_size(mut self, bytes: u64) -> Self {

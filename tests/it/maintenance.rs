@@ -1159,3 +1159,399 @@ async fn rewrite_keeps_v3_row_lineage() {
         );
     }
 }
+
+/// The partition spec id of every live data file of `t`'s current snapshot (the id of the
+/// manifest listing it), with its partition tuple.
+async fn live_spec_ids(t: &floe::Table) -> Vec<(i32, String)> {
+    Scan::new(t)
+        .plan()
+        .await
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| (f.spec.spec_id(), format!("{:?}", f.partition)))
+        .collect()
+}
+
+fn spark_engines(with_pyiceberg: bool) -> Vec<String> {
+    let mut e = vec!["duckdb".to_string()];
+    if with_pyiceberg {
+        e.push("pyiceberg".into());
+    }
+    if std::env::var("FLOE_PEERS_NO_SPARK").as_deref() != Ok("1") {
+        e.push("spark".into());
+    }
+    e
+}
+
+/// Partition evolution: files written under the first spec (unpartitioned) and under the
+/// evolved one (bucket(4, id)) are rewritten with `output-spec-id`; every live data file then
+/// has the chosen spec, rows are unchanged for floe and the peers, and partition pruning still
+/// finds every row. A spec id the table lacks is refused, naming the table and its spec ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrite_with_output_spec_id_after_partition_evolution() {
+    let Some(py) = peers_python() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (_d, cat) = fs_catalog();
+    let ident = parse_ident("mt.evolve").unwrap();
+    let c = TableCreation::new(parse_schema("id long, v string").unwrap());
+    let mut t = cat.create_table(&ident, c).await.unwrap();
+    for i in 0..3 {
+        t = append(&cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))], None)
+            .await
+            .unwrap()
+            .table;
+    }
+    // floe has no DDL for partition evolution: commit the evolved metadata directly.
+    let md = t.metadata().clone();
+    let bucket = floe::spec::parse_partition_spec("bucket(4, id)", md.current_schema()).unwrap();
+    let evolved = iceberg::spec::TableMetadataBuilder::new_from_metadata(
+        md,
+        Some(t.metadata_location().to_string()),
+    )
+    .add_partition_spec(bucket)
+    .unwrap()
+    .set_default_partition_spec(-1)
+    .unwrap()
+    .build()
+    .unwrap()
+    .metadata;
+    t = match cat.commit(&t, evolved).await {
+        floe::catalog::CommitOutcome::Committed(t) => t,
+        other => panic!("evolving the spec: {other:?}"),
+    };
+    let (old_spec, new_spec) = (0, t.metadata().default_partition_spec_id());
+    assert_ne!(old_spec, new_spec);
+    for i in 3..5 {
+        t = append(&cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))], None)
+            .await
+            .unwrap()
+            .table;
+    }
+    let specs = live_spec_ids(&t).await;
+    assert!(specs.iter().any(|s| s.0 == old_spec) && specs.iter().any(|s| s.0 == new_spec));
+    let before = work.path().join("evolve-before.parquet");
+    let n = floe_expected(&t, None, &before).await;
+    assert_eq!(n, 500);
+    let mut live = specs.len();
+    let opts = |spec: i32| -> HashMap<String, String> {
+        [
+            ("rewrite-all".to_string(), "true".to_string()),
+            ("output-spec-id".to_string(), spec.to_string()),
+        ]
+        .into()
+    };
+    // An unknown spec id: nothing is written or committed.
+    let err = floe::maintenance::rewrite_data_files(&cat, &t, None, &opts(7), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("mt.evolve") && err.contains("0, 1") && err.contains("output-spec-id=7"),
+        "{err}"
+    );
+    let mut checks = Vec::new();
+    // To the new spec (the old spec's files are re-partitioned), then back to the old one.
+    for (round, spec) in [(0, new_spec), (1, old_spec)] {
+        let r = floe::maintenance::rewrite_data_files(&cat, &t, None, &opts(spec), None)
+            .await
+            .unwrap();
+        assert_eq!(r.rewritten_data_files_count, live, "round {round}: {r:?}");
+        t = r.table.unwrap();
+        let specs = live_spec_ids(&t).await;
+        live = specs.len();
+        assert!(
+            !specs.is_empty() && specs.iter().all(|s| s.0 == spec),
+            "round {round}: live files have specs {specs:?}, want {spec}"
+        );
+        let partitions: std::collections::HashSet<&String> = specs.iter().map(|s| &s.1).collect();
+        // 500 ids hash into every one of the 4 buckets.
+        let want = if spec == new_spec { 4 } else { 1 };
+        assert_eq!(partitions.len(), want, "round {round}: {specs:?}");
+        let after = work.path().join(format!("evolve-after-{round}.parquet"));
+        assert_eq!(floe_expected(&t, None, &after).await, n);
+        assert_same_rows(
+            &py,
+            &before,
+            &after,
+            &format!("round {round}: rows changed"),
+        );
+        // Partition pruning by the new files' partition values loses no row.
+        for id in [0i64, 42, 333, 499] {
+            let pred =
+                floe::expr::parse_predicate(&format!("id = {id}"), t.metadata().current_schema())
+                    .unwrap();
+            let c = Scan::new(&t).filter(pred).count().await.unwrap();
+            assert_eq!(c, 1, "round {round}: id {id}");
+        }
+        checks.push(Check {
+            name: format!("output-spec-id-{spec}"),
+            metadata: t.metadata_location().to_string(),
+            snapshot_id: Some(t.current_snapshot().unwrap().snapshot_id()),
+            expected: before.to_string_lossy().to_string(),
+            engines: Some(spark_engines(true)),
+            refuse: None,
+        });
+    }
+    // Checked at the last metadata, which holds both snapshots.
+    for c in &mut checks {
+        c.metadata = t.metadata_location().to_string();
+    }
+    peer_check(&py, work.path(), &checks);
+}
+
+/// A v2 merge-on-read table partitioned by truncate(200, id): 8 files in partitions 0, 200,
+/// 400, 600, partition-scoped position deletes in each, an equality delete file in partition
+/// 400, then an append to partition 800 (so that a rewrite's starting sequence number is newer
+/// than every delete file).
+async fn dangling_table(cat: &floe::catalog::Catalog, name: &str) -> floe::Table {
+    let schema = parse_schema("id long, v string").unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    c.partition_spec = floe::spec::parse_partition_spec("truncate(200, id)", &schema).unwrap();
+    c.properties = [
+        ("write.delete.mode", "merge-on-read"),
+        ("write.delete.granularity", "partition"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let mut t = cat
+        .create_table(&parse_ident(name).unwrap(), c)
+        .await
+        .unwrap();
+    for i in 0..8 {
+        t = append(cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))], None)
+            .await
+            .unwrap()
+            .table;
+    }
+    t = floe::dml::execute(cat, &format!("DELETE FROM {name} WHERE id % 7 = 3"), None)
+        .await
+        .unwrap()
+        .table;
+    t = floe::dml::delete_by_key(cat, &t, &["id"], &id_batch(500..520))
+        .await
+        .unwrap()
+        .table;
+    append(cat, &t, vec![Ok(id_batch(800..850))], None)
+        .await
+        .unwrap()
+        .table
+}
+
+/// Live delete files of the current snapshot (the summary's running total).
+fn total_delete_files(t: &floe::Table) -> usize {
+    t.current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties["total-delete-files"]
+        .parse()
+        .unwrap()
+}
+
+/// `remove-dangling-deletes`: off (the default), partition-scoped position deletes and
+/// equality deletes stay in the table after every data file they applied to was rewritten;
+/// on, one more commit removes exactly those whose partition has no older data left, and
+/// counts them. Rows are unchanged throughout, for floe and the peers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrite_removes_dangling_deletes_when_asked() {
+    let Some(py) = peers_python() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (_d, cat) = fs_catalog();
+    let opts = |dangling: bool| -> HashMap<String, String> {
+        [
+            ("rewrite-all".to_string(), "true".to_string()),
+            ("remove-dangling-deletes".to_string(), dangling.to_string()),
+        ]
+        .into()
+    };
+    let mut checks = Vec::new();
+    let mut expect_same = |t: &floe::Table, before: &std::path::Path, what: &str| {
+        checks.push(Check {
+            name: what.to_string(),
+            metadata: t.metadata_location().to_string(),
+            snapshot_id: None,
+            expected: before.to_string_lossy().to_string(),
+            engines: Some(spark_engines(total_delete_files(t) == 0)),
+            refuse: None,
+        });
+    };
+    // Off: nothing but the rewrite commit; the 5 delete files stay.
+    let t = dangling_table(&cat, "mt.dangling_off").await;
+    assert_eq!(total_delete_files(&t), 5);
+    let before_off = work.path().join("off-before.parquet");
+    let n = floe_expected(&t, None, &before_off).await;
+    let want = (0..800)
+        .filter(|i| i % 7 != 3 && !(500..520).contains(i))
+        .count()
+        + 50;
+    assert_eq!(n, want);
+    let snaps = t.metadata().snapshots().count();
+    let r = floe::maintenance::rewrite_data_files(&cat, &t, None, &opts(false), None)
+        .await
+        .unwrap();
+    assert_eq!(r.removed_delete_files_count, 0, "{r:?}");
+    let t = r.table.unwrap();
+    assert_eq!(t.metadata().snapshots().count(), snaps + 1);
+    assert_eq!(total_delete_files(&t), 5);
+    let after = work.path().join("off-after.parquet");
+    assert_eq!(floe_expected(&t, None, &after).await, n);
+    assert_same_rows(&py, &before_off, &after, "off: rows changed");
+    expect_same(&t, &before_off, "dangling-off");
+
+    // On, for partitions 0 and 200 only: their two position delete files go, in a second
+    // commit; partitions 400 and 600 keep theirs (and the equality delete file).
+    let t = dangling_table(&cat, "mt.dangling_on").await;
+    let before = work.path().join("on-before.parquet");
+    assert_eq!(floe_expected(&t, None, &before).await, n);
+    let snaps = t.metadata().snapshots().count();
+    let lt_400 = floe::expr::parse_predicate("id < 400", t.metadata().current_schema()).unwrap();
+    let r = floe::maintenance::rewrite_data_files(&cat, &t, Some(lt_400), &opts(true), None)
+        .await
+        .unwrap();
+    assert_eq!(r.rewritten_data_files_count, 4, "{r:?}");
+    assert_eq!(r.removed_delete_files_count, 2, "{r:?}");
+    let t = r.table.unwrap();
+    assert_eq!(t.metadata().snapshots().count(), snaps + 2);
+    assert_eq!(total_delete_files(&t), 3);
+    let after = work.path().join("on-after-1.parquet");
+    assert_eq!(floe_expected(&t, None, &after).await, n);
+    assert_same_rows(&py, &before, &after, "on, partial: rows changed");
+    expect_same(&t, &before, "dangling-on-partial");
+    // On, everywhere: the other three go too.
+    let r = floe::maintenance::rewrite_data_files(&cat, &t, None, &opts(true), None)
+        .await
+        .unwrap();
+    assert_eq!(r.removed_delete_files_count, 3, "{r:?}");
+    let t = r.table.unwrap();
+    assert_eq!(total_delete_files(&t), 0);
+    let after = work.path().join("on-after-2.parquet");
+    assert_eq!(floe_expected(&t, None, &after).await, n);
+    assert_same_rows(&py, &before, &after, "on: rows changed");
+    expect_same(&t, &before, "dangling-on");
+    // Nothing left to rewrite or remove.
+    let r = floe::maintenance::rewrite_data_files(
+        &cat,
+        &t,
+        None,
+        &[("remove-dangling-deletes".to_string(), "true".to_string())].into(),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!((r.file_groups, r.removed_delete_files_count), (0, 0));
+    peer_check(&py, work.path(), &checks);
+}
+
+/// The three options through the CLI (`--option k=v`): bad values are refused with what to
+/// use instead; a plan carries them to its tasks and its commit, which then also removes the
+/// dangling partition-scoped delete file.
+#[test]
+fn rewrite_options_through_the_cli_and_a_distributed_plan() {
+    use crate::cli::{floe, ok};
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.opts",
+            "--schema",
+            "id long, v string",
+            "--property",
+            "write.delete.mode=merge-on-read",
+            "--property",
+            "write.delete.granularity=partition",
+        ],
+    );
+    let add = |f: usize| {
+        let csv = d.path().join(format!("o{f}.csv"));
+        let mut s = String::from("id,v\n");
+        for i in f * 100..(f + 1) * 100 {
+            s.push_str(&format!("{i},v{i}\n"));
+        }
+        std::fs::write(&csv, s).unwrap();
+        ok(&wh, &["append", "db.opts", csv.to_str().unwrap()]);
+    };
+    for f in 0..3 {
+        add(f);
+    }
+    // One position delete file for the (only) partition, over the three files.
+    ok(&wh, &["delete", "db.opts", "--where", "id % 5 = 0"]);
+    add(3);
+    let before = id_sum_and_count(&wh, "db.opts");
+    let fails = |opt: &str, wants: &[&str]| {
+        let o = floe(&wh, &["rewrite-data-files", "db.opts", "--option", opt]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!o.status.success(), "{opt} accepted");
+        for w in wants {
+            assert!(err.contains(w), "{opt}: error lacks '{w}':\n{err}");
+        }
+    };
+    fails(
+        "rewrite-job-order=largest",
+        &[
+            "largest",
+            "none, bytes-asc, bytes-desc, files-asc, files-desc",
+        ],
+    );
+    fails("output-spec-id=3", &["db.opts", "spec ids: 0"]);
+    fails("output-spec-id=x", &["output-spec-id", "whole number"]);
+    fails("remove-dangling-deletes=maybe", &["true or false"]);
+    let plan = ok(
+        &wh,
+        &[
+            "rewrite-data-files",
+            "db.opts",
+            "--plan-only",
+            "--option",
+            "rewrite-all=true",
+            "--option",
+            "rewrite-job-order=files-desc",
+            "--option",
+            "output-spec-id=0",
+            "--option",
+            "remove-dangling-deletes=true",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    assert_eq!(v["remove_dangling_deletes"], true, "{plan}");
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{plan}");
+    assert_eq!(tasks[0]["output_spec_id"], 0, "{plan}");
+    let plan_file = d.path().join("plan.json");
+    std::fs::write(&plan_file, &plan).unwrap();
+    let result = ok(
+        &wh,
+        &[
+            "rewrite-data-files",
+            "db.opts",
+            "--execute-task",
+            plan_file.to_str().unwrap(),
+            "--group",
+            "0",
+        ],
+    );
+    let result_file = d.path().join("result.json");
+    std::fs::write(&result_file, &result).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(
+        &wh,
+        &[
+            "rewrite-data-files",
+            "db.opts",
+            "--commit",
+            result_file.to_str().unwrap(),
+        ],
+    ))
+    .unwrap();
+    assert_eq!(v["rewritten_data_files_count"], 4, "{v}");
+    assert_eq!(v["removed_delete_files_count"], 1, "{v}");
+    assert_eq!(id_sum_and_count(&wh, "db.opts"), before);
+    let files: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["files", "db.opts", "--json"])).unwrap();
+    assert!(files
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["deletes"].as_array().unwrap().is_empty()));
+}

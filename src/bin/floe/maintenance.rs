@@ -38,7 +38,9 @@ pub struct RewriteDataFilesArgs {
     /// Sort order for --strategy sort (default: the table's), e.g. "ts desc, id".
     #[arg(long)]
     pub sort_by: Option<String>,
-    /// Spark procedure options, e.g. --option min-input-files=2 --option rewrite-all=true.
+    /// Spark procedure options, e.g. --option min-input-files=2 --option rewrite-all=true;
+    /// also rewrite-job-order=none|bytes-asc|bytes-desc|files-asc|files-desc,
+    /// output-spec-id=N (write with that partition spec), remove-dangling-deletes=true.
     #[arg(long = "option", value_parser = kv)]
     pub options: Vec<(String, String)>,
     /// Print the result as JSON.

@@ -64,12 +64,24 @@ pub async fn remove_orphan_files(
         }
         orphans.push(o.location);
     }
+    // Files a killed writer left half-written are never referenced.
+    let partial: Vec<String> = table
+        .storage()
+        .list_partial_uploads(&location)?
+        .into_iter()
+        .filter(|o| o.last_modified_ms < cutoff)
+        .map(|o| o.location)
+        .collect();
     orphans.sort();
     if !dry_run {
         for p in &orphans {
             table.storage().delete(p).await?;
         }
+        for p in &partial {
+            table.storage().remove_partial_upload(p)?;
+        }
     }
+    orphans.extend(partial);
     Ok(OrphanResult {
         orphan_file_locations: orphans,
         deleted: !dry_run,

@@ -205,6 +205,61 @@ impl Storage {
             .collect())
     }
 
+    /// Staging files of uploads that never completed (a process killed mid-write) under a
+    /// local prefix: `object_store` writes `<name>#<n>` and renames it when done, and its
+    /// listings skip such names. Object stores keep no such files (their incomplete multipart
+    /// uploads are not objects), so elsewhere this is empty.
+    pub fn list_partial_uploads(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        let Some(root) = local_path(prefix) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let mut dirs = vec![std::path::PathBuf::from(root)];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                let Ok(meta) = e.metadata() else { continue };
+                if meta.is_dir() {
+                    dirs.push(p);
+                    continue;
+                }
+                let name = e.file_name().to_string_lossy().to_string();
+                let partial = name
+                    .rsplit_once('#')
+                    .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                if partial {
+                    let modified = meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map(|d| d.as_millis() as i64)
+                        .unwrap_or(0);
+                    out.push(ObjectInfo {
+                        location: to_uri(&p),
+                        size: meta.len(),
+                        last_modified_ms: modified,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes a staging file [`Storage::list_partial_uploads`] found.
+    pub fn remove_partial_upload(&self, location: &str) -> Result<()> {
+        let Some(p) = local_path(location) else {
+            return Ok(());
+        };
+        match std::fs::remove_file(p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(format!("deleting {location}")).with_source(e)),
+        }
+    }
+
     /// Deletes everything under a prefix.
     pub async fn delete_prefix(&self, prefix: &str) -> Result<()> {
         let objs = self.list(prefix).await?;

@@ -2,17 +2,19 @@
 //! rows of that partition, joined by key; only superseded rows are removed (deletes under
 //! merge-on-read, rewritten files under copy-on-write) and only new or changed rows written.
 //!
-//! The join is a streaming merge when staging files are sorted by the key (the table's sort
-//! order starts with the key columns): the snapshot partition is sorted once and each staging
-//! file walks it with a forward cursor. Otherwise — or as soon as a file turns out not to be
-//! sorted — it is a hash join on the snapshot partition's keys.
+//! The snapshot partition is sorted by key and deduplicated (a stable sort, then one pass over
+//! each run of equal keys). The join is a streaming merge when staging files are sorted by the
+//! key too (the table's sort order starts with the key columns): each staging file walks the
+//! snapshot with a forward cursor. Otherwise — or as soon as a file turns out not to be
+//! sorted — it is a hash join (open addressing over the snapshot's key rows, no allocation
+//! per key).
 
 use std::collections::HashMap;
 
 use arrow::row::{Row, RowConverter, Rows};
 use arrow_array::{BooleanArray, RecordBatch, UInt32Array};
 
-use super::dedup::{latest_per_key, KeyColumns};
+use super::dedup::KeyColumns;
 use super::spill::SnapshotPartitions;
 use crate::dml::RowChanger;
 use crate::error::{Error, Result};
@@ -37,24 +39,48 @@ pub struct ChangeCounts {
     pub hashed_partitions: u64,
 }
 
-/// How staging keys find their snapshot row.
+/// How staging keys find their snapshot row (the snapshot partition is sorted by key and
+/// unique).
 enum Lookup {
-    /// Snapshot keys sorted; a cursor per staging file (position, last key seen).
-    Sorted {
-        keys: Rows,
-        cursors: HashMap<usize, (usize, Vec<u8>)>,
-    },
-    /// Hash of the snapshot keys.
-    Hash(HashMap<Box<[u8]>, u32>),
+    /// Staging files are sorted too: a forward cursor per staging file (position, last key).
+    Merge(HashMap<usize, (usize, Vec<u8>)>),
+    /// An open-addressing hash of the snapshot keys (slot → row + 1; 0 is empty).
+    Hash(Vec<u32>),
 }
 
-impl Lookup {
-    fn hash(keys: &Rows) -> HashMap<Box<[u8]>, u32> {
-        let mut index = HashMap::with_capacity(keys.num_rows());
-        for r in 0..keys.num_rows() {
-            index.insert(Box::<[u8]>::from(keys.row(r).data()), r as u32);
+/// A fast, allocation-free hash of a key's row bytes.
+fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ b.len() as u64;
+    for c in b.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    h ^ (h >> 29)
+}
+
+fn build_hash(keys: &Rows) -> Vec<u32> {
+    let slots = (keys.num_rows() * 2).next_power_of_two().max(16);
+    let mut table = vec![0u32; slots];
+    for r in 0..keys.num_rows() {
+        let mut i = hash_bytes(keys.row(r).data()) as usize & (slots - 1);
+        while table[i] != 0 {
+            i = (i + 1) & (slots - 1);
         }
-        index
+        table[i] = r as u32 + 1;
+    }
+    table
+}
+
+fn probe(table: &[u32], keys: &Rows, k: Row<'_>) -> Option<u32> {
+    let mask = table.len() - 1;
+    let mut i = hash_bytes(k.data()) as usize & mask;
+    loop {
+        match table[i] {
+            0 => return None,
+            r if keys.row(r as usize - 1) == k => return Some(r - 1),
+            _ => i = (i + 1) & mask,
+        }
     }
 }
 
@@ -83,6 +109,7 @@ fn seek(keys: &Rows, from: usize, k: Row<'_>) -> usize {
 
 struct Current {
     rows: RecordBatch,
+    keys: Rows,
     lookup: Lookup,
     values: arrow::row::Rows,
     versions: arrow_array::Int64Array,
@@ -128,14 +155,49 @@ impl IngestChanger {
         })
     }
 
-    /// Partition `i` of the snapshot, deduplicated.
-    fn load(&mut self, i: usize) -> Result<RecordBatch> {
+    /// Partition `i` of the snapshot: sorted by key and deduplicated (per key the highest
+    /// version, then the latest arrival), with its keys.
+    fn load(&mut self, i: usize) -> Result<(RecordBatch, Rows)> {
         self.visited[i] = true;
         let rows = self.snapshot.take(i)?;
         let what = format!("snapshot for {}", self.table);
-        let keep = latest_per_key(&self.cols, &rows, &what)?;
-        self.counts.duplicates += (rows.num_rows() - keep.len()) as u64;
-        Ok(arrow_select::take::take_record_batch(&rows, &keep)?)
+        let keys = self.cols.keys(&self.keys, &rows, &what)?;
+        let n = rows.num_rows();
+        let sorted = (1..n).all(|r| keys.row(r - 1) < keys.row(r));
+        if sorted {
+            return Ok((rows, keys));
+        }
+        // A stable sort keeps arrival order among equal keys.
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by(|a, b| keys.row(*a as usize).cmp(&keys.row(*b as usize)));
+        let versions = self.cols.versions(&rows, &what)?;
+        let mut keep: Vec<u32> = Vec::with_capacity(n);
+        let mut run = 0;
+        while run < n {
+            let k = keys.row(order[run] as usize);
+            let mut end = run + 1;
+            while end < n && keys.row(order[end] as usize) == k {
+                end += 1;
+            }
+            // `>=`: the later arrival wins equal versions.
+            let best = order[run..end]
+                .iter()
+                .copied()
+                .reduce(|w, r| {
+                    if versions.value(r as usize) >= versions.value(w as usize) {
+                        r
+                    } else {
+                        w
+                    }
+                })
+                .unwrap_or(order[run]);
+            keep.push(best);
+            run = end;
+        }
+        self.counts.duplicates += (n - keep.len()) as u64;
+        let rows = arrow_select::take::take_record_batch(&rows, &UInt32Array::from(keep))?;
+        let keys = self.cols.keys(&self.keys, &rows, &what)?;
+        Ok((rows, keys))
     }
 }
 
@@ -162,30 +224,21 @@ impl RowChanger for IngestChanger {
         if self.visited[i] {
             return Err(Error::io("a partition was read twice"));
         }
-        let mut rows = self.load(i)?;
+        let (rows, keys) = self.load(i)?;
         let what = format!("snapshot for {}", self.table);
-        let mut keys = self.cols.keys(&self.keys, &rows, &what)?;
         let lookup = if self.sorted {
-            if !(1..keys.num_rows()).all(|r| keys.row(r - 1) <= keys.row(r)) {
-                let mut order: Vec<u32> = (0..rows.num_rows() as u32).collect();
-                order.sort_unstable_by(|a, b| keys.row(*a as usize).cmp(&keys.row(*b as usize)));
-                rows = arrow_select::take::take_record_batch(&rows, &UInt32Array::from(order))?;
-                keys = self.cols.keys(&self.keys, &rows, &what)?;
-            }
             self.counts.merged_partitions += 1;
-            Lookup::Sorted {
-                keys,
-                cursors: HashMap::new(),
-            }
+            Lookup::Merge(HashMap::new())
         } else {
             self.counts.hashed_partitions += 1;
-            Lookup::Hash(Lookup::hash(&keys))
+            Lookup::Hash(build_hash(&keys))
         };
         self.current = Some(Current {
             values: self.cols.values(&self.value_conv, &rows)?,
             versions: self.cols.versions(&rows, &what)?,
             seen: vec![false; rows.num_rows()],
             rows,
+            keys,
             lookup,
         });
         Ok(true)
@@ -213,30 +266,25 @@ impl RowChanger for IngestChanger {
         for r in 0..batch.num_rows() {
             let k = keys.row(r);
             let found = match &mut cur.lookup {
-                Lookup::Sorted {
-                    keys: sorted,
-                    cursors,
-                } => {
+                Lookup::Merge(cursors) => {
                     let (pos, last) = cursors.entry(file).or_insert((0, Vec::new()));
                     if !last.is_empty() && k.data() < last.as_slice() {
                         // Not sorted after all: hash the rest of this partition.
                         self.counts.merged_partitions -= 1;
                         self.counts.hashed_partitions += 1;
-                        cur.lookup = Lookup::Hash(Lookup::hash(
-                            &self.cols.keys(&self.keys, &cur.rows, "snapshot")?,
-                        ));
-                        let Lookup::Hash(index) = &cur.lookup else {
-                            unreachable!("just set")
-                        };
-                        index.get(k.data()).copied()
+                        let table = build_hash(&cur.keys);
+                        let found = probe(&table, &cur.keys, k);
+                        cur.lookup = Lookup::Hash(table);
+                        found
                     } else {
                         last.clear();
                         last.extend_from_slice(k.data());
-                        *pos = seek(sorted, *pos, k);
-                        (*pos < sorted.num_rows() && sorted.row(*pos) == k).then_some(*pos as u32)
+                        *pos = seek(&cur.keys, *pos, k);
+                        (*pos < cur.keys.num_rows() && cur.keys.row(*pos) == k)
+                            .then_some(*pos as u32)
                     }
                 }
-                Lookup::Hash(index) => index.get(k.data()).copied(),
+                Lookup::Hash(table) => probe(table, &cur.keys, k),
             };
             let Some(s) = found else {
                 remove.push(false);
@@ -292,7 +340,7 @@ impl RowChanger for IngestChanger {
             let i = self.next_new;
             self.next_new += 1;
             if !self.visited[i] {
-                let rows = self.load(i)?;
+                let (rows, _) = self.load(i)?;
                 self.counts.inserted += rows.num_rows() as u64;
                 return Ok(Some(vec![rows]));
             }

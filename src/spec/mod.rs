@@ -49,11 +49,9 @@ pub fn data_file_builder(f: &DataFile) -> iceberg::spec::DataFileBuilder {
 /// The iceberg crate 0.10.1 has no iterator over refs; they are read from the metadata's JSON
 /// form.
 pub fn refs(md: &TableMetadata) -> Vec<(String, SnapshotReference)> {
-    let Ok(v) = serde_json::to_value(md) else {
-        return Vec::new();
-    };
-    v.get("refs")
-        .and_then(|r| r.as_object())
+    let mut out: Vec<(String, SnapshotReference)> = serde_json::to_value(md)
+        .ok()
+        .and_then(|v| v.get("refs").and_then(|r| r.as_object()).cloned())
         .map(|o| {
             o.iter()
                 .filter_map(|(n, r)| {
@@ -63,5 +61,18 @@ pub fn refs(md: &TableMetadata) -> Vec<(String, SnapshotReference)> {
                 })
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    // Format v1 has no refs in its JSON form: `main` is the current snapshot.
+    if !out.iter().any(|(n, _)| n == iceberg::spec::MAIN_BRANCH) {
+        if let Some(id) = md.current_snapshot_id() {
+            out.push((
+                iceberg::spec::MAIN_BRANCH.to_string(),
+                SnapshotReference::new(
+                    id,
+                    iceberg::spec::SnapshotRetention::branch(None, None, None),
+                ),
+            ));
+        }
+    }
+    out
 }

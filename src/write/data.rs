@@ -166,7 +166,12 @@ pub struct DataWriter {
     next_lane: usize,
     rows: u64,
     orphans: Vec<DataFile>,
+    /// Batches held back until there are enough rows to choose encodings from.
+    early: Vec<RecordBatch>,
 }
+
+/// Rows the encoding choice samples (see `high_cardinality_columns`).
+const SAMPLE_ROWS: usize = 1024;
 
 impl DataWriter {
     /// A writer for the table's current schema, default spec and sort order.
@@ -205,6 +210,7 @@ impl DataWriter {
         Ok(Self {
             conformer: Conformer::new(&schema, &table.name())?,
             pending: Some(settings),
+            early: Vec::new(),
             lane_count: lanes.max(1),
             lanes: Vec::new(),
             partitioner: None,
@@ -322,8 +328,31 @@ impl DataWriter {
             return Ok(());
         }
         let batch = self.conformer.conform(&batch)?;
-        self.start(&batch)?;
         self.rows += batch.num_rows() as u64;
+        if self.pending.is_none() {
+            return self.dispatch(batch).await;
+        }
+        // Encodings are chosen from a sample of at least SAMPLE_ROWS rows (a copy-on-write
+        // rewrite may start with a handful of changed rows).
+        self.early.push(batch);
+        if self.early.iter().map(|b| b.num_rows()).sum::<usize>() < SAMPLE_ROWS {
+            return Ok(());
+        }
+        self.start_early().await
+    }
+
+    /// Starts the lanes from the held-back batches and sends them.
+    async fn start_early(&mut self) -> Result<()> {
+        let early = std::mem::take(&mut self.early);
+        let Some(first) = early.first() else {
+            return Ok(());
+        };
+        let sample = arrow_select::concat::concat_batches(&first.schema(), &early)?;
+        self.start(&sample)?;
+        self.dispatch(sample).await
+    }
+
+    async fn dispatch(&mut self, batch: RecordBatch) -> Result<()> {
         let mut per_lane: Vec<Vec<Piece>> = vec![Vec::new(); self.lanes.len()];
         match &self.partitioner {
             None => {
@@ -382,6 +411,7 @@ impl DataWriter {
 
     /// Flushes and closes every file; returns the data files written.
     pub async fn close(mut self) -> Result<Vec<DataFile>> {
+        self.start_early().await?;
         let mut files = Vec::new();
         let mut first_err = None;
         files.append(&mut self.orphans);

@@ -7,6 +7,7 @@ mod cli;
 mod clone;
 mod common;
 mod dml;
+mod fixture_maintenance;
 mod fixtures;
 mod ingest;
 mod interop;

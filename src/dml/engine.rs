@@ -25,7 +25,7 @@ use crate::spec::{
     DataContentType, DataFile, DeleteGranularity, FormatVersion, PartitionSpec, Struct, WriteMode,
 };
 use crate::table::Table;
-use crate::txn::{commit, FileKey, RowLevelValidation, SnapshotProducer};
+use crate::txn::{commit_or_discard, FileKey, RowLevelValidation, SnapshotProducer};
 use crate::write::{DataWriter, DeleteFileWriter};
 
 /// Which statement runs (selects the `write.*.mode` and `write.*.isolation-level`).
@@ -477,21 +477,9 @@ pub async fn run(
         ignore_equality_deletes: false,
         table: table.name(),
     };
-    match commit(catalog, table, &mut producer, &validation).await {
-        Ok(t) => {
-            result.table = t;
-            result.snapshot_id = Some(producer.snapshot_id());
-            Ok(result)
-        }
-        Err(e) => {
-            if e.kind() != crate::ErrorKind::CommitStateUnknown {
-                for p in written {
-                    let _ = table.storage().delete(&p).await;
-                }
-            }
-            Err(e)
-        }
-    }
+    result.table = commit_or_discard(catalog, table, &mut producer, &validation, &written).await?;
+    result.snapshot_id = Some(producer.snapshot_id());
+    Ok(result)
 }
 
 /// Feeds a stream of positioned batches (file `j` of the stream is planned file `idx[j]`) to

@@ -34,7 +34,10 @@ use crate::error::{Error, Result};
 use crate::scan::{PlannedFile, Scan, SnapshotSelector};
 use crate::spec::{DataContentType, PrimitiveType, TableIdent, Type, WriteMode};
 use crate::table::Table;
-use crate::txn::{clone_table, commit, CloneResult, FileKey, RowLevelValidation, SnapshotProducer};
+use crate::txn::{
+    clone_table, commit, commit_or_discard, CloneResult, FileKey, RowLevelValidation,
+    SnapshotProducer,
+};
 use crate::write::DataWriter;
 
 use change_aware::IngestChanger;
@@ -408,21 +411,9 @@ async fn rewrite(
         ignore_equality_deletes: false,
         table: table.name(),
     };
-    match commit(catalog, &table, &mut producer, &validation).await {
-        Ok(t) => {
-            result.staging = t;
-            result.staging_snapshots.push(producer.snapshot_id());
-            Ok(())
-        }
-        Err(e) => {
-            if e.kind() != crate::ErrorKind::CommitStateUnknown {
-                for p in paths {
-                    let _ = table.storage().delete(&p).await;
-                }
-            }
-            Err(e)
-        }
-    }
+    result.staging = commit_or_discard(catalog, &table, &mut producer, &validation, &paths).await?;
+    result.staging_snapshots.push(producer.snapshot_id());
+    Ok(())
 }
 
 /// Drops (metadata only) the files of partitions whose day is more than `days` days before

@@ -1,7 +1,7 @@
 //! `remove_orphan_files`: deletes files under the table location that no metadata of the
 //! table (nor of any other table of the catalog) references and that are older than a cutoff.
 
-use super::reachable::{other_tables, Reachable};
+use super::reachable::{locations_overlap, other_tables, Reachable};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::scan::canonical_path;
@@ -32,12 +32,11 @@ pub async fn remove_orphan_files(
         .location()
         .trim_end_matches('/')
         .to_string();
-    let loc = canonical_path(&location).to_string();
     // Another table living inside this one's location (or around it) is not understood.
     let others = other_tables(catalog, table).await?;
     for other in &others {
-        let o = canonical_path(other.metadata().location().trim_end_matches('/')).to_string();
-        if o == loc || o.starts_with(&format!("{loc}/")) || loc.starts_with(&format!("{o}/")) {
+        if locations_overlap(other, table) {
+            let o = other.metadata().location();
             return Err(Error::invalid(format!(
                 "table {}'s location {location} overlaps table {}'s ({o}); remove_orphan_files \
                  would see the other table's files as orphans, so it refuses to run",

@@ -3,7 +3,7 @@
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::reachable::{other_tables, Reachable};
+use super::reachable::{locations_overlap, other_tables, Reachable};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::scan::canonical_path;
@@ -38,11 +38,7 @@ pub async fn drop_table(catalog: &Catalog, ident: &TableIdent, purge: bool) -> R
         .location()
         .trim_end_matches('/')
         .to_string();
-    let loc = canonical_path(&location).to_string();
-    let nested = others.iter().any(|o| {
-        let o = canonical_path(o.metadata().location().trim_end_matches('/')).to_string();
-        o == loc || o.starts_with(&format!("{loc}/")) || loc.starts_with(&format!("{o}/"))
-    });
+    let nested = others.iter().any(|o| locations_overlap(o, &table));
     // Everything under the location (unless another table lives there too), and what the
     // metadata references elsewhere.
     let mut candidates: Vec<String> = Vec::new();

@@ -132,6 +132,13 @@ impl Reachable {
     }
 }
 
+/// Whether two tables' locations are the same or one holds the other.
+pub(crate) fn locations_overlap(a: &Table, b: &Table) -> bool {
+    let a = canonical_path(a.metadata().location().trim_end_matches('/')).to_string();
+    let b = canonical_path(b.metadata().location().trim_end_matches('/')).to_string();
+    a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"))
+}
+
 /// Every table of `catalog` other than `except`. One that cannot be loaded is an error:
 /// deleting files without knowing what it references is not safe.
 pub async fn other_tables(catalog: &Catalog, except: &Table) -> Result<Vec<Table>> {

@@ -195,3 +195,23 @@ pub async fn commit(
         }
     }
 }
+
+/// [`commit`], then, if nothing was committed, deletes `written` (the data and delete files the
+/// change wrote). When the outcome is unknown they are kept: they may be live.
+pub async fn commit_or_discard(
+    catalog: &Catalog,
+    table: &Table,
+    producer: &mut SnapshotProducer,
+    validation: &dyn Validation,
+    written: &[String],
+) -> Result<Table> {
+    let r = commit(catalog, table, producer, validation).await;
+    if let Err(e) = &r {
+        if e.kind() != ErrorKind::CommitStateUnknown {
+            for p in written {
+                let _ = table.storage().delete(p).await;
+            }
+        }
+    }
+    r
+}

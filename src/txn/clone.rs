@@ -507,4 +507,83 @@ mod tests {
         let c = json!({"schema-id": 0, "type": "struct", "fields": [{"id": 1}]});
         assert!(!same_definition(&a, &c, "schema-id"));
     }
+
+    fn table(ddl: &str, fv: FormatVersion, location: &str) -> TableMetadata {
+        let schema = crate::spec::parse_schema(ddl).unwrap();
+        let spec = match schema.field_by_name("id") {
+            Some(_) => crate::spec::parse_partition_spec("bucket(4, id)", &schema).unwrap(),
+            None => iceberg::spec::UnboundPartitionSpec::builder().build(),
+        };
+        TableMetadataBuilder::new(
+            schema,
+            spec,
+            iceberg::spec::SortOrder::unsorted_order(),
+            location.into(),
+            fv,
+            [("write.merge.mode".to_string(), "merge-on-read".to_string())].into(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata
+    }
+
+    fn snapshot(seq: i64) -> Snapshot {
+        Snapshot::builder()
+            .with_snapshot_id(7)
+            .with_sequence_number(seq)
+            .with_timestamp_ms(1)
+            .with_manifest_list("/src/metadata/snap-7.avro")
+            .with_summary(Summary {
+                operation: Operation::Append,
+                additional_properties: HashMap::new(),
+            })
+            .build()
+    }
+
+    #[test]
+    fn a_new_clone_keeps_ids_and_sequence_numbers_at_its_own_location() {
+        let src = table("id long, v string", FormatVersion::V3, "/src");
+        let md = new_definition(&src, "/dst", "db.src", &snapshot(41)).unwrap();
+        assert_eq!(md.location(), "/dst");
+        assert_ne!(md.uuid(), src.uuid());
+        assert_eq!(md.snapshots().count(), 0);
+        assert_eq!(md.last_sequence_number(), 41);
+        assert_eq!(md.current_schema(), src.current_schema());
+        assert_eq!(md.default_partition_spec(), src.default_partition_spec());
+        assert_eq!(md.next_row_id(), src.next_row_id());
+        assert_eq!(
+            md.properties().get(CLONE_SOURCE).map(String::as_str),
+            Some("db.src")
+        );
+        assert_eq!(
+            md.properties().get("write.merge.mode").map(String::as_str),
+            Some("merge-on-read"),
+            "the source's properties come along"
+        );
+    }
+
+    #[test]
+    fn replacing_merges_definitions_and_refuses_divergence() {
+        let src = table("id long, v string", FormatVersion::V2, "/src");
+        let dst = new_definition(&src, "/dst", "db.src", &snapshot(3)).unwrap();
+        // Same definitions: accepted, the target keeps its location and properties.
+        let md = replace_definition(&dst, &src, "db.src", &snapshot(9)).unwrap();
+        assert_eq!(md.location(), "/dst");
+        assert_eq!(md.schemas_iter().count(), 1);
+        assert_eq!(
+            md.properties()
+                .get(CLONE_SOURCE_SNAPSHOT)
+                .map(String::as_str),
+            Some("7")
+        );
+        // A target whose schema 0 means something else has diverged.
+        let other = table("x string, y long", FormatVersion::V2, "/other");
+        let e = replace_definition(&other, &src, "db.src", &snapshot(9)).unwrap_err();
+        assert!(e.to_string().contains("diverged"), "{e}");
+        // Format versions must match.
+        let v3 = table("id long, v string", FormatVersion::V3, "/v3");
+        let e = replace_definition(&v3, &src, "db.src", &snapshot(9)).unwrap_err();
+        assert!(e.to_string().contains("format v3"), "{e}");
+    }
 }

@@ -5,6 +5,10 @@
 #
 #   bash tools/test.sh            # everything
 #   FLOE_PEERS_NO_SPARK=1 bash tools/test.sh   # skip Spark (faster local runs)
+#   FLOE_NO_POSTGRES=1 bash tools/test.sh      # skip the PostgreSQL catalog tests
+#
+# Servers: a private PostgreSQL (tools/servers/postgres.sh) is started before `cargo test`
+# and stopped on exit; if it cannot start, the run fails (unless FLOE_NO_POSTGRES=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +28,32 @@ echo "== peers: installing pinned pyiceberg / DuckDB / Spark (cached in $FLOE_PE
 peer_python="$(bash tools/peers/setup.sh | tail -n 1)"
 export FLOE_PEERS_PYTHON="$peer_python"
 echo "peers python: $FLOE_PEERS_PYTHON"
+
+# Servers started here are stopped on any exit (also Ctrl-C / TERM).
+cleanups=()
+cleanup() {
+  local c
+  for c in "${cleanups[@]}"; do eval "$c" || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ "${FLOE_NO_POSTGRES:-0}" = "1" ]; then
+  echo "== postgres: skipped (FLOE_NO_POSTGRES=1)"
+else
+  echo "== postgres: starting a private server"
+  export FLOE_PG_DIR
+  FLOE_PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-pg.XXXXXX")"
+  cleanups+=("bash tools/servers/postgres.sh stop >/dev/null 2>&1")
+  if ! pg_env="$(bash tools/servers/postgres.sh start)"; then
+    echo "PostgreSQL did not start (see above); FLOE_NO_POSTGRES=1 skips its tests" >&2
+    exit 1
+  fi
+  while IFS= read -r line; do
+    [ -n "$line" ] && export "${line?}"
+  done <<<"$pg_env"
+  echo "postgres: ${FLOE_TEST_POSTGRES_URI%%:*}://…@${FLOE_TEST_POSTGRES_URI##*@}"
+fi
 
 echo "== cargo test"
 cargo test -- --test-threads "${FLOE_TEST_THREADS:-2}"

@@ -1,6 +1,7 @@
 //! Catalogs: where each table's current-metadata pointer lives, swapped atomically.
 //!
 //! * SQLite (the embedded default): pyiceberg `SqlCatalog` / Java `JdbcCatalog` schema.
+//! * PostgreSQL: the same SQL catalog in a shared database, for writers on many machines.
 //! * Filesystem (Hadoop layout): `metadata/vN.metadata.json` created with a create-only put,
 //!   plus `metadata/version-hint.text`.
 
@@ -66,7 +67,7 @@ enum Backend {
     Fs,
 }
 
-/// A catalog: SQLite (default) or filesystem.
+/// A catalog: SQLite (default), PostgreSQL or filesystem.
 #[derive(Debug, Clone)]
 pub struct Catalog {
     name: String,
@@ -112,10 +113,12 @@ fn abs(path: &str) -> Result<PathBuf> {
 impl Catalog {
     /// Opens a catalog from a URI:
     /// `sqlite:////abs/catalog.db` (SQLAlchemy form, as pyiceberg writes it), `sqlite:/abs.db`
-    /// or `sqlite:rel.db` (SQLite), `file:///dir` or `fs:dir`
-    /// (filesystem catalog rooted at the warehouse). `None` means SQLite at
-    /// `<warehouse>/catalog.db`. The warehouse defaults to `./warehouse` (SQLite: the directory
-    /// of the database file when a URI is given); the catalog name defaults to `default`.
+    /// or `sqlite:rel.db` (SQLite), `postgresql://user[:password]@host:port/database` (also
+    /// `postgres://` and SQLAlchemy's `postgresql+psycopg2://`; PostgreSQL, contacted on first
+    /// use), `file:///dir` or `fs:dir` (filesystem catalog rooted at the warehouse). `None`
+    /// means SQLite at `<warehouse>/catalog.db`. The warehouse defaults to `./warehouse`
+    /// (SQLite: the directory of the database file when a URI is given); the catalog name
+    /// defaults to `default`.
     pub fn open(uri: Option<&str>, warehouse: Option<&str>, name: Option<&str>) -> Result<Catalog> {
         let name = name.unwrap_or("default").to_string();
         let storage = Storage::new();
@@ -123,6 +126,12 @@ impl Catalog {
             None => {
                 let wh = abs(warehouse.unwrap_or("warehouse"))?;
                 (Backend::Sql(sql::SqlBackend::open(wh.join("catalog.db"), name.clone())?), wh)
+            }
+            Some(u) if sql::is_postgres_uri(u) => {
+                let target = sql::PgTarget::parse(u)?;
+                let w = warehouse.unwrap_or("warehouse");
+                let wh = abs(storage::local_path(w).unwrap_or(w))?;
+                (Backend::Sql(sql::SqlBackend::postgres(target, name.clone())), wh)
             }
             Some(u) if u.starts_with("sqlite:") || u.ends_with(".db") => {
                 // SQLAlchemy/pyiceberg form: sqlite:////abs.db (absolute), sqlite:///rel.db
@@ -148,7 +157,7 @@ impl Catalog {
             }
             Some(u) => {
                 return Err(Error::unsupported(format!(
-                    "catalog URI '{u}' is not supported yet; use sqlite:///path/catalog.db or file:///warehouse"
+                    "catalog URI '{u}' is not supported yet; use sqlite:///path/catalog.db, postgresql://user@host:port/database or file:///warehouse"
                 )))
             }
         };

@@ -11,7 +11,7 @@ use floe::ErrorKind;
 
 use crate::common::*;
 
-async fn exercise(cat: &Catalog, can_rename: bool) {
+pub async fn exercise(cat: &Catalog, can_rename: bool) {
     let schema = parse_schema("id long, v string").unwrap();
     cat.create_namespace("ns1", &[]).await.unwrap();
     // Creating a table in a missing namespace creates it.

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""SQLite-catalog interop helpers around pyiceberg's SqlCatalog.
+"""SQL-catalog (SQLite or PostgreSQL) interop helpers around pyiceberg's SqlCatalog.
 
     python pyice_catalog.py [--catalog-name NAME] list   URI WAREHOUSE
     python pyice_catalog.py [--catalog-name NAME] create URI WAREHOUSE NS.TABLE
     python pyice_catalog.py [--catalog-name NAME] append URI WAREHOUSE NS.TABLE N
 
 URI is an SQLAlchemy URL (sqlite:////abs/catalog.db); a bare path is turned
-into one. WAREHOUSE is a directory or file:// URI. The catalog name (the
-`catalog_name` column in pyiceberg's iceberg_tables/iceberg_namespace_properties
+into one. PostgreSQL URIs as floe takes them (postgresql://user:pw@host:port/db
+or postgres://...) get the psycopg2 driver (postgresql+psycopg2://...).
+WAREHOUSE is a directory or file:// URI. The catalog name (the `catalog_name`
+column in pyiceberg's iceberg_tables/iceberg_namespace_properties
 tables) defaults to "default".
 
 Each subcommand prints one JSON document on stdout:
@@ -37,6 +39,9 @@ def catalog(name: str, uri: str, warehouse: str):
 
     if "://" not in uri:
         uri = "sqlite:///" + os.path.abspath(uri)
+    scheme, rest = uri.split("://", 1)
+    if scheme in ("postgresql", "postgres"):
+        uri = "postgresql+psycopg2://" + rest
     if "://" not in warehouse:
         os.makedirs(warehouse, exist_ok=True)
         warehouse = "file://" + os.path.abspath(warehouse)

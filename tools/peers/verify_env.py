@@ -30,8 +30,9 @@ def main() -> int:
     import pyiceberg
     import pyiceberg_core  # noqa: F401  (needed to write bucket/truncate partitions)
     import pytz  # noqa: F401
+    import psycopg2  # noqa: F401  (pyiceberg's SqlCatalog on PostgreSQL)
 
-    print(f"ok pyiceberg {pyiceberg.__version__}, pyarrow {pyarrow.__version__}, pyiceberg-core")
+    print(f"ok pyiceberg {pyiceberg.__version__}, pyarrow {pyarrow.__version__}, pyiceberg-core, psycopg2 {psycopg2.__version__.split()[0]}")
 
     if want_spark:
         import pyspark

@@ -32,8 +32,8 @@ use output::{print_json, print_table, write_batches, Format};
     about = "Write and read Apache Iceberg tables (v2/v3) without a JVM"
 )]
 struct Cli {
-    /// Catalog URI: sqlite:///path/catalog.db or file:///warehouse (Hadoop layout).
-    /// Default: SQLite at <warehouse>/catalog.db.
+    /// Catalog URI: sqlite:///path/catalog.db, postgresql://user:password@host:port/database
+    /// or file:///warehouse (Hadoop layout). Default: SQLite at <warehouse>/catalog.db.
     #[arg(long, global = true, env = "FLOE_CATALOG")]
     catalog: Option<String>,
     /// Warehouse directory (default ./warehouse).

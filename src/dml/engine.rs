@@ -569,7 +569,7 @@ fn identity_row(
 
 /// Keys of the delete files that only concern `f` (its deletion vector, file-scoped position
 /// deletes): they go away with it or are replaced by a merged deletion vector.
-fn file_scoped_deletes(f: &PlannedFile) -> Vec<FileKey> {
+pub(crate) fn file_scoped_deletes(f: &PlannedFile) -> Vec<FileKey> {
     f.deletes
         .iter()
         .filter(|d| {

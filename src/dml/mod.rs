@@ -6,6 +6,7 @@ mod equality;
 mod merge;
 mod statement;
 
+pub(crate) use engine::file_scoped_deletes;
 pub use engine::{run, RowChanger, RowLevelKind, RowLevelResult};
 pub use equality::delete_by_key;
 pub use merge::merge;

@@ -29,10 +29,10 @@ pub use change_aware::ChangeCounts;
 pub use dedup::{latest_per_key, KeyColumns};
 
 use crate::catalog::Catalog;
-use crate::dml::{RowLevelKind, RowLevelResult};
+use crate::dml::{file_scoped_deletes, RowLevelKind, RowLevelResult};
 use crate::error::{Error, Result};
 use crate::scan::{PlannedFile, Scan, SnapshotSelector};
-use crate::spec::{DataContentType, PrimitiveType, TableIdent, Type, WriteMode};
+use crate::spec::{PrimitiveType, TableIdent, Type, WriteMode};
 use crate::table::Table;
 use crate::txn::{
     clone_table, commit, commit_or_discard, CloneResult, FileKey, RowLevelValidation,
@@ -292,17 +292,6 @@ fn merge_key_order(table: &Table, key: &[String]) -> (Vec<String>, bool) {
     (constant.into_iter().chain(sorted_prefix).collect(), true)
 }
 
-/// Delete files that concern only `f` (its deletion vector, file-scoped position deletes).
-fn file_scoped(f: &PlannedFile) -> impl Iterator<Item = FileKey> + '_ {
-    f.deletes
-        .iter()
-        .filter(|d| {
-            d.file.content_type() == DataContentType::PositionDeletes
-                && crate::scan::is_file_scoped(&d.file)
-        })
-        .map(|d| FileKey::of(&d.file))
-}
-
 /// The literal strategy: append the deduplicated snapshot, then rewrite each touched
 /// partition that already had rows, keeping the latest row per key.
 async fn rewrite(
@@ -383,7 +372,7 @@ async fn rewrite(
             for &i in idx {
                 let f = &plan.files[i];
                 removed.push(FileKey::of(&f.file));
-                removed.extend(file_scoped(f));
+                removed.extend(file_scoped_deletes(f));
                 touched_files.push((f.file.clone(), f.spec.clone()));
             }
         }
@@ -461,7 +450,7 @@ async fn drop_old_partitions(
     }
     let removed: Vec<FileKey> = old
         .iter()
-        .flat_map(|f| std::iter::once(FileKey::of(&f.file)).chain(file_scoped(f)))
+        .flat_map(|f| std::iter::once(FileKey::of(&f.file)).chain(file_scoped_deletes(f)))
         .collect();
     let mut producer = SnapshotProducer::new(Operation::Delete, vec![]).remove_files(removed);
     let validation = RowLevelValidation {

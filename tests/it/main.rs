@@ -12,4 +12,5 @@ mod fixtures;
 mod ingest;
 mod interop;
 mod maintenance;
+mod s3;
 mod tidy;

@@ -5,6 +5,11 @@
 #
 #   bash tools/test.sh            # everything
 #   FLOE_PEERS_NO_SPARK=1 bash tools/test.sh   # skip Spark (faster local runs)
+#   FLOE_NO_S3=1 bash tools/test.sh            # no S3 server, S3 tests skipped (explicit only)
+#
+# The S3 tests run against a private SeaweedFS started here (tools/servers/seaweedfs.sh,
+# pinned, installed under ~/.cache/floe/servers) and stopped on exit. If it cannot start,
+# the test command fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +29,32 @@ echo "== peers: installing pinned pyiceberg / DuckDB / Spark (cached in $FLOE_PE
 peer_python="$(bash tools/peers/setup.sh | tail -n 1)"
 export FLOE_PEERS_PYTHON="$peer_python"
 echo "peers python: $FLOE_PEERS_PYTHON"
+
+# Servers started below are stopped on exit, whatever happens: each adds its stop command
+# to `cleanup_cmds` (one EXIT trap for all of them).
+cleanup_cmds=()
+cleanup() {
+  local c
+  for c in "${cleanup_cmds[@]}"; do eval "$c" || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# S3: a private SeaweedFS for this run.
+if [ "${FLOE_NO_S3:-0}" = "1" ]; then
+  echo "== S3: FLOE_NO_S3=1, S3 tests skipped"
+else
+  echo "== S3: starting SeaweedFS"
+  FLOE_SEAWEEDFS_RUN="$(mktemp -d "${TMPDIR:-/tmp}/floe-test-s3.XXXXXX")"
+  export FLOE_SEAWEEDFS_RUN
+  cleanup_cmds+=("FLOE_SEAWEEDFS_RUN='$FLOE_SEAWEEDFS_RUN' bash tools/servers/seaweedfs.sh stop")
+  s3_env="$(bash tools/servers/seaweedfs.sh start)" || {
+    echo "SeaweedFS (S3) did not start; see the log above. FLOE_NO_S3=1 skips the S3 tests." >&2
+    exit 1
+  }
+  eval "$s3_env"
+  echo "S3 endpoint: $FLOE_TEST_S3_ENDPOINT bucket $FLOE_TEST_S3_BUCKET"
+fi
 
 echo "== cargo test"
 cargo test -- --test-threads "${FLOE_TEST_THREADS:-2}"

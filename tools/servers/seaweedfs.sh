@@ -169,6 +169,7 @@ ENV
 stop() {
   if ! [ -f "$run/pid" ]; then
     log "not running ($run)"
+    [ "${FLOE_SEAWEEDFS_KEEP_DATA:-0}" = "1" ] || [ ! -d "$run" ] || rm -rf "$run"
     return 0
   fi
   local pid i

@@ -13,6 +13,7 @@
 # * Binds 127.0.0.1 only; uses the default ports (S3 8333, …) when all are free, free
 #   ports picked by the OS otherwise. Waits until S3 answers a signed request, then makes
 #   sure the bucket $FLOE_SEAWEEDFS_BUCKET (default `warehouse`) exists.
+# * `stop` ends the server and removes its data (FLOE_SEAWEEDFS_KEEP_DATA=1 keeps it).
 # * Credentials: a fresh random secret per server (SeaweedFS takes its admin identity
 #   from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in its environment).
 #
@@ -169,7 +170,7 @@ ENV
 stop() {
   if ! [ -f "$run/pid" ]; then
     log "not running ($run)"
-    [ "${FLOE_SEAWEEDFS_KEEP_DATA:-0}" = "1" ] || [ ! -d "$run" ] || rm -rf "$run"
+    [ "${FLOE_SEAWEEDFS_KEEP_DATA:-0}" = "1" ] || remove_run
     return 0
   fi
   local pid i
@@ -184,9 +185,14 @@ stop() {
     log "stopped (pid $pid)"
   fi
   rm -f "$run/pid"
-  if [ "${FLOE_SEAWEEDFS_KEEP_DATA:-0}" != "1" ]; then
-    rm -rf "$run"
-  fi
+  [ "${FLOE_SEAWEEDFS_KEEP_DATA:-0}" = "1" ] || remove_run
+}
+
+# Removes only what `start` created, then the directory if that left it empty.
+remove_run() {
+  [ -d "$run" ] || return 0
+  rm -rf "$run/data" "$run/env" "$run/weed.log" "$run/pid"
+  rmdir "$run" 2>/dev/null || true
 }
 
 case "${1:-}" in

@@ -95,7 +95,7 @@ fn check(name: &str, t: &Table, snapshot: Option<i64>, expected: &Path) -> Check
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn append_scan_on_s3_read_by_the_peers() {
+async fn appends_and_scans_on_s3_read_by_the_peers() {
     let Some(env) = s3_env() else { return };
     let (_d, cat, wh) = s3_catalog(&env);
     let schema = parse_schema(WIDE_DDL).unwrap();

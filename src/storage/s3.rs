@@ -178,7 +178,7 @@ impl Bucket {
         }
     }
 
-    /// Checks once (per bucket and process) that a create-only put of an existing key
+    /// Checks once (per bucket and runtime) that a create-only put of an existing key
     /// fails; `prefix` is where the probe object goes (next to the first file written).
     pub(crate) async fn ensure_conditional_put(&self, prefix: &str) -> Result<()> {
         self.probed
@@ -264,16 +264,19 @@ pub(crate) async fn probe_conditional_put(
     }
 }
 
-type Registry = Mutex<HashMap<(S3Options, String), Arc<Bucket>>>;
+/// Stores are cached per settings, bucket and tokio runtime: an HTTP connection pool must not
+/// outlive the runtime its connections were made on ("runtime dropped the dispatch task").
+type Registry = Mutex<HashMap<(S3Options, String, Option<tokio::runtime::Id>), Arc<Bucket>>>;
 
 fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The cached bucket for `options` (built on first use).
+/// The cached bucket for `options` in the current runtime (built on first use).
 pub(crate) fn bucket(options: &S3Options, name: &str) -> Result<Arc<Bucket>> {
-    let key = (options.clone(), name.to_string());
+    let runtime = tokio::runtime::Handle::try_current().ok().map(|h| h.id());
+    let key = (options.clone(), name.to_string(), runtime);
     let mut map = registry()
         .lock()
         .map_err(|_| Error::io("S3 store cache poisoned by a panic"))?;

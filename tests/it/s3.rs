@@ -367,3 +367,26 @@ fn cli_on_an_s3_warehouse() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--catalog sqlite:///"), "{err}");
 }
+
+/// One storage used from two tokio runtimes in turn (tests, or a library user's short-lived
+/// runtimes). A smoke test: the pooled-connection failure this guards against ("runtime
+/// dropped the dispatch task", seen when the whole suite shared one store across test
+/// runtimes) does not reproduce reliably in isolation.
+#[test]
+fn storage_outlives_a_runtime() {
+    let Some(env) = s3_env() else { return };
+    let st = Storage::with_s3(env.options.clone());
+    let loc = format!("s3://{}/rt-{}/x", env.bucket, uuid::Uuid::new_v4());
+    for i in 0..2u8 {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            st.put(&loc, Bytes::from(vec![i])).await.unwrap();
+            assert_eq!(&st.get(&loc).await.unwrap()[..], &[i]);
+        });
+        drop(rt);
+    }
+}

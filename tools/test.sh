@@ -6,9 +6,12 @@
 #   bash tools/test.sh            # everything
 #   FLOE_PEERS_NO_SPARK=1 bash tools/test.sh   # skip Spark (faster local runs)
 #   FLOE_NO_POSTGRES=1 bash tools/test.sh      # skip the PostgreSQL catalog tests
+#   FLOE_NO_S3=1 bash tools/test.sh            # no S3 server, S3 tests skipped (explicit only)
 #
-# Servers: a private PostgreSQL (tools/servers/postgres.sh) is started before `cargo test`
-# and stopped on exit; if it cannot start, the run fails (unless FLOE_NO_POSTGRES=1).
+# Servers: a private PostgreSQL (tools/servers/postgres.sh) and a private SeaweedFS S3
+# server (tools/servers/seaweedfs.sh, pinned, installed under ~/.cache/floe/servers) are
+# started before `cargo test` and stopped on exit; if one cannot start, the run fails
+# (unless its FLOE_NO_* switch is set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +56,22 @@ else
     [ -n "$line" ] && export "${line?}"
   done <<<"$pg_env"
   echo "postgres: ${FLOE_TEST_POSTGRES_URI%%:*}://…@${FLOE_TEST_POSTGRES_URI##*@}"
+fi
+
+# S3: a private SeaweedFS for this run.
+if [ "${FLOE_NO_S3:-0}" = "1" ]; then
+  echo "== S3: FLOE_NO_S3=1, S3 tests skipped"
+else
+  echo "== S3: starting SeaweedFS"
+  FLOE_SEAWEEDFS_RUN="$(mktemp -d "${TMPDIR:-/tmp}/floe-test-s3.XXXXXX")"
+  export FLOE_SEAWEEDFS_RUN
+  cleanups+=("FLOE_SEAWEEDFS_RUN='$FLOE_SEAWEEDFS_RUN' bash tools/servers/seaweedfs.sh stop")
+  s3_env="$(bash tools/servers/seaweedfs.sh start)" || {
+    echo "SeaweedFS (S3) did not start; see the log above. FLOE_NO_S3=1 skips the S3 tests." >&2
+    exit 1
+  }
+  eval "$s3_env"
+  echo "S3 endpoint: $FLOE_TEST_S3_ENDPOINT bucket $FLOE_TEST_S3_BUCKET"
 fi
 
 echo "== cargo test"

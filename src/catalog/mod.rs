@@ -118,10 +118,24 @@ impl Catalog {
     /// use), `file:///dir` or `fs:dir` (filesystem catalog rooted at the warehouse). `None`
     /// means SQLite at `<warehouse>/catalog.db`. The warehouse defaults to `./warehouse`
     /// (SQLite: the directory of the database file when a URI is given); the catalog name
-    /// defaults to `default`.
+    /// defaults to `default`. A SQL catalog may keep its tables in an S3 warehouse
+    /// (`s3://bucket/path`), reached as [`storage::S3Options::from_env`] describes.
     pub fn open(uri: Option<&str>, warehouse: Option<&str>, name: Option<&str>) -> Result<Catalog> {
+        Self::open_with_storage(uri, warehouse, name, Storage::new())
+    }
+
+    /// [`Catalog::open`] with the given storage (for example S3 settings not taken from the
+    /// environment).
+    pub fn open_with_storage(
+        uri: Option<&str>,
+        warehouse: Option<&str>,
+        name: Option<&str>,
+        storage: Storage,
+    ) -> Result<Catalog> {
         let name = name.unwrap_or("default").to_string();
-        let storage = Storage::new();
+        if let Some(w) = warehouse.filter(|w| storage::s3_parts(w).is_some()) {
+            return Self::open_remote(uri, w, name, storage);
+        }
         let (backend, wh) = match uri {
             None => {
                 let wh = abs(warehouse.unwrap_or("warehouse"))?;
@@ -134,14 +148,7 @@ impl Catalog {
                 (Backend::Sql(sql::SqlBackend::postgres(target, name.clone())), wh)
             }
             Some(u) if u.starts_with("sqlite:") || u.ends_with(".db") => {
-                // SQLAlchemy/pyiceberg form: sqlite:////abs.db (absolute), sqlite:///rel.db
-                // (relative); also sqlite:/abs.db, sqlite:rel.db and a bare *.db path.
-                let p = u
-                    .strip_prefix("sqlite:///")
-                    .or_else(|| u.strip_prefix("sqlite://"))
-                    .or_else(|| u.strip_prefix("sqlite:"))
-                    .unwrap_or(u);
-                let db = abs(p)?;
+                let db = abs(sqlite_path(u))?;
                 let wh = match warehouse {
                     Some(w) => abs(w)?,
                     None => db.parent().map(|p| p.to_path_buf()).unwrap_or_else(|| PathBuf::from("/")),
@@ -172,11 +179,55 @@ impl Catalog {
         })
     }
 
+    /// A SQL catalog whose warehouse is on S3 (the catalog database stays local).
+    fn open_remote(
+        uri: Option<&str>,
+        warehouse: &str,
+        name: String,
+        storage: Storage,
+    ) -> Result<Catalog> {
+        let Some((bucket, _)) = storage::s3_parts(warehouse).filter(|(b, _)| !b.is_empty()) else {
+            return Err(Error::invalid(format!(
+                "warehouse '{warehouse}' names no bucket; write s3://bucket/path"
+            )));
+        };
+        storage
+            .s3_options()
+            .map_err(|e| e.context(format!("warehouse '{warehouse}'")))?;
+        let backend = match uri {
+            Some(u) if sql::is_postgres_uri(u) => {
+                Backend::Sql(sql::SqlBackend::postgres(sql::PgTarget::parse(u)?, name.clone()))
+            }
+            Some(u) if u.starts_with("sqlite:") || u.ends_with(".db") => {
+                Backend::Sql(sql::SqlBackend::open(abs(sqlite_path(u))?, name.clone())?)
+            }
+            None => {
+                return Err(Error::invalid(format!(
+                    "warehouse '{warehouse}' is on S3 (bucket '{bucket}'), so the catalog cannot \
+                     live inside it: pass a catalog, e.g. --catalog sqlite:///path/catalog.db"
+                )))
+            }
+            Some(u) => {
+                return Err(Error::unsupported(format!(
+                    "catalog '{u}' cannot keep tables in the S3 warehouse '{warehouse}': the \
+                     filesystem (Hadoop) catalog is local-only; use --catalog sqlite:///path/catalog.db \
+                     or postgresql://…"
+                )))
+            }
+        };
+        Ok(Catalog {
+            name,
+            warehouse: warehouse.trim_end_matches('/').to_string(),
+            storage,
+            backend,
+        })
+    }
+
     /// Catalog name (`catalog_name` column of the SQL catalog).
     pub fn name(&self) -> &str {
         &self.name
     }
-    /// Warehouse URI (`file:///…`).
+    /// Warehouse URI (`file:///…` or `s3://bucket/…`).
     pub fn warehouse(&self) -> &str {
         &self.warehouse
     }
@@ -433,9 +484,12 @@ impl Catalog {
         }
     }
 
+    /// Writes a SQL catalog's metadata file. Its name is unique (a UUID), so where create-only
+    /// puts are disabled (`FLOE_S3_CONDITIONAL_PUT=disabled`) a plain write is still safe: the
+    /// catalog's compare-and-swap decides which metadata file is current.
     async fn write_metadata(&self, location: &str, md: &TableMetadata) -> Result<()> {
         let bytes = Bytes::from(serde_json::to_vec(md)?);
-        self.storage.put_if_absent(location, bytes).await
+        self.storage.put_unique(location, bytes).await
     }
 
     /// Swaps `base`'s pointer to `new` metadata: the catalog's compare-and-swap.
@@ -565,6 +619,16 @@ fn check_features(schema: &Schema, fv: FormatVersion) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The database path of a SQLite catalog URI: SQLAlchemy/pyiceberg form `sqlite:////abs.db`
+/// (absolute), `sqlite:///rel.db` (relative); also `sqlite:/abs.db`, `sqlite:rel.db` and a
+/// bare `*.db` path.
+fn sqlite_path(u: &str) -> &str {
+    u.strip_prefix("sqlite:///")
+        .or_else(|| u.strip_prefix("sqlite://"))
+        .or_else(|| u.strip_prefix("sqlite:"))
+        .unwrap_or(u)
 }
 
 /// `<location>/metadata/NNNNN-<uuid>.metadata.json`, numbered after the previous one.

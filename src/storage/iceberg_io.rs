@@ -26,11 +26,15 @@ fn to_ice(e: crate::Error) -> iceberg::Error {
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
 struct Repr {
     relocation: Option<(String, String)>,
+    s3: Option<super::S3Options>,
 }
 
 impl From<Repr> for IceStorage {
     fn from(r: Repr) -> Self {
-        let s = Storage::new();
+        let s = match r.s3 {
+            Some(o) => Storage::with_s3(o),
+            None => Storage::new(),
+        };
         let inner = match &r.relocation {
             Some((f, t)) => s.relocated(f, t),
             None => s,
@@ -47,6 +51,7 @@ impl From<IceStorage> for Repr {
                 .relocation
                 .as_ref()
                 .map(|r| (r.0.clone(), r.1.clone())),
+            s3: s.inner.s3_options().ok().cloned(),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Location strings as peers write them, and their mapping to object-store paths.
 //!
 //! Local files appear in three forms (`/abs/path`, `file:/abs/path`, `file:///abs/path`);
-//! all of them name the same object.
+//! all of them name the same object. S3 objects are `s3://bucket/key` (`s3a://` and `s3n://`,
+//! as Hadoop writes them, name the same object).
 
 use crate::error::{Error, Result};
 
@@ -10,13 +11,41 @@ use crate::error::{Error, Result};
 pub(crate) enum Resolved {
     /// A local file; the key is the absolute path without its leading `/`.
     Local(String),
+    /// An S3 object.
+    S3 {
+        /// Bucket name.
+        bucket: String,
+        /// Key inside the bucket (no leading `/`; may be empty for the bucket root).
+        key: String,
+    },
+}
+
+/// `(bucket, key)` of an `s3://`, `s3a://` or `s3n://` location.
+pub fn s3_parts(location: &str) -> Option<(&str, &str)> {
+    let rest = ["s3://", "s3a://", "s3n://"]
+        .iter()
+        .find_map(|p| location.strip_prefix(p))?;
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    Some((bucket, key.trim_start_matches('/')))
 }
 
 /// Resolves any accepted location form.
 pub(crate) fn resolve(location: &str) -> Result<Resolved> {
+    if let Some((bucket, key)) = s3_parts(location) {
+        if bucket.is_empty() {
+            return Err(Error::invalid(format!(
+                "location '{location}' names no bucket; write s3://bucket/path"
+            )));
+        }
+        return Ok(Resolved::S3 {
+            bucket: bucket.to_string(),
+            key: key.trim_end_matches('/').to_string(),
+        });
+    }
     let path = local_path(location).ok_or_else(|| {
         Error::unsupported(format!(
-            "location '{location}' uses a scheme floe cannot open yet; use a local path or file:// URI"
+            "location '{location}' uses a scheme floe cannot open; use a local path, a file:// \
+             URI or s3://bucket/path"
         ))
     })?;
     Ok(Resolved::Local(path.trim_start_matches('/').to_string()))
@@ -73,8 +102,31 @@ mod tests {
         ] {
             assert_eq!(resolve(l).unwrap(), want, "{l}");
         }
-        assert!(resolve("s3://b/k").is_err());
+        assert!(resolve("gs://b/k").is_err());
         assert!(resolve("relative/x").is_err());
+        assert!(resolve("s3:///k").is_err());
+    }
+
+    #[test]
+    fn s3_forms_resolve_alike() {
+        let want = Resolved::S3 {
+            bucket: "b".into(),
+            key: "wh/t/data/a.parquet".into(),
+        };
+        for l in [
+            "s3://b/wh/t/data/a.parquet",
+            "s3a://b/wh/t/data/a.parquet",
+            "s3n://b/wh/t/data/a.parquet",
+        ] {
+            assert_eq!(resolve(l).unwrap(), want, "{l}");
+        }
+        assert_eq!(
+            resolve("s3://b/wh/").unwrap(),
+            Resolved::S3 {
+                bucket: "b".into(),
+                key: "wh".into()
+            }
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod iceberg_io;
 mod location;
+mod s3;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -17,8 +18,11 @@ use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{Error, ErrorKind, Result};
+#[cfg(test)]
+use std::collections::HashMap;
 
-pub use location::{join, local_path, to_uri};
+pub use location::{join, local_path, s3_parts, to_uri};
+pub use s3::{S3Options, CONDITIONAL_PUT_ENV};
 
 /// A listed object.
 #[derive(Debug, Clone)]
@@ -31,12 +35,27 @@ pub struct ObjectInfo {
     pub last_modified_ms: i64,
 }
 
-/// Access to table files, with optional read-only relocation of moved tables.
+/// Access to table files (local and `s3://`), with optional read-only relocation of moved
+/// tables.
 #[derive(Clone, Debug)]
 pub struct Storage {
     local: Arc<LocalFileSystem>,
+    /// How `s3://` buckets are reached, or why the environment could not be read (reported
+    /// when an S3 location is used).
+    s3: Arc<std::result::Result<S3Options, String>>,
+    /// Buckets given explicitly (tests), looked up before the shared cache.
+    #[cfg(test)]
+    buckets: HashMap<String, Arc<s3::Bucket>>,
     /// `(from, to)` prefix: locations under `from` are read from `to` (relocated tables).
     relocation: Option<Arc<(String, String)>>,
+}
+
+/// What a location resolved to.
+struct Target {
+    store: Arc<dyn ObjectStore>,
+    path: StorePath,
+    /// The S3 bucket, when remote (create-only puts are checked per bucket).
+    bucket: Option<Arc<s3::Bucket>>,
 }
 
 impl Default for Storage {
@@ -46,23 +65,71 @@ impl Default for Storage {
 }
 
 impl Storage {
-    /// Storage for local files (all three local path forms).
+    /// Storage for local files (all three local path forms) and `s3://` locations, reached
+    /// as [`S3Options::from_env`] describes (the AWS SDK's environment variables).
     pub fn new() -> Self {
+        Self::with_s3_result(S3Options::from_env().map_err(|e| e.to_string()))
+    }
+
+    /// Storage whose `s3://` locations are reached with `options` (not the environment).
+    pub fn with_s3(options: S3Options) -> Self {
+        Self::with_s3_result(Ok(options))
+    }
+
+    fn with_s3_result(s3: std::result::Result<S3Options, String>) -> Self {
         Self {
             local: Arc::new(LocalFileSystem::new()),
+            s3: Arc::new(s3),
+            #[cfg(test)]
+            buckets: HashMap::new(),
             relocation: None,
         }
     }
 
+    /// The S3 settings of this storage (an error when the environment was invalid).
+    pub fn s3_options(&self) -> Result<&S3Options> {
+        self.s3
+            .as_ref()
+            .as_ref()
+            .map_err(|e| Error::invalid(e.clone()))
+    }
+
+    /// The same storage with bucket `name` served by `store` (tests).
+    #[cfg(test)]
+    pub(crate) fn with_bucket(
+        mut self,
+        name: &str,
+        store: Arc<dyn ObjectStore>,
+        conditional_put: bool,
+    ) -> Self {
+        self.buckets.insert(
+            name.to_string(),
+            Arc::new(s3::Bucket::new(name, "test", store, conditional_put)),
+        );
+        self
+    }
+
     /// The same storage, reading locations under `from` from `to` instead (moved tables).
     pub fn relocated(&self, from: &str, to: &str) -> Self {
-        Self {
-            local: self.local.clone(),
-            relocation: Some(Arc::new((from.to_string(), to.to_string()))),
+        let mut s = self.clone();
+        s.relocation = Some(Arc::new((from.to_string(), to.to_string())));
+        s
+    }
+
+    fn bucket(&self, name: &str) -> Result<Arc<s3::Bucket>> {
+        #[cfg(test)]
+        if let Some(b) = self.buckets.get(name) {
+            return Ok(b.clone());
         }
+        s3::bucket(self.s3_options()?, name)
     }
 
     fn resolve(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, StorePath)> {
+        let t = self.target(location)?;
+        Ok((t.store, t.path))
+    }
+
+    fn target(&self, location: &str) -> Result<Target> {
         let relocated;
         let mut loc = location;
         if let Some(r) = &self.relocation {
@@ -71,11 +138,23 @@ impl Storage {
                 loc = &relocated;
             }
         }
+        let parse = |key: &str| {
+            StorePath::parse(key)
+                .map_err(|e| Error::invalid(format!("invalid location '{location}': {e}")))
+        };
         match location::resolve(loc)? {
-            location::Resolved::Local(key) => {
-                let path = StorePath::parse(&key)
-                    .map_err(|e| Error::invalid(format!("invalid location '{location}': {e}")))?;
-                Ok((self.local.clone(), path))
+            location::Resolved::Local(key) => Ok(Target {
+                store: self.local.clone(),
+                path: parse(&key)?,
+                bucket: None,
+            }),
+            location::Resolved::S3 { bucket, key } => {
+                let b = self.bucket(&bucket)?;
+                Ok(Target {
+                    store: b.store.clone(),
+                    path: parse(&key)?,
+                    bucket: Some(b),
+                })
             }
         }
     }
@@ -90,6 +169,7 @@ impl Storage {
         let loc = relocated.as_deref().unwrap_or(location);
         match location::resolve(loc).ok()? {
             location::Resolved::Local(key) => Some(std::path::PathBuf::from(format!("/{key}"))),
+            location::Resolved::S3 { .. } => None,
         }
     }
 
@@ -155,15 +235,59 @@ impl Storage {
         Ok(())
     }
 
-    /// Writes an object only if none exists; `AlreadyExists` otherwise.
+    /// Writes an object only if none exists; `AlreadyExists` otherwise. On S3 the bucket is
+    /// first checked (once) to honour create-only puts; with
+    /// `FLOE_S3_CONDITIONAL_PUT=disabled` this refuses (nothing could stop an overwrite).
     pub async fn put_if_absent(&self, location: &str, bytes: Bytes) -> Result<()> {
-        let (store, path) = self.resolve(location)?;
+        let t = self.target(location)?;
+        if let Some(b) = &t.bucket {
+            if !b.conditional_put {
+                return Err(Error::unsupported(format!(
+                    "cannot create '{location}' safely: {CONDITIONAL_PUT_ENV}=disabled, so S3 \
+                     bucket '{}' cannot refuse an overwrite; a filesystem (Hadoop) catalog \
+                     cannot commit there. Use a SQL catalog (--catalog sqlite:///…) or a server \
+                     that honours conditional puts",
+                    b.name
+                )));
+            }
+        }
+        self.create_only(t, location, bytes).await
+    }
+
+    /// Writes a new object whose name is unique (a UUID in it): create-only where the store
+    /// supports it, a plain write on S3 buckets with `FLOE_S3_CONDITIONAL_PUT=disabled`
+    /// (safe because no other writer picks the same name). `AlreadyExists` otherwise.
+    pub async fn put_unique(&self, location: &str, bytes: Bytes) -> Result<()> {
+        let t = self.target(location)?;
+        if t.bucket.as_ref().is_some_and(|b| !b.conditional_put) {
+            return t
+                .store
+                .put(&t.path, PutPayload::from(bytes))
+                .await
+                .map(|_| ())
+                .map_err(|e| Self::wrap(e, "write", location));
+        }
+        self.create_only(t, location, bytes).await
+    }
+
+    async fn create_only(&self, t: Target, location: &str, bytes: Bytes) -> Result<()> {
+        if let Some(b) = &t.bucket {
+            let dir = t
+                .path
+                .as_ref()
+                .rsplit_once('/')
+                .map(|(d, _)| d)
+                .unwrap_or("");
+            b.ensure_conditional_put(dir)
+                .await
+                .map_err(|e| e.context(format!("creating '{location}'")))?;
+        }
         let opts = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
         };
-        store
-            .put_opts(&path, PutPayload::from(bytes), opts)
+        t.store
+            .put_opts(&t.path, PutPayload::from(bytes), opts)
             .await
             .map_err(|e| Self::wrap(e, "create", location))?;
         Ok(())
@@ -283,5 +407,71 @@ impl Storage {
     /// An `iceberg` crate `FileIO` backed by this storage.
     pub fn file_io(&self) -> iceberg::io::FileIO {
         iceberg_io::file_io(self.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+
+    #[tokio::test]
+    async fn s3_create_only_writes_are_checked_per_bucket() {
+        // An honest bucket: create-only puts work and refuse overwrites.
+        let st = Storage::with_s3(S3Options::default()).with_bucket(
+            "good",
+            Arc::new(InMemory::new()),
+            true,
+        );
+        let loc = "s3://good/wh/t/metadata/00000-a.metadata.json";
+        st.put_if_absent(loc, Bytes::from_static(b"1"))
+            .await
+            .unwrap();
+        let e = st
+            .put_if_absent(loc, Bytes::from_static(b"2"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::AlreadyExists);
+        assert_eq!(&st.get(loc).await.unwrap()[..], b"1");
+        let listed = st.list("s3://good/wh/t").await.unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].location, loc);
+
+        // A bucket that ignores If-None-Match: detected before anything is written.
+        let bad = Storage::with_s3(S3Options::default()).with_bucket(
+            "bad",
+            Arc::new(s3::tests::IgnoresConditions::default()),
+            true,
+        );
+        let loc = "s3://bad/wh/t/metadata/00000-a.metadata.json";
+        for write in [true, false] {
+            let e = if write {
+                bad.put_if_absent(loc, Bytes::from_static(b"1")).await
+            } else {
+                bad.put_unique(loc, Bytes::from_static(b"1")).await
+            }
+            .unwrap_err();
+            assert!(e.to_string().contains(CONDITIONAL_PUT_ENV), "{e}");
+        }
+        assert!(!bad.exists(loc).await.unwrap());
+
+        // With conditional puts disabled: unique names are written, create-only refuses.
+        let off = Storage::with_s3(S3Options::default()).with_bucket(
+            "off",
+            Arc::new(s3::tests::IgnoresConditions::default()),
+            false,
+        );
+        let loc = "s3://off/wh/t/metadata/00000-a.metadata.json";
+        off.put_unique(loc, Bytes::from_static(b"1")).await.unwrap();
+        let e = off
+            .put_if_absent(loc, Bytes::from_static(b"2"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert!(
+            e.to_string().contains("FLOE_S3_CONDITIONAL_PUT=disabled"),
+            "{e}"
+        );
+        assert_eq!(&off.get(loc).await.unwrap()[..], b"1");
     }
 }

@@ -261,7 +261,8 @@ async fn copy_manifests(
                     }
                     Err(e) if e.kind() == ErrorKind::NotFound => {
                         let bytes = src_storage.get(&mf.manifest_path).await?;
-                        match storage.put_if_absent(&to, bytes).await {
+                        // Same name, same content: a unique-name write is enough.
+                        match storage.put_unique(&to, bytes).await {
                             Ok(()) => true,
                             Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
                             Err(e) => return Err(e),

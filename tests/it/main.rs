@@ -13,4 +13,5 @@ mod ingest;
 mod interop;
 mod maintenance;
 mod postgres;
+mod s3;
 mod tidy;

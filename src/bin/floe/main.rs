@@ -36,7 +36,8 @@ struct Cli {
     /// or file:///warehouse (Hadoop layout). Default: SQLite at <warehouse>/catalog.db.
     #[arg(long, global = true, env = "FLOE_CATALOG")]
     catalog: Option<String>,
-    /// Warehouse directory (default ./warehouse).
+    /// Warehouse directory (default ./warehouse), or s3://bucket/path with a SQLite
+    /// --catalog (S3 settings from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, …).
     #[arg(long, global = true, env = "FLOE_WAREHOUSE")]
     warehouse: Option<String>,
     /// Catalog name (the catalog_name column of the SQL catalog).

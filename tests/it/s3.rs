@@ -1,0 +1,392 @@
+//! Tables on a real S3 server (SeaweedFS, started by tools/test.sh) with a local SQLite
+//! catalog: append/scan and merge-on-read DELETE/UPDATE/MERGE, maintenance, and the CLI;
+//! floe's rows are checked against a model and read row for row by DuckDB (httpfs) and
+//! pyiceberg. Spark is skipped: reading S3 needs the hadoop-aws jars, which are not
+//! available offline.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use bytes::Bytes;
+use floe::catalog::{Catalog, TableCreation};
+use floe::maintenance::{expire_snapshots, remove_orphan_files, rewrite_data_files, ExpireOptions};
+use floe::scan::SnapshotSelector;
+use floe::spec::{parse_partition_spec, parse_schema, FormatVersion};
+use floe::storage::{S3Options, Storage};
+use floe::table::parse_ident;
+use floe::txn::append;
+use floe::Table;
+
+use crate::common::*;
+
+/// The test server's settings (from tools/servers/seaweedfs.sh via tools/test.sh).
+struct S3Env {
+    options: S3Options,
+    bucket: String,
+    vars: Vec<(String, String)>,
+}
+
+fn s3_env() -> Option<S3Env> {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let Some(endpoint) = get("FLOE_TEST_S3_ENDPOINT") else {
+        if get("FLOE_NO_S3").as_deref() == Some("1") {
+            eprintln!("FLOE_NO_S3=1: S3 tests skipped");
+            return None;
+        }
+        panic!(
+            "no S3 server: run `bash tools/test.sh` (it starts SeaweedFS), or \
+             `eval \"$(bash tools/servers/seaweedfs.sh start)\"` first; FLOE_NO_S3=1 skips S3 tests"
+        );
+    };
+    let need =
+        |k: &str| get(k).unwrap_or_else(|| panic!("{k} is not set (seaweedfs.sh prints it)"));
+    let (key, secret) = (
+        need("FLOE_TEST_S3_ACCESS_KEY_ID"),
+        need("FLOE_TEST_S3_SECRET_ACCESS_KEY"),
+    );
+    let region = get("FLOE_TEST_S3_REGION").unwrap_or_else(|| "us-east-1".into());
+    let options = S3Options {
+        endpoint: Some(endpoint.clone()),
+        region: Some(region.clone()),
+        access_key_id: Some(key.clone()),
+        secret_access_key: Some(secret.clone()),
+        conditional_put: true,
+        ..Default::default()
+    };
+    let vars = vec![
+        ("AWS_ENDPOINT_URL".to_string(), endpoint),
+        ("AWS_REGION".to_string(), region),
+        ("AWS_ACCESS_KEY_ID".to_string(), key),
+        ("AWS_SECRET_ACCESS_KEY".to_string(), secret),
+    ];
+    Some(S3Env {
+        options,
+        bucket: need("FLOE_TEST_S3_BUCKET"),
+        vars,
+    })
+}
+
+/// A fresh warehouse prefix in the test bucket with a SQLite catalog in a temp dir.
+fn s3_catalog(env: &S3Env) -> (tempfile::TempDir, Catalog, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = format!("s3://{}/it-{}", env.bucket, uuid::Uuid::new_v4());
+    let uri = format!("sqlite:///{}", dir.path().join("catalog.db").display());
+    let cat = Catalog::open_with_storage(
+        Some(&uri),
+        Some(&wh),
+        None,
+        Storage::with_s3(env.options.clone()),
+    )
+    .unwrap();
+    (dir, cat, wh)
+}
+
+fn check(name: &str, t: &Table, snapshot: Option<i64>, expected: &Path) -> Check {
+    Check {
+        name: name.to_string(),
+        metadata: t.metadata_location().to_string(),
+        snapshot_id: snapshot,
+        expected: expected.to_string_lossy().to_string(),
+        // Spark cannot read S3 offline (no hadoop-aws jars).
+        engines: Some(vec!["duckdb".into(), "pyiceberg".into()]),
+        refuse: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_and_scans_on_s3_read_by_the_peers() {
+    let Some(env) = s3_env() else { return };
+    let (_d, cat, wh) = s3_catalog(&env);
+    let schema = parse_schema(WIDE_DDL).unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    c.partition_spec = parse_partition_spec("bucket(4, id), cat", &schema).unwrap();
+    let t = cat
+        .create_table(&parse_ident("db.wide").unwrap(), c)
+        .await
+        .unwrap();
+    assert!(t
+        .metadata_location()
+        .starts_with(&format!("{wh}/db/wide/metadata/00000-")));
+    let r1 = append(&cat, &t, vec![Ok(wide_batch(0, 700))], None)
+        .await
+        .unwrap();
+    let r2 = append(
+        &cat,
+        &r1.table,
+        vec![Ok(wide_batch(700, 400)), Ok(wide_batch(1100, 250))],
+        None,
+    )
+    .await
+    .unwrap();
+    let t = r2.table;
+    let all = scan_rows(&t, SnapshotSelector::Current).await;
+    assert_eq!(count(&all), 1350);
+    assert_eq!(sum_i64(&all, "id"), (0..1350).sum::<i64>());
+    let old = scan_rows(&t, SnapshotSelector::Id(r1.snapshot_id.unwrap())).await;
+    assert_eq!(count(&old), 700);
+    // Data files are on S3, not on local disk.
+    let files = cat
+        .storage()
+        .list(&format!("{wh}/db/wide/data"))
+        .await
+        .unwrap();
+    assert!(!files.is_empty() && files.iter().all(|f| f.location.starts_with("s3://")));
+    // A reload through the catalog and a catalog-less open of the metadata file agree.
+    let loaded = cat.load_table(t.ident()).await.unwrap();
+    assert_eq!(loaded.metadata_location(), t.metadata_location());
+    let st = Table::open_static(cat.storage(), t.metadata_location())
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&scan_rows(&st, SnapshotSelector::Current).await),
+        1350
+    );
+
+    let Some(py) = peers_python() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let mut checks = Vec::new();
+    for (i, s) in [r1.snapshot_id, r2.snapshot_id].into_iter().enumerate() {
+        let p = work.path().join(format!("wide-{i}.parquet"));
+        floe_expected(&t, s, &p).await;
+        checks.push(check(&format!("s3-wide@{i}"), &t, s, &p));
+    }
+    peer_check(&py, work.path(), &checks);
+}
+
+/// Runs `sql` on the model (DuckDB over a plain copy of the rows) and returns the new model.
+fn model_step(py: &Path, model: &Path, next: &Path, sql: &str, source: Option<&Path>) {
+    let mut cmd = Command::new(py);
+    cmd.arg(repo().join("tools/peers/duckdb_model.py"))
+        .arg(model)
+        .arg(next);
+    if let Some(s) = source {
+        cmd.arg("--source").arg(s);
+    }
+    let out = cmd.arg(sql).output().unwrap();
+    assert!(
+        out.status.success(),
+        "model failed for {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_level_changes_and_maintenance_on_s3() {
+    let Some(env) = s3_env() else { return };
+    let Some(py) = peers_python() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let (_d, cat, wh) = s3_catalog(&env);
+    let schema = parse_schema(WIDE_DDL).unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    c.partition_spec = parse_partition_spec("cat", &schema).unwrap();
+    c.format_version = FormatVersion::V2;
+    c.properties = [
+        ("write.delete.mode", "merge-on-read"),
+        ("write.update.mode", "merge-on-read"),
+        ("write.merge.mode", "merge-on-read"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect::<HashMap<_, _>>();
+    let t = cat
+        .create_table(&parse_ident("dml.mor").unwrap(), c)
+        .await
+        .unwrap();
+    let batches = vec![wide_batch(0, 700), wide_batch(700, 650)];
+    let r = append(
+        &cat,
+        &t,
+        vec![Ok(batches[0].clone()), Ok(batches[1].clone())],
+        None,
+    )
+    .await
+    .unwrap();
+    let mut table = r.table;
+    let mut model = w.join("model-0.parquet");
+    write_parquet(&model, &batches);
+    let source = w.join("source.parquet");
+    write_parquet(&source, &[wide_batch(1200, 300)]);
+    let statements = [
+        "DELETE FROM {t} WHERE id % 7 = 3",
+        "UPDATE {t} SET a = a * 2 + 1, name = name || '-u' WHERE cat = 'beta' AND id < 400",
+        "MERGE INTO {t} AS t USING {s} AS s ON t.id = s.id \
+         WHEN MATCHED AND s.k < 100 THEN DELETE \
+         WHEN MATCHED THEN UPDATE SET a = s.a + 1000, name = 'merged' \
+         WHEN NOT MATCHED THEN INSERT *",
+    ];
+    let mut checks = Vec::new();
+    for (i, st) in statements.iter().enumerate() {
+        let floe_sql = st
+            .replace("{t}", "dml.mor")
+            .replace("{s}", &format!("'{}'", source.display()));
+        let r = floe::dml::execute(&cat, &floe_sql, None)
+            .await
+            .unwrap_or_else(|e| panic!("`{floe_sql}`: {e:?}"));
+        table = r.table;
+        let next = w.join(format!("model-{}.parquet", i + 1));
+        model_step(
+            &py,
+            &model,
+            &next,
+            &st.replace("{t}", "t").replace("{s}", "s"),
+            Some(&source),
+        );
+        model = next;
+        let actual = w.join(format!("floe-{}.parquet", i + 1));
+        floe_expected(&table, None, &actual).await;
+        assert_same_rows(
+            &py,
+            &model,
+            &actual,
+            &format!("after `{st}`: floe differs from the model"),
+        );
+        let sid = table.current_snapshot().map(|s| s.snapshot_id());
+        checks.push(check(&format!("s3-mor@{}", i + 1), &table, sid, &model));
+    }
+    let summary = &table
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert_ne!(
+        summary.get("total-position-deletes").map(String::as_str),
+        Some("0")
+    );
+
+    // Compaction applies the deletes; the rows stay.
+    let rw = rewrite_data_files(
+        &cat,
+        &table,
+        None,
+        &HashMap::from([("rewrite-all".to_string(), "true".to_string())]),
+        None,
+    )
+    .await
+    .unwrap();
+    table = rw.table.unwrap();
+    let actual = w.join("floe-rewritten.parquet");
+    floe_expected(&table, None, &actual).await;
+    assert_same_rows(&py, &model, &actual, "after rewrite_data_files");
+    checks.push(check("s3-mor@rewritten", &table, None, &model));
+    // Every snapshot so far, before expire_snapshots deletes the older ones' files.
+    peer_check(&py, w, &checks);
+
+    // Expire every older snapshot: their files go, the current rows stay.
+    let ex = expire_snapshots(
+        &cat,
+        &table,
+        &ExpireOptions {
+            older_than_ms: Some(chrono::Utc::now().timestamp_millis() + 1000),
+            retain_last: Some(1),
+            snapshot_ids: vec![],
+            dry_run: false,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(ex.expired_snapshot_ids.len() >= 4, "{ex:?}");
+    assert!(
+        ex.deleted_data_files_count + ex.deleted_delete_files_count > 0,
+        "{ex:?}"
+    );
+    table = cat.load_table(table.ident()).await.unwrap();
+
+    // An orphan (listed through the S3 listing) is found and removed; nothing else is.
+    let orphan = format!("{wh}/dml/mor/data/orphan-{}.parquet", uuid::Uuid::new_v4());
+    cat.storage()
+        .put(&orphan, Bytes::from_static(b"not referenced"))
+        .await
+        .unwrap();
+    let future = chrono::Utc::now().timestamp_millis() + 60_000;
+    let or = remove_orphan_files(&cat, &table, Some(future), false)
+        .await
+        .unwrap();
+    assert_eq!(or.orphan_file_locations, vec![orphan.clone()]);
+    assert!(!cat.storage().exists(&orphan).await.unwrap());
+    let actual = w.join("floe-final.parquet");
+    floe_expected(&table, None, &actual).await;
+    assert_same_rows(&py, &model, &actual, "after expire + remove_orphan_files");
+    peer_check(&py, w, &[check("s3-mor@maintained", &table, None, &model)]);
+}
+
+/// The CLI on an S3 warehouse, configured from the AWS_* environment only.
+#[test]
+fn cli_on_an_s3_warehouse() {
+    let Some(env) = s3_env() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let wh = format!("s3://{}/cli-{}", env.bucket, uuid::Uuid::new_v4());
+    let catalog = format!("sqlite:///{}", dir.path().join("catalog.db").display());
+    let (csv, _pq) = crate::cli::inputs(dir.path());
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_floe"))
+            .env_remove("AWS_PROFILE")
+            .envs(env.vars.iter().cloned())
+            .args(["--warehouse", &wh, "--catalog", &catalog])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "floe {args:?}:\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    run(&[
+        "create",
+        "db.ev",
+        "--schema",
+        "id long, name string, ts timestamptz",
+    ]);
+    run(&["append", "db.ev", &csv]);
+    assert_eq!(run(&["scan", "db.ev", "--count"]), "50");
+    run(&["delete", "db.ev", "--where", "id < 10"]);
+    run(&[
+        "update",
+        "db.ev",
+        "--set",
+        "name = 'x'",
+        "--where",
+        "id = 20",
+    ]);
+    assert_eq!(run(&["scan", "db.ev", "--count"]), "40");
+    assert_eq!(
+        run(&["scan", "db.ev", "--count", "--where", "name = 'x'"]),
+        "1"
+    );
+    // An S3 warehouse without a catalog URI is refused with a clear message.
+    let o = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .envs(env.vars.iter().cloned())
+        .args(["--warehouse", &wh, "tables", "db"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--catalog sqlite:///"), "{err}");
+}
+
+/// One storage used from two tokio runtimes in turn (tests, or a library user's short-lived
+/// runtimes). A smoke test: the pooled-connection failure this guards against ("runtime
+/// dropped the dispatch task", seen when the whole suite shared one store across test
+/// runtimes) does not reproduce reliably in isolation.
+#[test]
+fn storage_outlives_a_runtime() {
+    let Some(env) = s3_env() else { return };
+    let st = Storage::with_s3(env.options.clone());
+    let loc = format!("s3://{}/rt-{}/x", env.bucket, uuid::Uuid::new_v4());
+    for i in 0..2u8 {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            st.put(&loc, Bytes::from(vec![i])).await.unwrap();
+            assert_eq!(&st.get(&loc).await.unwrap()[..], &[i]);
+        });
+        drop(rt);
+    }
+}

@@ -2,10 +2,13 @@
 //!
 //! * SQLite (the embedded default): pyiceberg `SqlCatalog` / Java `JdbcCatalog` schema.
 //! * PostgreSQL: the same SQL catalog in a shared database, for writers on many machines.
+//! * Iceberg REST: the server keeps the pointer and writes metadata; commits are sent as
+//!   requirements + updates.
 //! * Filesystem (Hadoop layout): `metadata/vN.metadata.json` created with a create-only put,
 //!   plus `metadata/version-hint.text`.
 
 mod fs;
+mod rest;
 mod sql;
 
 use std::collections::HashMap;
@@ -64,10 +67,11 @@ impl TableCreation {
 #[derive(Debug, Clone)]
 enum Backend {
     Sql(sql::SqlBackend),
+    Rest(rest::RestBackend),
     Fs,
 }
 
-/// A catalog: SQLite (default), PostgreSQL or filesystem.
+/// A catalog: SQLite (default), PostgreSQL, Iceberg REST or filesystem.
 #[derive(Debug, Clone)]
 pub struct Catalog {
     name: String,
@@ -115,7 +119,9 @@ impl Catalog {
     /// `sqlite:////abs/catalog.db` (SQLAlchemy form, as pyiceberg writes it), `sqlite:/abs.db`
     /// or `sqlite:rel.db` (SQLite), `postgresql://user[:password]@host:port/database` (also
     /// `postgres://` and SQLAlchemy's `postgresql+psycopg2://`; PostgreSQL, contacted on first
-    /// use), `file:///dir` or `fs:dir` (filesystem catalog rooted at the warehouse). `None`
+    /// use), `rest+http://[id:secret@]host:port[/path]` or `rest+https://…` (Iceberg REST;
+    /// the warehouse, e.g. `s3://bucket`, is sent to the server's `/v1/config`),
+    /// `file:///dir` or `fs:dir` (filesystem catalog rooted at the warehouse). `None`
     /// means SQLite at `<warehouse>/catalog.db`. The warehouse defaults to `./warehouse`
     /// (SQLite: the directory of the database file when a URI is given); the catalog name
     /// defaults to `default`. A SQL catalog may keep its tables in an S3 warehouse
@@ -133,6 +139,18 @@ impl Catalog {
         storage: Storage,
     ) -> Result<Catalog> {
         let name = name.unwrap_or("default").to_string();
+        if let Some(u) = uri.filter(|u| rest::is_rest_uri(u)) {
+            let backend = rest::RestBackend::new(u, warehouse)?;
+            return Ok(Catalog {
+                name,
+                warehouse: warehouse
+                    .unwrap_or_default()
+                    .trim_end_matches('/')
+                    .to_string(),
+                storage,
+                backend: Backend::Rest(backend),
+            });
+        }
         if let Some(w) = warehouse.filter(|w| storage::s3_parts(w).is_some()) {
             return Self::open_remote(uri, w, name, storage);
         }
@@ -252,6 +270,7 @@ impl Catalog {
                 let b = b.clone();
                 blocking(move || b.namespaces()).await
             }
+            Backend::Rest(r) => r.namespaces().await,
             Backend::Fs => fs::namespaces(&self.storage, &self.warehouse).await,
         }
     }
@@ -263,6 +282,7 @@ impl Catalog {
                 let (b, ns, props) = (b.clone(), ns.to_string(), props.to_vec());
                 blocking(move || b.create_namespace(&ns, &props)).await
             }
+            Backend::Rest(r) => r.create_namespace(ns, props).await,
             Backend::Fs => fs::create_namespace(&self.warehouse, ns),
         }
     }
@@ -277,6 +297,7 @@ impl Catalog {
                 let (b, ns) = (b.clone(), ns.to_string());
                 blocking(move || b.drop_namespace(&ns)).await
             }
+            Backend::Rest(r) => r.drop_namespace(ns).await,
             Backend::Fs => {
                 if !self.list_tables(ns).await?.is_empty() {
                     return Err(Error::invalid(format!(
@@ -295,6 +316,7 @@ impl Catalog {
                 let (b, n) = (b.clone(), ns.to_string());
                 blocking(move || b.tables(&n)).await?
             }
+            Backend::Rest(r) => r.tables(ns).await?,
             Backend::Fs => fs::tables(&self.storage, &self.warehouse, ns).await?,
         };
         names
@@ -313,23 +335,33 @@ impl Catalog {
                 let (b, ns, n) = (b.clone(), ns_string(ident), ident.name().to_string());
                 blocking(move || b.pointer(&ns, &n)).await
             }
+            Backend::Rest(r) => Ok(r.load(ident).await?.map(|(loc, _)| loc)),
             Backend::Fs => fs::pointer(&self.storage, &self.default_location(ident)).await,
         }
     }
 
     /// Loads a table's current metadata.
     pub async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
-        let loc = self.pointer(ident).await?.ok_or_else(|| {
-            Error::not_found(format!(
-                "table {} does not exist in catalog '{}'",
-                ident_name(ident),
-                self.name
-            ))
-        })?;
+        if let Backend::Rest(r) = &self.backend {
+            let (loc, md) = r.load(ident).await?.ok_or_else(|| self.no_table(ident))?;
+            return Ok(Table::new(ident.clone(), md, loc, self.storage.clone()));
+        }
+        let loc = self
+            .pointer(ident)
+            .await?
+            .ok_or_else(|| self.no_table(ident))?;
         let md = read_metadata(&self.storage, &loc)
             .await
             .map_err(|e| e.context(format!("table {}", ident_name(ident))))?;
         Ok(Table::new(ident.clone(), md, loc, self.storage.clone()))
+    }
+
+    fn no_table(&self, ident: &TableIdent) -> Error {
+        Error::not_found(format!(
+            "table {} does not exist in catalog '{}'",
+            ident_name(ident),
+            self.name
+        ))
     }
 
     /// Whether a table exists.
@@ -363,6 +395,9 @@ impl Catalog {
         crate::spec::TableProperties::parse(&props)
             .map_err(|e| e.context(format!("creating {name}")))?;
         check_features(&creation.schema, fv).map_err(|e| e.context(format!("creating {name}")))?;
+        if let Backend::Rest(r) = &self.backend {
+            return self.create_rest_table(r, ident, creation, fv, props).await;
+        }
         let location = creation
             .location
             .clone()
@@ -383,6 +418,54 @@ impl Catalog {
         .map_err(|e| Error::invalid(format!("creating {name}: {e}")))?
         .metadata;
         self.create_table_from_metadata(ident, md).await
+    }
+
+    /// A REST catalog creates the table itself (location and first metadata are the server's).
+    async fn create_rest_table(
+        &self,
+        r: &rest::RestBackend,
+        ident: &TableIdent,
+        creation: TableCreation,
+        fv: FormatVersion,
+        mut props: HashMap<String, String>,
+    ) -> Result<Table> {
+        let ns = ns_string(ident);
+        if !self.list_namespaces().await?.contains(&ns) {
+            self.create_namespace(&ns, &[]).await?;
+        }
+        let version = match fv {
+            FormatVersion::V1 => "1",
+            FormatVersion::V2 => "2",
+            FormatVersion::V3 => "3",
+        };
+        props.insert("format-version".into(), version.into());
+        let mut request = serde_json::json!({
+            "name": ident.name(),
+            "schema": creation.schema,
+            "partition-spec": creation.partition_spec,
+            "properties": props,
+        });
+        if let Some(o) = &creation.sort_order {
+            request["write-order"] = serde_json::to_value(o)?;
+        }
+        if let Some(l) = &creation.location {
+            request["location"] = serde_json::Value::String(l.clone());
+        }
+        let (loc, md) = r
+            .create(ident, request)
+            .await
+            .map_err(|e| e.context(format!("creating {}", ident_name(ident))))?;
+        if md.format_version() != fv {
+            return Err(Error::unsupported(format!(
+                "REST catalog {} created table {} with format version {} instead of {}: the \
+                 server does not support that version",
+                r.shown(),
+                ident_name(ident),
+                md.format_version(),
+                fv
+            )));
+        }
+        Ok(Table::new(ident.clone(), md, loc, self.storage.clone()))
     }
 
     /// Creates a table whose first metadata is `md` as given (ids, snapshots and location
@@ -419,6 +502,17 @@ impl Catalog {
                     meta_loc,
                     self.storage.clone(),
                 ))
+            }
+            Backend::Rest(r) => {
+                let meta_loc = sql_metadata_location(&location, None);
+                self.write_metadata(&meta_loc, &md).await?;
+                match r.register(ident, &meta_loc).await {
+                    Ok((loc, md)) => Ok(Table::new(ident.clone(), md, loc, self.storage.clone())),
+                    Err(e) => {
+                        let _ = self.storage.delete(&meta_loc).await;
+                        Err(e)
+                    }
+                }
             }
             Backend::Fs => {
                 if location.trim_end_matches('/') != self.default_location(ident) {
@@ -458,6 +552,10 @@ impl Catalog {
         ident: &TableIdent,
         metadata_location: &str,
     ) -> Result<Table> {
+        if let Backend::Rest(r) = &self.backend {
+            let (loc, md) = r.register(ident, metadata_location).await?;
+            return Ok(Table::new(ident.clone(), md, loc, self.storage.clone()));
+        }
         let md = read_metadata(&self.storage, metadata_location).await?;
         match &self.backend {
             Backend::Sql(b) => {
@@ -478,7 +576,7 @@ impl Catalog {
                     self.storage.clone(),
                 ))
             }
-            Backend::Fs => Err(Error::unsupported(
+            Backend::Rest(_) | Backend::Fs => Err(Error::unsupported(
                 "register_table is not available in a filesystem catalog",
             )),
         }
@@ -522,6 +620,13 @@ impl Catalog {
                     Err(e) => CommitOutcome::Unknown(e),
                 }
             }
+            Backend::Rest(r) => match r.commit(&ident, base.metadata(), &new).await {
+                rest::RestCommit::Committed(loc, md) => {
+                    CommitOutcome::Committed(Table::new(ident, md, loc, self.storage.clone()))
+                }
+                rest::RestCommit::Conflict(msg) => CommitOutcome::Conflict(msg),
+                rest::RestCommit::Unknown(e) => CommitOutcome::Unknown(e),
+            },
             Backend::Fs => {
                 let Some(v) = fs::version_of(base.metadata_location()) else {
                     return CommitOutcome::Unknown(Error::invalid(format!(
@@ -565,6 +670,13 @@ impl Catalog {
                 }
                 blocking(move || b.rename(&a, &an, &z, &zn)).await
             }
+            Backend::Rest(r) => {
+                let z = ns_string(to);
+                if !self.list_namespaces().await?.contains(&z) {
+                    self.create_namespace(&z, &[]).await?;
+                }
+                r.rename(from, to).await
+            }
             Backend::Fs => Err(Error::unsupported(
                 "a filesystem (Hadoop) catalog cannot rename tables",
             )),
@@ -586,6 +698,7 @@ impl Catalog {
                     )));
                 }
             }
+            Backend::Rest(r) => r.drop(ident).await?,
             Backend::Fs => {
                 self.storage
                     .delete_prefix(&storage::join(table.metadata().location(), "metadata"))

@@ -1,5 +1,6 @@
-//! Tables on a real S3 server (SeaweedFS, started by tools/test.sh) with a local SQLite
-//! catalog: append/scan and merge-on-read DELETE/UPDATE/MERGE, maintenance, and the CLI;
+//! Tables on a real S3 server (SeaweedFS, started by tools/test.sh) with a SQLite, a
+//! PostgreSQL or SeaweedFS's Iceberg REST catalog: append/scan and merge-on-read
+//! DELETE/UPDATE/MERGE, maintenance, and the CLI;
 //! floe's rows are checked against a model and read row for row by DuckDB (httpfs) and
 //! pyiceberg. Spark is skipped: reading S3 needs the hadoop-aws jars, which are not
 //! available offline.
@@ -21,13 +22,14 @@ use floe::Table;
 use crate::common::*;
 
 /// The test server's settings (from tools/servers/seaweedfs.sh via tools/test.sh).
-struct S3Env {
-    options: S3Options,
-    bucket: String,
-    vars: Vec<(String, String)>,
+pub(crate) struct S3Env {
+    pub options: S3Options,
+    pub bucket: String,
+    /// The AWS_* variables a `floe` process needs.
+    pub vars: Vec<(String, String)>,
 }
 
-fn s3_env() -> Option<S3Env> {
+pub(crate) fn s3_env() -> Option<S3Env> {
     let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let Some(endpoint) = get("FLOE_TEST_S3_ENDPOINT") else {
         if get("FLOE_NO_S3").as_deref() == Some("1") {
@@ -67,11 +69,59 @@ fn s3_env() -> Option<S3Env> {
     })
 }
 
-/// A fresh warehouse prefix in the test bucket with a SQLite catalog in a temp dir.
-fn s3_catalog(env: &S3Env) -> (tempfile::TempDir, Catalog, String) {
+/// Which catalog keeps the pointers of tables on S3.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum CatalogKind {
+    /// A SQLite file in a temp dir.
+    Sqlite,
+    /// A database of its own on the test PostgreSQL.
+    Postgres,
+    /// SeaweedFS's Iceberg REST catalog (its table bucket is the warehouse).
+    Rest,
+}
+
+/// A catalog of `kind` whose tables live on S3, with a namespace of their own.
+pub(crate) struct S3Catalog {
+    pub _dir: tempfile::TempDir,
+    pub cat: Catalog,
+    /// The warehouse URI (`s3://…`).
+    pub wh: String,
+    /// A fresh namespace for this test.
+    pub ns: String,
+    /// `--catalog` and `--warehouse` for the CLI.
+    pub cli_args: Vec<String>,
+}
+
+/// The REST catalog's URI with the S3 key as its OAuth2 client credentials.
+pub(crate) fn rest_uri(env: &S3Env) -> Option<(String, String)> {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let uri = get("FLOE_TEST_REST_URI").unwrap_or_else(|| {
+        panic!("FLOE_TEST_REST_URI is not set (tools/servers/seaweedfs.sh prints it)")
+    });
+    let wh = get("FLOE_TEST_REST_WAREHOUSE").unwrap_or_else(|| "s3://lake".into());
+    let (key, secret) = (
+        env.options.access_key_id.clone().unwrap(),
+        env.options.secret_access_key.clone().unwrap(),
+    );
+    let with_auth = uri.replacen("http://", &format!("rest+http://{key}:{secret}@"), 1);
+    Some((with_auth, wh))
+}
+
+/// A fresh catalog of `kind` on the test S3 server; `None` when its server is skipped.
+pub(crate) fn s3_catalog_of(env: &S3Env, kind: CatalogKind) -> Option<S3Catalog> {
     let dir = tempfile::tempdir().unwrap();
-    let wh = format!("s3://{}/it-{}", env.bucket, uuid::Uuid::new_v4());
-    let uri = format!("sqlite:///{}", dir.path().join("catalog.db").display());
+    let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
+    let (uri, wh) = match kind {
+        CatalogKind::Sqlite => (
+            format!("sqlite:///{}", dir.path().join("catalog.db").display()),
+            format!("s3://{}/it-{id}", env.bucket),
+        ),
+        CatalogKind::Postgres => (
+            crate::postgres::database()?,
+            format!("s3://{}/it-{id}", env.bucket),
+        ),
+        CatalogKind::Rest => rest_uri(env)?,
+    };
     let cat = Catalog::open_with_storage(
         Some(&uri),
         Some(&wh),
@@ -79,7 +129,13 @@ fn s3_catalog(env: &S3Env) -> (tempfile::TempDir, Catalog, String) {
         Storage::with_s3(env.options.clone()),
     )
     .unwrap();
-    (dir, cat, wh)
+    Some(S3Catalog {
+        _dir: dir,
+        cat,
+        cli_args: vec!["--catalog".into(), uri, "--warehouse".into(), wh.clone()],
+        wh,
+        ns: format!("it_{id}"),
+    })
 }
 
 fn check(name: &str, t: &Table, snapshot: Option<i64>, expected: &Path) -> Check {
@@ -96,18 +152,44 @@ fn check(name: &str, t: &Table, snapshot: Option<i64>, expected: &Path) -> Check
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_and_scans_on_s3_read_by_the_peers() {
+    append_scan_on_s3(CatalogKind::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_and_scans_on_s3_with_postgres_read_by_the_peers() {
+    append_scan_on_s3(CatalogKind::Postgres).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_and_scans_on_s3_with_rest_read_by_the_peers() {
+    append_scan_on_s3(CatalogKind::Rest).await
+}
+
+async fn append_scan_on_s3(kind: CatalogKind) {
     let Some(env) = s3_env() else { return };
-    let (_d, cat, wh) = s3_catalog(&env);
+    let Some(S3Catalog {
+        _dir: _keep,
+        cat,
+        wh,
+        ns,
+        ..
+    }) = s3_catalog_of(&env, kind)
+    else {
+        return;
+    };
     let schema = parse_schema(WIDE_DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
     c.partition_spec = parse_partition_spec("bucket(4, id), cat", &schema).unwrap();
     let t = cat
-        .create_table(&parse_ident("db.wide").unwrap(), c)
+        .create_table(&parse_ident(&format!("{ns}.wide")).unwrap(), c)
         .await
         .unwrap();
-    assert!(t
-        .metadata_location()
-        .starts_with(&format!("{wh}/db/wide/metadata/00000-")));
+    assert!(
+        t.metadata_location()
+            .starts_with(&format!("{wh}/{ns}/wide/metadata/")),
+        "{kind:?}: {}",
+        t.metadata_location()
+    );
     let r1 = append(&cat, &t, vec![Ok(wide_batch(0, 700))], None)
         .await
         .unwrap();
@@ -128,7 +210,7 @@ async fn appends_and_scans_on_s3_read_by_the_peers() {
     // Data files are on S3, not on local disk.
     let files = cat
         .storage()
-        .list(&format!("{wh}/db/wide/data"))
+        .list(&format!("{wh}/{ns}/wide/data"))
         .await
         .unwrap();
     assert!(!files.is_empty() && files.iter().all(|f| f.location.starts_with("s3://")));
@@ -149,7 +231,7 @@ async fn appends_and_scans_on_s3_read_by_the_peers() {
     for (i, s) in [r1.snapshot_id, r2.snapshot_id].into_iter().enumerate() {
         let p = work.path().join(format!("wide-{i}.parquet"));
         floe_expected(&t, s, &p).await;
-        checks.push(check(&format!("s3-wide@{i}"), &t, s, &p));
+        checks.push(check(&format!("s3-{kind:?}-wide@{i}"), &t, s, &p));
     }
     peer_check(&py, work.path(), &checks);
 }
@@ -173,11 +255,39 @@ fn model_step(py: &Path, model: &Path, next: &Path, sql: &str, source: Option<&P
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_level_changes_and_maintenance_on_s3() {
+    row_level_on_s3(CatalogKind::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_level_changes_and_maintenance_on_s3_with_postgres() {
+    row_level_on_s3(CatalogKind::Postgres).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_level_changes_and_maintenance_on_s3_with_rest() {
+    row_level_on_s3(CatalogKind::Rest).await
+}
+
+/// Merge-on-read DELETE, UPDATE and MERGE (v2 position deletes: SeaweedFS's table buckets
+/// refuse `.puffin` keys, so v3 deletion vectors cannot be stored behind its REST catalog),
+/// then compaction, expiry and orphan removal, each state checked against a DuckDB model
+/// and read by the peers.
+async fn row_level_on_s3(kind: CatalogKind) {
     let Some(env) = s3_env() else { return };
     let Some(py) = peers_python() else { return };
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let (_d, cat, wh) = s3_catalog(&env);
+    let Some(S3Catalog {
+        _dir: _keep,
+        cat,
+        wh,
+        ns,
+        ..
+    }) = s3_catalog_of(&env, kind)
+    else {
+        return;
+    };
+    let tname = format!("{ns}.mor");
     let schema = parse_schema(WIDE_DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
     c.partition_spec = parse_partition_spec("cat", &schema).unwrap();
@@ -191,7 +301,7 @@ async fn row_level_changes_and_maintenance_on_s3() {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect::<HashMap<_, _>>();
     let t = cat
-        .create_table(&parse_ident("dml.mor").unwrap(), c)
+        .create_table(&parse_ident(&tname).unwrap(), c)
         .await
         .unwrap();
     let batches = vec![wide_batch(0, 700), wide_batch(700, 650)];
@@ -219,7 +329,7 @@ async fn row_level_changes_and_maintenance_on_s3() {
     let mut checks = Vec::new();
     for (i, st) in statements.iter().enumerate() {
         let floe_sql = st
-            .replace("{t}", "dml.mor")
+            .replace("{t}", &tname)
             .replace("{s}", &format!("'{}'", source.display()));
         let r = floe::dml::execute(&cat, &floe_sql, None)
             .await
@@ -243,7 +353,12 @@ async fn row_level_changes_and_maintenance_on_s3() {
             &format!("after `{st}`: floe differs from the model"),
         );
         let sid = table.current_snapshot().map(|s| s.snapshot_id());
-        checks.push(check(&format!("s3-mor@{}", i + 1), &table, sid, &model));
+        checks.push(check(
+            &format!("s3-{kind:?}-mor@{}", i + 1),
+            &table,
+            sid,
+            &model,
+        ));
     }
     let summary = &table
         .current_snapshot()
@@ -269,7 +384,12 @@ async fn row_level_changes_and_maintenance_on_s3() {
     let actual = w.join("floe-rewritten.parquet");
     floe_expected(&table, None, &actual).await;
     assert_same_rows(&py, &model, &actual, "after rewrite_data_files");
-    checks.push(check("s3-mor@rewritten", &table, None, &model));
+    checks.push(check(
+        &format!("s3-{kind:?}-mor@rewritten"),
+        &table,
+        None,
+        &model,
+    ));
     // Every snapshot so far, before expire_snapshots deletes the older ones' files.
     peer_check(&py, w, &checks);
 
@@ -294,7 +414,7 @@ async fn row_level_changes_and_maintenance_on_s3() {
     table = cat.load_table(table.ident()).await.unwrap();
 
     // An orphan (listed through the S3 listing) is found and removed; nothing else is.
-    let orphan = format!("{wh}/dml/mor/data/orphan-{}.parquet", uuid::Uuid::new_v4());
+    let orphan = format!("{wh}/{ns}/mor/data/orphan-{}.parquet", uuid::Uuid::new_v4());
     cat.storage()
         .put(&orphan, Bytes::from_static(b"not referenced"))
         .await
@@ -308,7 +428,16 @@ async fn row_level_changes_and_maintenance_on_s3() {
     let actual = w.join("floe-final.parquet");
     floe_expected(&table, None, &actual).await;
     assert_same_rows(&py, &model, &actual, "after expire + remove_orphan_files");
-    peer_check(&py, w, &[check("s3-mor@maintained", &table, None, &model)]);
+    peer_check(
+        &py,
+        w,
+        &[check(
+            &format!("s3-{kind:?}-mor@maintained"),
+            &table,
+            None,
+            &model,
+        )],
+    );
 }
 
 /// The CLI on an S3 warehouse, configured from the AWS_* environment only.

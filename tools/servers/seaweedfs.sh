@@ -12,14 +12,17 @@
 #   servers apart. `start` is idempotent: a live server of that directory is reused.
 # * Binds 127.0.0.1 only; uses the default ports (S3 8333, …) when all are free, free
 #   ports picked by the OS otherwise. Waits until S3 answers a signed request, then makes
-#   sure the bucket $FLOE_SEAWEEDFS_BUCKET (default `warehouse`) exists.
+#   sure the bucket $FLOE_SEAWEEDFS_BUCKET (default `warehouse`) exists. The S3 Tables
+#   bucket $FLOE_SEAWEEDFS_TABLE_BUCKET (default `lake`) is the warehouse of the server's
+#   Iceberg REST catalog.
 # * `stop` ends the server and removes its data (FLOE_SEAWEEDFS_KEEP_DATA=1 keeps it).
 # * Credentials: a fresh random secret per server (SeaweedFS takes its admin identity
 #   from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY in its environment).
 #
 # Printed variables: FLOE_TEST_S3_ENDPOINT, FLOE_TEST_S3_BUCKET, FLOE_TEST_S3_ACCESS_KEY_ID,
-# FLOE_TEST_S3_SECRET_ACCESS_KEY, FLOE_TEST_S3_REGION, FLOE_TEST_S3_ICEBERG_PORT (the
-# server's Iceberg REST catalog).
+# FLOE_TEST_S3_SECRET_ACCESS_KEY, FLOE_TEST_S3_REGION, FLOE_TEST_S3_ICEBERG_PORT,
+# FLOE_TEST_REST_URI and FLOE_TEST_REST_WAREHOUSE (the server's Iceberg REST catalog; its
+# OAuth2 client credentials are the S3 key and secret).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,6 +31,7 @@ venv="$servers_dir/seaweedfs-4.48/venv"
 weed="$venv/bin/weed"
 run="${FLOE_SEAWEEDFS_RUN:-${TMPDIR:-/tmp}/floe-seaweedfs-$(id -u)}"
 bucket="${FLOE_SEAWEEDFS_BUCKET:-warehouse}"
+table_bucket="${FLOE_SEAWEEDFS_TABLE_BUCKET:-lake}"
 region=us-east-1
 base_python="${FLOE_SERVERS_BASE_PYTHON:-python3}"
 
@@ -146,6 +150,8 @@ export FLOE_TEST_S3_ACCESS_KEY_ID=$key
 export FLOE_TEST_S3_SECRET_ACCESS_KEY=$secret
 export FLOE_TEST_S3_REGION=$region
 export FLOE_TEST_S3_ICEBERG_PORT=${http[4]}
+export FLOE_TEST_REST_URI=http://127.0.0.1:${http[4]}
+export FLOE_TEST_REST_WAREHOUSE=s3://$table_bucket
 ENV
   log "starting weed mini (data in $run/data, log $run/weed.log)"
   AWS_ACCESS_KEY_ID="$key" AWS_SECRET_ACCESS_KEY="$secret" AWS_DEFAULT_REGION="$region" \
@@ -156,6 +162,7 @@ ENV
     -s3.port="${http[3]}" -s3.port.grpc="${grpc[3]}" \
     -s3.port.iceberg="${http[4]}" \
     -admin.port="${http[5]}" -admin.port.grpc="${grpc[5]}" \
+    -tableBucket="$table_bucket" \
     -s3.port.lance=0 -webdav=false -admin.ui=false -master.telemetry=false \
     >"$run/weed.log" 2>&1 </dev/null 8>&- &
   echo $! >"$run/pid"

@@ -506,13 +506,26 @@ impl Catalog {
             Backend::Rest(r) => {
                 let meta_loc = sql_metadata_location(&location, None);
                 self.write_metadata(&meta_loc, &md).await?;
-                match r.register(ident, &meta_loc).await {
-                    Ok((loc, md)) => Ok(Table::new(ident.clone(), md, loc, self.storage.clone())),
+                let (loc, got) = match r.register(ident, &meta_loc).await {
+                    Ok(v) => v,
                     Err(e) => {
                         let _ = self.storage.delete(&meta_loc).await;
-                        Err(e)
+                        return Err(e);
                     }
+                };
+                // A server must serve the registered file as written; one that answers with
+                // other metadata (SeaweedFS 4.48 returns an empty stub) would hide the data.
+                if got.uuid() != md.uuid() || got.current_snapshot_id() != md.current_snapshot_id()
+                {
+                    let _ = r.drop(ident).await;
+                    return Err(Error::unsupported(format!(
+                        "REST catalog {} registered table {name} with metadata other than the \
+                         file it was given ({meta_loc}); this server cannot create a table from \
+                         existing metadata (register-table), so keep clones in a SQL catalog",
+                        r.shown()
+                    )));
                 }
+                Ok(Table::new(ident.clone(), md, loc, self.storage.clone()))
             }
             Backend::Fs => {
                 if location.trim_end_matches('/') != self.default_location(ident) {
@@ -622,7 +635,7 @@ impl Catalog {
             }
             Backend::Rest(r) => match r.commit(&ident, base.metadata(), &new).await {
                 rest::RestCommit::Committed(loc, md) => {
-                    CommitOutcome::Committed(Table::new(ident, md, loc, self.storage.clone()))
+                    CommitOutcome::Committed(Table::new(ident, *md, loc, self.storage.clone()))
                 }
                 rest::RestCommit::Conflict(msg) => CommitOutcome::Conflict(msg),
                 rest::RestCommit::Unknown(e) => CommitOutcome::Unknown(e),

@@ -67,7 +67,7 @@ pub(crate) struct RestBackend {
 /// The result of a commit request.
 pub(crate) enum RestCommit {
     /// The server applied it: the new metadata location and metadata.
-    Committed(String, TableMetadata),
+    Committed(String, Box<TableMetadata>),
     /// A requirement failed (409): nothing changed.
     Conflict(String),
     /// The outcome is not known (5xx, timeout, connection lost).
@@ -554,7 +554,7 @@ impl RestBackend {
                 .map_err(|e| Error::corrupt("invalid JSON commit response").with_source(e))
                 .and_then(|v| self.load_result(ident, v));
             return match parsed {
-                Ok((loc, md)) => RestCommit::Committed(loc, md),
+                Ok((loc, md)) => RestCommit::Committed(loc, Box::new(md)),
                 Err(e) => RestCommit::Unknown(e),
             };
         }

@@ -272,13 +272,7 @@ impl Storage {
 
     async fn create_only(&self, t: Target, location: &str, bytes: Bytes) -> Result<()> {
         if let Some(b) = &t.bucket {
-            let dir = t
-                .path
-                .as_ref()
-                .rsplit_once('/')
-                .map(|(d, _)| d)
-                .unwrap_or("");
-            b.ensure_conditional_put(dir)
+            b.ensure_conditional_put(t.path.as_ref())
                 .await
                 .map_err(|e| e.context(format!("creating '{location}'")))?;
         }

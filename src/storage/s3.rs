@@ -179,11 +179,12 @@ impl Bucket {
     }
 
     /// Checks once (per bucket and runtime) that a create-only put of an existing key
-    /// fails; `prefix` is where the probe object goes (next to the first file written).
-    pub(crate) async fn ensure_conditional_put(&self, prefix: &str) -> Result<()> {
+    /// fails; the probe object goes next to `key`, the first file created, with its suffix
+    /// (S3 table buckets accept only the Iceberg layout's names).
+    pub(crate) async fn ensure_conditional_put(&self, key: &str) -> Result<()> {
         self.probed
             .get_or_try_init(|| {
-                probe_conditional_put(&*self.store, &self.name, &self.endpoint, prefix)
+                probe_conditional_put(&*self.store, &self.name, &self.endpoint, key)
             })
             .await
             .map(|_| ())
@@ -197,10 +198,21 @@ pub(crate) async fn probe_conditional_put(
     store: &dyn ObjectStore,
     bucket: &str,
     endpoint: &str,
-    prefix: &str,
+    next_to: &str,
 ) -> Result<()> {
-    let prefix = prefix.trim_matches('/');
-    let name = format!(".floe-conditional-put-probe-{}", uuid::Uuid::new_v4());
+    let (prefix, file) = next_to
+        .trim_matches('/')
+        .rsplit_once('/')
+        .unwrap_or(("", next_to.trim_matches('/')));
+    let suffix = if file.ends_with(".metadata.json") {
+        ".metadata.json"
+    } else {
+        file.rfind('.').map(|i| &file[i..]).unwrap_or("")
+    };
+    let name = format!(
+        "floe-conditional-put-probe-{}{suffix}",
+        uuid::Uuid::new_v4()
+    );
     let key = if prefix.is_empty() {
         name
     } else {
@@ -371,7 +383,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn probe_accepts_a_store_that_refuses_overwrites() {
         let store = InMemory::new();
-        probe_conditional_put(&store, "b", "mem", "wh/db/t/metadata")
+        probe_conditional_put(&store, "b", "mem", "wh/db/t/metadata/00001-x.metadata.json")
             .await
             .unwrap();
         // The probe object is gone.
@@ -384,7 +396,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn probe_detects_a_store_that_ignores_conditional_puts() {
         let store = IgnoresConditions::default();
-        let e = probe_conditional_put(&store, "b", "http://x", "wh")
+        let e = probe_conditional_put(&store, "b", "http://x", "wh/x.parquet")
             .await
             .unwrap_err();
         let msg = e.to_string();

@@ -13,5 +13,6 @@ mod ingest;
 mod interop;
 mod maintenance;
 mod postgres;
+mod rest;
 mod s3;
 mod tidy;

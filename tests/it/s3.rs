@@ -88,8 +88,6 @@ pub(crate) struct S3Catalog {
     pub wh: String,
     /// A fresh namespace for this test.
     pub ns: String,
-    /// `--catalog` and `--warehouse` for the CLI.
-    pub cli_args: Vec<String>,
 }
 
 /// The REST catalog's URI with the S3 key as its OAuth2 client credentials.
@@ -132,7 +130,6 @@ pub(crate) fn s3_catalog_of(env: &S3Env, kind: CatalogKind) -> Option<S3Catalog>
     Some(S3Catalog {
         _dir: dir,
         cat,
-        cli_args: vec!["--catalog".into(), uri, "--warehouse".into(), wh.clone()],
         wh,
         ns: format!("it_{id}"),
     })

@@ -32,12 +32,14 @@ use output::{print_json, print_table, write_batches, Format};
     about = "Write and read Apache Iceberg tables (v2/v3) without a JVM"
 )]
 struct Cli {
-    /// Catalog URI: sqlite:///path/catalog.db, postgresql://user:password@host:port/database
-    /// or file:///warehouse (Hadoop layout). Default: SQLite at <warehouse>/catalog.db.
+    /// Catalog URI: sqlite:///path/catalog.db, postgresql://user:password@host:port/database,
+    /// rest+http://[id:secret@]host:port (Iceberg REST) or file:///warehouse (Hadoop layout).
+    /// Default: SQLite at <warehouse>/catalog.db.
     #[arg(long, global = true, env = "FLOE_CATALOG")]
     catalog: Option<String>,
-    /// Warehouse directory (default ./warehouse), or s3://bucket/path with a SQLite
-    /// --catalog (S3 settings from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, …).
+    /// Warehouse directory (default ./warehouse), or s3://bucket/path with a SQLite or
+    /// PostgreSQL --catalog (S3 settings from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID,
+    /// …); with a REST --catalog, the warehouse the server is asked for.
     #[arg(long, global = true, env = "FLOE_WAREHOUSE")]
     warehouse: Option<String>,
     /// Catalog name (the catalog_name column of the SQL catalog).

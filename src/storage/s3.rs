@@ -404,7 +404,7 @@ pub(crate) mod tests {
         assert!(msg.contains("ignores conditional puts"), "{msg}");
         assert!(msg.contains("FLOE_S3_CONDITIONAL_PUT=disabled"), "{msg}");
         assert!(
-            msg.contains("s3://b/wh/.floe-conditional-put-probe-"),
+            msg.contains("s3://b/wh/floe-conditional-put-probe-"),
             "{msg}"
         );
     }

@@ -359,8 +359,6 @@ mod tests {
     #[test]
     fn properties_and_expiry_become_set_remove_updates() {
         let b = with_snapshot(&with_snapshot(&base(), 1), 2);
-        let mut props = HashMap::from([("b".to_string(), "2".to_string())]);
-        props.insert("a".into(), "1".into());
         let n = TableMetadataBuilder::new_from_metadata(b.clone(), None)
             .set_properties(HashMap::from([("b".to_string(), "2".to_string())]))
             .unwrap()
@@ -381,6 +379,72 @@ mod tests {
         assert_eq!(ups[1]["snapshot-ids"][0], 1);
         // Only the UUID is asserted: no ref moved.
         assert_eq!(c.requirements.len(), 1);
+    }
+
+    #[test]
+    fn schema_and_spec_evolution_guard_the_ids_they_assume() {
+        let b = base();
+        let wider = Schema::builder()
+            .with_schema_id(1)
+            .with_fields(vec![
+                NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "name", Type::Primitive(PrimitiveType::String)).into(),
+            ])
+            .build()
+            .unwrap();
+        let n = TableMetadataBuilder::new_from_metadata(b.clone(), None)
+            .add_current_schema(wider)
+            .unwrap()
+            .add_default_partition_spec(
+                UnboundPartitionSpec::builder()
+                    .add_partition_field(1, "id_bucket", iceberg::spec::Transform::Bucket(4))
+                    .unwrap()
+                    .build(),
+            )
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        let c = diff(&b, &n).unwrap();
+        let reqs = serde_json::to_value(&c.requirements).unwrap();
+        let types: Vec<&str> = reqs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "assert-table-uuid",
+                "assert-last-assigned-field-id",
+                "assert-current-schema-id",
+                "assert-last-assigned-partition-id",
+                "assert-default-spec-id"
+            ],
+            "{reqs}"
+        );
+        assert_eq!(reqs[1]["last-assigned-field-id"], 1);
+        let ups = serde_json::to_value(&c.updates).unwrap();
+        let actions: Vec<&str> = ups
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u["action"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            actions,
+            [
+                "add-schema",
+                "set-current-schema",
+                "add-spec",
+                "set-default-spec"
+            ],
+            "{ups}"
+        );
+        // "The one added last": the server may number what it adds differently.
+        assert_eq!(ups[1]["schema-id"], -1);
+        assert_eq!(ups[3]["spec-id"], -1);
     }
 
     #[test]

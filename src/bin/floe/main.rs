@@ -1,7 +1,9 @@
 //! `floe`: the command-line front of the floe library (uses only its public API).
 
+mod dml;
 mod ingest;
 mod input;
+mod inspect;
 mod maintenance;
 mod output;
 mod quickstart;
@@ -14,7 +16,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use floe::catalog::{Catalog, TableCreation};
 use floe::expr::parse_predicate;
-use floe::scan::{Scan, SnapshotSelector};
+use floe::scan::Scan;
 use floe::spec::{parse_partition_spec, parse_schema, parse_sort_order, FormatVersion};
 use floe::storage::Storage;
 use floe::table::{ident_name, parse_ident};
@@ -23,7 +25,7 @@ use futures::TryStreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use output::{print_json, print_table, write_batches, Format};
+use output::{print_json, write_batches, Format};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -133,41 +135,11 @@ enum Cmd {
         json: bool,
     },
     /// Show a table's schema, partitioning, sort order, properties and current snapshot.
-    Describe {
-        /// Table name (or use --metadata).
-        name: Option<String>,
-        /// Read a metadata.json or table directory without a catalog.
-        #[arg(long)]
-        metadata: Option<String>,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Describe(inspect::TableRef),
     /// List a table's snapshots.
-    Snapshots {
-        /// Table name (or use --metadata).
-        name: Option<String>,
-        /// Read a metadata.json or table directory without a catalog.
-        #[arg(long)]
-        metadata: Option<String>,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Snapshots(inspect::TableRef),
     /// List the data files of a snapshot, each with the delete files that apply to it.
-    Files {
-        /// Table name (or use --metadata).
-        name: Option<String>,
-        /// Read a metadata.json or table directory without a catalog.
-        #[arg(long)]
-        metadata: Option<String>,
-        /// Snapshot id (default current).
-        #[arg(long)]
-        snapshot: Option<i64>,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Files(inspect::FilesArgs),
     /// List, create or drop namespaces.
     Namespaces {
         /// Create this namespace.
@@ -211,53 +183,11 @@ enum Cmd {
         metadata: String,
     },
     /// Delete rows (copy-on-write or merge-on-read per write.delete.mode).
-    Delete {
-        /// Table name.
-        name: String,
-        /// Rows to delete (SQL expression, e.g. "id % 1000 = 7 AND ts < '2024-01-01'").
-        #[arg(long = "where", value_name = "EXPR")]
-        filter: String,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Delete(dml::DeleteArgs),
     /// Update rows (per write.update.mode); a changed partition column moves the row.
-    Update {
-        /// Table name.
-        name: String,
-        /// Assignments, e.g. "price = price * 1.1, note = 'repriced'".
-        #[arg(long)]
-        set: String,
-        /// Rows to update (default: all).
-        #[arg(long = "where", value_name = "EXPR")]
-        filter: Option<String>,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Update(dml::UpdateArgs),
     /// Merge a source file into a table by key (default: upsert; per write.merge.mode).
-    Merge {
-        /// Table name.
-        name: String,
-        /// Source rows (.parquet or .csv).
-        #[arg(long)]
-        source: String,
-        /// Key columns, equal in target and source (e.g. "id" or "region,id").
-        #[arg(long, value_delimiter = ',', required = true)]
-        on: Vec<String>,
-        /// What happens to matched target rows: update (from the source row), delete, ignore.
-        #[arg(long, default_value = "update")]
-        matched: String,
-        /// What happens to unmatched source rows: insert, ignore.
-        #[arg(long, default_value = "insert")]
-        not_matched: String,
-        /// What happens to target rows no source row matches: ignore, delete.
-        #[arg(long, default_value = "ignore")]
-        not_matched_by_source: String,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Merge(dml::MergeArgs),
     /// Compact data files (bin-pack), applying their deletes; commits a `replace` snapshot.
     RewriteDataFiles(maintenance::RewriteDataFilesArgs),
     /// Merge position delete files per partition and drop those of removed data files (v3:
@@ -276,14 +206,7 @@ enum Cmd {
     /// what changed), then optionally publish a target as its clone.
     IngestSnapshot(ingest::IngestSnapshotArgs),
     /// Run a DELETE, UPDATE or MERGE INTO statement.
-    Sql {
-        /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
-        /// WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *".
-        statement: String,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    Sql(dml::SqlArgs),
 }
 
 fn kv(s: &str) -> std::result::Result<(String, String), String> {
@@ -539,212 +462,9 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Describe {
-            name,
-            metadata,
-            json,
-        } => {
-            let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
-            let md = t.metadata();
-            let v = json!({
-                "name": t.name(),
-                "location": md.location(),
-                "metadata_location": t.metadata_location(),
-                "format_version": md.format_version() as u8,
-                "uuid": md.uuid().to_string(),
-                "schema": md.current_schema().as_ref(),
-                "partition_spec": md.default_partition_spec().as_ref(),
-                "sort_order": md.default_sort_order().as_ref(),
-                "properties": md.properties(),
-                "current_snapshot_id": md.current_snapshot_id(),
-                "next_row_id": (md.format_version() as u8 >= 3).then(|| md.next_row_id()),
-            });
-            if *json {
-                print_json(&v);
-            } else {
-                println!("table         {}", t.name());
-                println!("location      {}", md.location());
-                println!("metadata      {}", t.metadata_location());
-                println!("format        v{}", md.format_version() as u8);
-                println!("schema        {}", schema_text(md.current_schema()));
-                let spec = md.default_partition_spec();
-                let spec_text: Vec<String> = spec
-                    .fields()
-                    .iter()
-                    .map(|f| {
-                        format!(
-                            "{}={}({})",
-                            f.name,
-                            f.transform,
-                            md.current_schema()
-                                .name_by_field_id(f.source_id)
-                                .unwrap_or("?")
-                        )
-                    })
-                    .collect();
-                println!(
-                    "partitioned   {}",
-                    if spec_text.is_empty() {
-                        "no".into()
-                    } else {
-                        spec_text.join(", ")
-                    }
-                );
-                let so = md.default_sort_order();
-                let so_text: Vec<String> = so
-                    .fields
-                    .iter()
-                    .map(|f| {
-                        format!(
-                            "{}({}) {} {}",
-                            f.transform,
-                            md.current_schema()
-                                .name_by_field_id(f.source_id)
-                                .unwrap_or("?"),
-                            f.direction,
-                            f.null_order
-                        )
-                    })
-                    .collect();
-                println!(
-                    "sorted        {}",
-                    if so_text.is_empty() {
-                        "no".into()
-                    } else {
-                        so_text.join(", ")
-                    }
-                );
-                println!(
-                    "snapshot      {}",
-                    md.current_snapshot_id()
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "none".into())
-                );
-                let mut props: Vec<_> = md.properties().iter().collect();
-                props.sort();
-                for (k, v) in props {
-                    println!("property      {k}={v}");
-                }
-            }
-            Ok(())
-        }
-        Cmd::Snapshots {
-            name,
-            metadata,
-            json,
-        } => {
-            let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
-            let mut snaps: Vec<_> = t.metadata().snapshots().cloned().collect();
-            snaps.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
-            if *json {
-                let v: Vec<_> = snaps
-                    .iter()
-                    .map(|s| {
-                        json!({
-                            "snapshot_id": s.snapshot_id(),
-                            "parent_snapshot_id": s.parent_snapshot_id(),
-                            "sequence_number": s.sequence_number(),
-                            "timestamp_ms": s.timestamp_ms(),
-                            "operation": s.summary().operation.as_str(),
-                            "summary": s.summary().additional_properties,
-                            "manifest_list": s.manifest_list(),
-                            "first_row_id": s.first_row_id(),
-                            "added_rows": s.added_rows_count(),
-                        })
-                    })
-                    .collect();
-                print_json(&json!(v));
-            } else {
-                let rows: Vec<Vec<String>> = snaps
-                    .iter()
-                    .map(|s| {
-                        let p = &s.summary().additional_properties;
-                        vec![
-                            s.snapshot_id().to_string(),
-                            s.sequence_number().to_string(),
-                            chrono::DateTime::from_timestamp_millis(s.timestamp_ms())
-                                .map(|d| d.to_rfc3339())
-                                .unwrap_or_default(),
-                            s.summary().operation.as_str().to_string(),
-                            p.get("added-records").cloned().unwrap_or_default(),
-                            p.get("total-records").cloned().unwrap_or_default(),
-                        ]
-                    })
-                    .collect();
-                print_table(
-                    &[
-                        "snapshot_id",
-                        "seq",
-                        "committed_at",
-                        "operation",
-                        "added_records",
-                        "total_records",
-                    ],
-                    &rows,
-                );
-            }
-            Ok(())
-        }
-        Cmd::Files {
-            name,
-            metadata,
-            snapshot,
-            json,
-        } => {
-            let t = load(&cli, name.as_deref(), metadata.as_deref()).await?;
-            let mut scan = Scan::new(&t);
-            if let Some(s) = snapshot {
-                scan = scan.snapshot(SnapshotSelector::Id(*s));
-            }
-            let plan = scan.plan().await?;
-            if *json {
-                let v: Vec<_> = plan
-                    .files
-                    .iter()
-                    .map(|f| json!({
-                        "file_path": f.file.file_path(),
-                        "record_count": f.file.record_count(),
-                        "file_size_in_bytes": f.file.file_size_in_bytes(),
-                        "partition": f.spec.partition_to_path(&f.partition, t.metadata().current_schema().clone()),
-                        "spec_id": f.spec.spec_id(),
-                        "sequence_number": f.sequence_number,
-                        "deletes": f.deletes.iter().map(|d| json!({
-                            "file_path": d.file.file_path(),
-                            "content": match (d.file.content_type(), d.is_dv()) {
-                                (floe::spec::DataContentType::EqualityDeletes, _) => "equality",
-                                (_, true) => "deletion-vector",
-                                _ => "position",
-                            },
-                            "record_count": d.file.record_count(),
-                            "sequence_number": d.sequence_number,
-                        })).collect::<Vec<_>>(),
-                    }))
-                    .collect();
-                print_json(&json!(v));
-            } else {
-                let rows: Vec<Vec<String>> = plan
-                    .files
-                    .iter()
-                    .map(|f| {
-                        vec![
-                            f.file.file_path().to_string(),
-                            f.spec.partition_to_path(
-                                &f.partition,
-                                t.metadata().current_schema().clone(),
-                            ),
-                            f.file.record_count().to_string(),
-                            f.file.file_size_in_bytes().to_string(),
-                            f.deletes.len().to_string(),
-                        ]
-                    })
-                    .collect();
-                print_table(
-                    &["file_path", "partition", "records", "bytes", "delete_files"],
-                    &rows,
-                );
-            }
-            Ok(())
-        }
+        Cmd::Describe(a) => inspect::describe(&cli, a).await,
+        Cmd::Snapshots(a) => inspect::snapshots(&cli, a).await,
+        Cmd::Files(a) => inspect::files(&cli, a).await,
         Cmd::Namespaces { create, drop, json } => {
             let cat = catalog(&cli)?;
             if let Some(ns) = create {
@@ -804,85 +524,10 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Delete { name, filter, json } => {
-            let sql = format!("DELETE FROM {name} WHERE {filter}");
-            run_dml(&cli, &sql, None, *json).await
-        }
-        Cmd::Update {
-            name,
-            set,
-            filter,
-            json,
-        } => {
-            let mut sql = format!("UPDATE {name} SET {set}");
-            if let Some(f) = filter {
-                sql.push_str(&format!(" WHERE {f}"));
-            }
-            run_dml(&cli, &sql, None, *json).await
-        }
-        Cmd::Merge {
-            name,
-            source,
-            on,
-            matched,
-            not_matched,
-            not_matched_by_source,
-            json,
-        } => {
-            let keys = on
-                .iter()
-                .map(|k| format!("t.{k} = s.{k}", k = k.trim()))
-                .collect::<Vec<_>>()
-                .join(" AND ");
-            let mut sql = format!("MERGE INTO {name} AS t USING source AS s ON {keys}");
-            match matched.as_str() {
-                "update" => sql.push_str(" WHEN MATCHED THEN UPDATE SET *"),
-                "delete" => sql.push_str(" WHEN MATCHED THEN DELETE"),
-                "ignore" => {}
-                o => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        format!("--matched {o}: expected update, delete or ignore"),
-                    ))
-                }
-            }
-            match not_matched.as_str() {
-                "insert" => sql.push_str(" WHEN NOT MATCHED THEN INSERT *"),
-                "ignore" => {}
-                o => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        format!("--not-matched {o}: expected insert or ignore"),
-                    ))
-                }
-            }
-            match not_matched_by_source.as_str() {
-                "delete" => sql.push_str(" WHEN NOT MATCHED BY SOURCE THEN DELETE"),
-                "ignore" => {}
-                o => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        format!("--not-matched-by-source {o}: expected delete or ignore"),
-                    ))
-                }
-            }
-            let table = catalog(&cli)?.load_table(&parse_ident(name)?).await?;
-            let rows = read_source(&table, source)?;
-            run_dml(&cli, &sql, Some(rows), *json).await
-        }
-        Cmd::Sql { statement, json } => {
-            let rows = match floe::expr::parse_statement(statement)? {
-                floe::expr::Statement::Merge(m) => match &m.source {
-                    floe::expr::MergeSource::Path(p) => {
-                        let table = catalog(&cli)?.load_table(&parse_ident(&m.target)?).await?;
-                        Some(read_source(&table, p)?)
-                    }
-                    floe::expr::MergeSource::Table(_) => None,
-                },
-                _ => None,
-            };
-            run_dml(&cli, statement, rows, *json).await
-        }
+        Cmd::Delete(a) => dml::delete(&cli, a).await,
+        Cmd::Update(a) => dml::update(&cli, a).await,
+        Cmd::Merge(a) => dml::merge(&cli, a).await,
+        Cmd::Sql(a) => dml::sql(&cli, a).await,
         Cmd::RewriteDataFiles(a) => maintenance::rewrite_data_files(&cli, a).await,
         Cmd::RewritePositionDeleteFiles(a) => {
             maintenance::rewrite_position_delete_files(&cli, a).await
@@ -900,63 +545,6 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
-}
-
-/// Reads a MERGE source file whole (CSV columns typed by the target's columns of that name).
-fn read_source(table: &Table, path: &str) -> Result<Vec<arrow::array::RecordBatch>> {
-    let schema = Arc::new(iceberg_arrow_schema(table)?);
-    input::read_file(path, &schema)?.collect()
-}
-
-/// Runs a DML statement with a spinner and prints what it did.
-async fn run_dml(
-    cli: &Cli,
-    sql: &str,
-    source: Option<Vec<arrow::array::RecordBatch>>,
-    json: bool,
-) -> Result<()> {
-    let cat = catalog(cli)?;
-    let started = Instant::now();
-    let pb = spinner("reading and rewriting");
-    let r = floe::dml::execute(&cat, sql, source).await;
-    pb.finish_and_clear();
-    let r = r?;
-    let secs = started.elapsed().as_secs_f64();
-    let mode = match r.mode {
-        floe::spec::WriteMode::CopyOnWrite => "copy-on-write",
-        floe::spec::WriteMode::MergeOnRead => "merge-on-read",
-    };
-    if json {
-        print_json(&json!({
-            "table": r.table.name(),
-            "snapshot_id": r.snapshot_id,
-            "mode": mode,
-            "removed_rows": r.removed_rows,
-            "written_rows": r.written_rows,
-            "rewritten_rows": r.rewritten_rows,
-            "removed_data_files": r.removed_data_files,
-            "added_data_files": r.added_data_files,
-            "added_delete_files": r.added_delete_files,
-            "written_bytes": r.written_bytes,
-            "seconds": secs,
-        }));
-        return Ok(());
-    }
-    match r.snapshot_id {
-        None => println!("no rows matched; {} unchanged", r.table.name()),
-        Some(id) => println!(
-            "{}: snapshot {id} ({mode}): {} rows removed, {} rows written; {} data files dropped, \
-             {} data files and {} delete files added ({:.1} MB) in {secs:.2}s",
-            r.table.name(),
-            r.removed_rows,
-            r.written_rows,
-            r.removed_data_files,
-            r.added_data_files,
-            r.added_delete_files,
-            r.written_bytes as f64 / 1e6
-        ),
-    }
-    Ok(())
 }
 
 fn iceberg_arrow_schema(t: &Table) -> Result<arrow::datatypes::Schema> {
@@ -979,20 +567,4 @@ fn floe_arrow_schema(
                 .map_err(|e| Error::new(ErrorKind::InvalidInput, e.to_string()))?
         }
     })
-}
-
-fn schema_text(s: &floe::spec::Schema) -> String {
-    s.as_struct()
-        .fields()
-        .iter()
-        .map(|f| {
-            format!(
-                "{} {}{}",
-                f.name,
-                f.field_type,
-                if f.required { " not null" } else { "" }
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -1,0 +1,207 @@
+//! Row-level change commands: delete, update, merge, sql.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use floe::table::parse_ident;
+use floe::{Error, ErrorKind, Result, Table};
+use serde_json::json;
+
+use super::output::print_json;
+use super::{catalog, iceberg_arrow_schema, input, spinner, Cli};
+
+/// Arguments of `floe delete`.
+#[derive(clap::Args, Debug)]
+pub struct DeleteArgs {
+    /// Table name.
+    pub name: String,
+    /// Rows to delete (SQL expression, e.g. "id % 1000 = 7 AND ts < '2024-01-01'").
+    #[arg(long = "where", value_name = "EXPR")]
+    pub filter: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `floe update`.
+#[derive(clap::Args, Debug)]
+pub struct UpdateArgs {
+    /// Table name.
+    pub name: String,
+    /// Assignments, e.g. "price = price * 1.1, note = 'repriced'".
+    #[arg(long)]
+    pub set: String,
+    /// Rows to update (default: all).
+    #[arg(long = "where", value_name = "EXPR")]
+    pub filter: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `floe merge`.
+#[derive(clap::Args, Debug)]
+pub struct MergeArgs {
+    /// Table name.
+    pub name: String,
+    /// Source rows (.parquet or .csv).
+    #[arg(long)]
+    pub source: String,
+    /// Key columns, equal in target and source (e.g. "id" or "region,id").
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub on: Vec<String>,
+    /// What happens to matched target rows: update (from the source row), delete, ignore.
+    #[arg(long, default_value = "update")]
+    pub matched: String,
+    /// What happens to unmatched source rows: insert, ignore.
+    #[arg(long, default_value = "insert")]
+    pub not_matched: String,
+    /// What happens to target rows no source row matches: ignore, delete.
+    #[arg(long, default_value = "ignore")]
+    pub not_matched_by_source: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `floe sql`.
+#[derive(clap::Args, Debug)]
+pub struct SqlArgs {
+    /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
+    /// WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *".
+    pub statement: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `floe delete`.
+pub async fn delete(cli: &Cli, a: &DeleteArgs) -> Result<()> {
+    let sql = format!("DELETE FROM {} WHERE {}", a.name, a.filter);
+    run_dml(cli, &sql, None, a.json).await
+}
+
+/// `floe update`.
+pub async fn update(cli: &Cli, a: &UpdateArgs) -> Result<()> {
+    let mut sql = format!("UPDATE {} SET {}", a.name, a.set);
+    if let Some(f) = &a.filter {
+        sql.push_str(&format!(" WHERE {f}"));
+    }
+    run_dml(cli, &sql, None, a.json).await
+}
+
+/// `floe merge`: the options become a MERGE INTO statement.
+pub async fn merge(cli: &Cli, a: &MergeArgs) -> Result<()> {
+    let keys =
+        a.on.iter()
+            .map(|k| format!("t.{k} = s.{k}", k = k.trim()))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+    let mut sql = format!("MERGE INTO {} AS t USING source AS s ON {keys}", a.name);
+    match a.matched.as_str() {
+        "update" => sql.push_str(" WHEN MATCHED THEN UPDATE SET *"),
+        "delete" => sql.push_str(" WHEN MATCHED THEN DELETE"),
+        "ignore" => {}
+        o => {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!("--matched {o}: expected update, delete or ignore"),
+            ))
+        }
+    }
+    match a.not_matched.as_str() {
+        "insert" => sql.push_str(" WHEN NOT MATCHED THEN INSERT *"),
+        "ignore" => {}
+        o => {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!("--not-matched {o}: expected insert or ignore"),
+            ))
+        }
+    }
+    match a.not_matched_by_source.as_str() {
+        "delete" => sql.push_str(" WHEN NOT MATCHED BY SOURCE THEN DELETE"),
+        "ignore" => {}
+        o => {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!("--not-matched-by-source {o}: expected delete or ignore"),
+            ))
+        }
+    }
+    let table = catalog(cli)?.load_table(&parse_ident(&a.name)?).await?;
+    let rows = read_source(&table, &a.source)?;
+    run_dml(cli, &sql, Some(rows), a.json).await
+}
+
+/// `floe sql`.
+pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
+    let rows = match floe::expr::parse_statement(&a.statement)? {
+        floe::expr::Statement::Merge(m) => match &m.source {
+            floe::expr::MergeSource::Path(p) => {
+                let table = catalog(cli)?.load_table(&parse_ident(&m.target)?).await?;
+                Some(read_source(&table, p)?)
+            }
+            floe::expr::MergeSource::Table(_) => None,
+        },
+        _ => None,
+    };
+    run_dml(cli, &a.statement, rows, a.json).await
+}
+
+/// Reads a MERGE source file whole (CSV columns typed by the target's columns of that name).
+fn read_source(table: &Table, path: &str) -> Result<Vec<arrow::array::RecordBatch>> {
+    let schema = Arc::new(iceberg_arrow_schema(table)?);
+    input::read_file(path, &schema)?.collect()
+}
+
+/// Runs a DML statement with a spinner and prints what it did.
+async fn run_dml(
+    cli: &Cli,
+    sql: &str,
+    source: Option<Vec<arrow::array::RecordBatch>>,
+    json: bool,
+) -> Result<()> {
+    let cat = catalog(cli)?;
+    let started = Instant::now();
+    let pb = spinner("reading and rewriting");
+    let r = floe::dml::execute(&cat, sql, source).await;
+    pb.finish_and_clear();
+    let r = r?;
+    let secs = started.elapsed().as_secs_f64();
+    let mode = match r.mode {
+        floe::spec::WriteMode::CopyOnWrite => "copy-on-write",
+        floe::spec::WriteMode::MergeOnRead => "merge-on-read",
+    };
+    if json {
+        print_json(&json!({
+            "table": r.table.name(),
+            "snapshot_id": r.snapshot_id,
+            "mode": mode,
+            "removed_rows": r.removed_rows,
+            "written_rows": r.written_rows,
+            "rewritten_rows": r.rewritten_rows,
+            "removed_data_files": r.removed_data_files,
+            "added_data_files": r.added_data_files,
+            "added_delete_files": r.added_delete_files,
+            "written_bytes": r.written_bytes,
+            "seconds": secs,
+        }));
+        return Ok(());
+    }
+    match r.snapshot_id {
+        None => println!("no rows matched; {} unchanged", r.table.name()),
+        Some(id) => println!(
+            "{}: snapshot {id} ({mode}): {} rows removed, {} rows written; {} data files dropped, \
+             {} data files and {} delete files added ({:.1} MB) in {secs:.2}s",
+            r.table.name(),
+            r.removed_rows,
+            r.written_rows,
+            r.removed_data_files,
+            r.added_data_files,
+            r.added_delete_files,
+            r.written_bytes as f64 / 1e6
+        ),
+    }
+    Ok(())
+}

@@ -1,0 +1,244 @@
+//! Read-only commands that inspect one table: describe, snapshots, files.
+
+use floe::scan::{Scan, SnapshotSelector};
+use floe::Result;
+use serde_json::json;
+
+use super::output::{print_json, print_table};
+use super::{load, Cli};
+
+/// A table by name, or a metadata file / table directory read without a catalog.
+#[derive(clap::Args, Debug)]
+pub struct TableRef {
+    /// Table name (or use --metadata).
+    pub name: Option<String>,
+    /// Read a metadata.json or table directory without a catalog.
+    #[arg(long)]
+    pub metadata: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `floe files`.
+#[derive(clap::Args, Debug)]
+pub struct FilesArgs {
+    #[command(flatten)]
+    pub table: TableRef,
+    /// Snapshot id (default current).
+    #[arg(long)]
+    pub snapshot: Option<i64>,
+}
+
+/// `floe describe`.
+pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
+    let t = load(cli, a.name.as_deref(), a.metadata.as_deref()).await?;
+    let md = t.metadata();
+    let v = json!({
+        "name": t.name(),
+        "location": md.location(),
+        "metadata_location": t.metadata_location(),
+        "format_version": md.format_version() as u8,
+        "uuid": md.uuid().to_string(),
+        "schema": md.current_schema().as_ref(),
+        "partition_spec": md.default_partition_spec().as_ref(),
+        "sort_order": md.default_sort_order().as_ref(),
+        "properties": md.properties(),
+        "current_snapshot_id": md.current_snapshot_id(),
+        "next_row_id": (md.format_version() as u8 >= 3).then(|| md.next_row_id()),
+    });
+    if a.json {
+        print_json(&v);
+    } else {
+        println!("table         {}", t.name());
+        println!("location      {}", md.location());
+        println!("metadata      {}", t.metadata_location());
+        println!("format        v{}", md.format_version() as u8);
+        println!("schema        {}", schema_text(md.current_schema()));
+        let spec = md.default_partition_spec();
+        let spec_text: Vec<String> = spec
+            .fields()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}={}({})",
+                    f.name,
+                    f.transform,
+                    md.current_schema()
+                        .name_by_field_id(f.source_id)
+                        .unwrap_or("?")
+                )
+            })
+            .collect();
+        println!(
+            "partitioned   {}",
+            if spec_text.is_empty() {
+                "no".into()
+            } else {
+                spec_text.join(", ")
+            }
+        );
+        let so = md.default_sort_order();
+        let so_text: Vec<String> = so
+            .fields
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}({}) {} {}",
+                    f.transform,
+                    md.current_schema()
+                        .name_by_field_id(f.source_id)
+                        .unwrap_or("?"),
+                    f.direction,
+                    f.null_order
+                )
+            })
+            .collect();
+        println!(
+            "sorted        {}",
+            if so_text.is_empty() {
+                "no".into()
+            } else {
+                so_text.join(", ")
+            }
+        );
+        println!(
+            "snapshot      {}",
+            md.current_snapshot_id()
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "none".into())
+        );
+        let mut props: Vec<_> = md.properties().iter().collect();
+        props.sort();
+        for (k, v) in props {
+            println!("property      {k}={v}");
+        }
+    }
+    Ok(())
+}
+
+/// `floe snapshots`.
+pub async fn snapshots(cli: &Cli, a: &TableRef) -> Result<()> {
+    let t = load(cli, a.name.as_deref(), a.metadata.as_deref()).await?;
+    let mut snaps: Vec<_> = t.metadata().snapshots().cloned().collect();
+    snaps.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
+    if a.json {
+        let v: Vec<_> = snaps
+            .iter()
+            .map(|s| {
+                json!({
+                    "snapshot_id": s.snapshot_id(),
+                    "parent_snapshot_id": s.parent_snapshot_id(),
+                    "sequence_number": s.sequence_number(),
+                    "timestamp_ms": s.timestamp_ms(),
+                    "operation": s.summary().operation.as_str(),
+                    "summary": s.summary().additional_properties,
+                    "manifest_list": s.manifest_list(),
+                    "first_row_id": s.first_row_id(),
+                    "added_rows": s.added_rows_count(),
+                })
+            })
+            .collect();
+        print_json(&json!(v));
+    } else {
+        let rows: Vec<Vec<String>> = snaps
+            .iter()
+            .map(|s| {
+                let p = &s.summary().additional_properties;
+                vec![
+                    s.snapshot_id().to_string(),
+                    s.sequence_number().to_string(),
+                    chrono::DateTime::from_timestamp_millis(s.timestamp_ms())
+                        .map(|d| d.to_rfc3339())
+                        .unwrap_or_default(),
+                    s.summary().operation.as_str().to_string(),
+                    p.get("added-records").cloned().unwrap_or_default(),
+                    p.get("total-records").cloned().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        print_table(
+            &[
+                "snapshot_id",
+                "seq",
+                "committed_at",
+                "operation",
+                "added_records",
+                "total_records",
+            ],
+            &rows,
+        );
+    }
+    Ok(())
+}
+
+/// `floe files`.
+pub async fn files(cli: &Cli, a: &FilesArgs) -> Result<()> {
+    let t = load(cli, a.table.name.as_deref(), a.table.metadata.as_deref()).await?;
+    let mut scan = Scan::new(&t);
+    if let Some(s) = a.snapshot {
+        scan = scan.snapshot(SnapshotSelector::Id(s));
+    }
+    let plan = scan.plan().await?;
+    if a.table.json {
+        let v: Vec<_> = plan
+            .files
+            .iter()
+            .map(|f| json!({
+                "file_path": f.file.file_path(),
+                "record_count": f.file.record_count(),
+                "file_size_in_bytes": f.file.file_size_in_bytes(),
+                "partition": f.spec.partition_to_path(&f.partition, t.metadata().current_schema().clone()),
+                "spec_id": f.spec.spec_id(),
+                "sequence_number": f.sequence_number,
+                "deletes": f.deletes.iter().map(|d| json!({
+                    "file_path": d.file.file_path(),
+                    "content": match (d.file.content_type(), d.is_dv()) {
+                        (floe::spec::DataContentType::EqualityDeletes, _) => "equality",
+                        (_, true) => "deletion-vector",
+                        _ => "position",
+                    },
+                    "record_count": d.file.record_count(),
+                    "sequence_number": d.sequence_number,
+                })).collect::<Vec<_>>(),
+            }))
+            .collect();
+        print_json(&json!(v));
+    } else {
+        let rows: Vec<Vec<String>> = plan
+            .files
+            .iter()
+            .map(|f| {
+                vec![
+                    f.file.file_path().to_string(),
+                    f.spec
+                        .partition_to_path(&f.partition, t.metadata().current_schema().clone()),
+                    f.file.record_count().to_string(),
+                    f.file.file_size_in_bytes().to_string(),
+                    f.deletes.len().to_string(),
+                ]
+            })
+            .collect();
+        print_table(
+            &["file_path", "partition", "records", "bytes", "delete_files"],
+            &rows,
+        );
+    }
+    Ok(())
+}
+
+fn schema_text(s: &floe::spec::Schema) -> String {
+    s.as_struct()
+        .fields()
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}{}",
+                f.name,
+                f.field_type,
+                if f.required { " not null" } else { "" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

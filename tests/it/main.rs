@@ -14,4 +14,5 @@ mod interop;
 mod maintenance;
 mod postgres;
 mod s3;
+mod scale_out;
 mod tidy;

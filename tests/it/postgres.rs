@@ -61,7 +61,7 @@ fn with_db(uri: &str, db: &str) -> String {
 }
 
 /// A fresh database of its own for one test: its URI.
-fn database() -> Option<String> {
+pub(crate) fn database() -> Option<String> {
     let admin = server()?;
     let name = format!("floe_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
     admin_sql(&admin, &format!("CREATE DATABASE {name}"));

@@ -21,13 +21,13 @@ use floe::Table;
 use crate::common::*;
 
 /// The test server's settings (from tools/servers/seaweedfs.sh via tools/test.sh).
-struct S3Env {
-    options: S3Options,
-    bucket: String,
-    vars: Vec<(String, String)>,
+pub(crate) struct S3Env {
+    pub(crate) options: S3Options,
+    pub(crate) bucket: String,
+    pub(crate) vars: Vec<(String, String)>,
 }
 
-fn s3_env() -> Option<S3Env> {
+pub(crate) fn s3_env() -> Option<S3Env> {
     let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let Some(endpoint) = get("FLOE_TEST_S3_ENDPOINT") else {
         if get("FLOE_NO_S3").as_deref() == Some("1") {

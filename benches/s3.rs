@@ -170,6 +170,7 @@ struct Side {
     bytes: u64,
     append_req: RequestStats,
     small_append_req: RequestStats,
+    load_req: RequestStats,
     scan_req: RequestStats,
 }
 
@@ -211,6 +212,11 @@ fn measure(
             })
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+
+        // Loading the table through the catalog (what a new process does first).
+        let before = st.request_stats();
+        let t = rt.block_on(cat.load_table(&name)).unwrap();
+        side.load_req = st.request_stats().since(&before);
 
         // A small append commit (1,000 rows) onto the table: the per-commit overhead.
         let before = st.request_stats();
@@ -327,6 +333,7 @@ fn main() {
         s3.small_append_req
     );
     println!("  full scan:                            {}", s3.scan_req);
+    println!("  loading the table (catalog + S3):     {}", s3.load_req);
     println!(
         "  local disk (a scan reads data files directly, uncounted): append {} | small append {} | scan {}",
         local.append_req, local.small_append_req, local.scan_req

@@ -372,6 +372,8 @@ async fn distributed_compaction_on_s3_and_postgres() {
     let files_after = data_file_count(&t);
     assert!(files_after < files_before, "{files_after} files");
     assert_eq!(files_after, added);
+    // Each partition's rows fit one file.
+    assert_eq!(files_after, groups.len());
     assert_eq!(
         t.current_snapshot().unwrap().summary().operation,
         iceberg::spec::Operation::Replace

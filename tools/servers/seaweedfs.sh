@@ -191,7 +191,24 @@ restart() {
     || die "nothing to restart in $run (no env, ports or data); run '$0 start'"
   install
   rm -f "$run/pid"
-  launch
+  launch >/dev/null
+  wait_volumes
+  cat "$run/env"
+}
+
+# After a restart, S3 answers before the volume server has re-registered its volumes with
+# the master; until then reads of existing objects fail (HTTP 500). Waits until the master
+# lists as many volumes as $run/data holds.
+wait_volumes() {
+  local want have i master
+  want="$(find "$run/data" -maxdepth 1 -name '*.dat' | wc -l)"
+  read -r master _ <"$run/ports"
+  for i in $(seq 1 300); do
+    have="$(curl -s --max-time 5 "http://127.0.0.1:$master/vol/status" | grep -o '"Id":' | wc -l || true)"
+    [ "$have" -ge "$want" ] && return 0
+    sleep 0.2
+  done
+  die "after 60 s the master lists $have of the $want volumes in $run/data (log: $run/weed.log)"
 }
 
 # SIGKILL, as a crash would: no shutdown, data, env and ports stay for `restart`.

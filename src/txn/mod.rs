@@ -55,12 +55,12 @@ where
     let mut w = DataWriter::new(table)?;
     for b in batches {
         let r = match b {
-            Ok(b) => w.write(b).await,
+            Ok(b) => w.write(b).await.map_err(|e| not_committed(e, table)),
             Err(e) => Err(e),
         };
         if let Err(e) = r {
             w.abort(table.storage()).await;
-            return Err(not_committed(e, table));
+            return Err(e);
         }
         if let Some(p) = progress {
             p.set_rows(w.rows_written());
@@ -81,15 +81,16 @@ where
     }
 }
 
-/// An I/O failure of an append (storage unreachable, a server killed mid-write) says that
-/// nothing was committed and that a retry is safe; other errors are left as they are.
+/// An I/O failure of an append's writes or commit (storage or catalog unreachable, a server
+/// killed mid-write) says that nothing was committed and that a retry is safe; other errors
+/// (bad input, conflicts, an unknown commit state) are left as they are.
 fn not_committed(e: crate::Error, table: &Table) -> crate::Error {
     if e.kind() != crate::ErrorKind::Io {
         return e;
     }
     e.context(format!(
         "append to table {} was not committed (the table is unchanged); retry once the storage \
-         is reachable",
+         and catalog are reachable",
         table.name()
     ))
 }

@@ -7,6 +7,7 @@
 mod iceberg_io;
 mod location;
 mod s3;
+mod stats;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use std::collections::HashMap;
 
 pub use location::{join, local_path, s3_parts, to_uri};
 pub use s3::{S3Options, CONDITIONAL_PUT_ENV};
+pub use stats::RequestStats;
 
 /// A listed object.
 #[derive(Debug, Clone)]
@@ -48,6 +50,8 @@ pub struct Storage {
     buckets: HashMap<String, Arc<s3::Bucket>>,
     /// `(from, to)` prefix: locations under `from` are read from `to` (relocated tables).
     relocation: Option<Arc<(String, String)>>,
+    /// Requests sent through this storage and its clones ([`Storage::request_stats`]).
+    counters: Arc<stats::Counters>,
 }
 
 /// What a location resolved to.
@@ -83,7 +87,27 @@ impl Storage {
             #[cfg(test)]
             buckets: HashMap::new(),
             relocation: None,
+            counters: Arc::default(),
         }
+    }
+
+    /// The requests this storage (and every clone of it, such as a catalog's tables) has sent
+    /// so far, by kind; take two readings and [`RequestStats::since`] for one operation.
+    pub fn request_stats(&self) -> RequestStats {
+        self.counters.snapshot()
+    }
+
+    /// Sets the request counters of [`Storage::request_stats`] back to zero (for every clone).
+    pub fn reset_request_stats(&self) {
+        self.counters.reset()
+    }
+
+    /// `store`, counting its requests in this storage's [`RequestStats`].
+    fn counted(&self, store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+        Arc::new(stats::Counting {
+            inner: store,
+            counters: self.counters.clone(),
+        })
     }
 
     /// The S3 settings of this storage (an error when the environment was invalid).
@@ -144,14 +168,14 @@ impl Storage {
         };
         match location::resolve(loc)? {
             location::Resolved::Local(key) => Ok(Target {
-                store: self.local.clone(),
+                store: self.counted(self.local.clone()),
                 path: parse(&key)?,
                 bucket: None,
             }),
             location::Resolved::S3 { bucket, key } => {
                 let b = self.bucket(&bucket)?;
                 Ok(Target {
-                    store: b.store.clone(),
+                    store: self.counted(b.store.clone()),
                     path: parse(&key)?,
                     bucket: Some(b),
                 })

@@ -55,7 +55,7 @@ where
     let mut w = DataWriter::new(table)?;
     for b in batches {
         let r = match b {
-            Ok(b) => w.write(b).await,
+            Ok(b) => w.write(b).await.map_err(|e| not_committed(e, table)),
             Err(e) => Err(e),
         };
         if let Err(e) = r {
@@ -66,7 +66,7 @@ where
             p.set_rows(w.rows_written());
         }
     }
-    let files = w.close().await?;
+    let files = w.close().await.map_err(|e| not_committed(e, table))?;
     let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
     match append_files(catalog, table, files).await {
         Ok(r) => Ok(r),
@@ -75,10 +75,24 @@ where
             for p in paths {
                 let _ = table.storage().delete(&p).await;
             }
-            Err(e)
+            Err(not_committed(e, table))
         }
         Err(e) => Err(e),
     }
+}
+
+/// An I/O failure of an append's writes or commit (storage or catalog unreachable, a server
+/// killed mid-write) says that nothing was committed and that a retry is safe; other errors
+/// (bad input, conflicts, an unknown commit state) are left as they are.
+fn not_committed(e: crate::Error, table: &Table) -> crate::Error {
+    if e.kind() != crate::ErrorKind::Io {
+        return e;
+    }
+    e.context(format!(
+        "append to table {} was not committed (the table is unchanged); retry once the storage \
+         and catalog are reachable",
+        table.name()
+    ))
 }
 
 /// Commits already-written data files as one `append` snapshot.

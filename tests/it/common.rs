@@ -193,11 +193,18 @@ pub struct Check {
 
 /// Runs the peer checker over `checks`; panics with its report unless every engine agrees.
 pub fn peer_check(python: &Path, work: &Path, checks: &[Check]) {
+    peer_check_env(python, work, checks, &[]);
+}
+
+/// [`peer_check`] with extra environment variables for the checker (another S3 server's
+/// `FLOE_TEST_S3_*` settings).
+pub fn peer_check_env(python: &Path, work: &Path, checks: &[Check], env: &[(String, String)]) {
     let file = work.join(format!("checks-{}.json", uuid::Uuid::new_v4()));
     std::fs::write(&file, serde_json::to_vec_pretty(checks).unwrap()).unwrap();
     let out = Command::new(python)
         .arg(repo().join("tools/peers/peer_check.py"))
         .arg(&file)
+        .envs(env.iter().cloned())
         .output()
         .expect("run peer_check.py");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -15,4 +15,5 @@ mod maintenance;
 mod postgres;
 mod rest;
 mod s3;
+mod scale_out;
 mod tidy;

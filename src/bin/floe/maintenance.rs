@@ -128,7 +128,7 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
         options,
         json,
     } = a;
-    let (cat, table) = catalog_and_table(&cli, name).await?;
+    let (cat, table) = catalog_and_table(cli, name).await?;
     let pred = match filter {
         Some(f) => Some(parse_predicate(f, table.metadata().current_schema())?),
         None => None,
@@ -215,7 +215,7 @@ pub async fn rewrite_position_delete_files(
         options,
         json,
     } = a;
-    let (cat, table) = catalog_and_table(&cli, name).await?;
+    let (cat, table) = catalog_and_table(cli, name).await?;
     let options: HashMap<String, String> = options.iter().cloned().collect();
     let pb = spinner("rewriting position delete files");
     let r = floe::maintenance::rewrite_position_delete_files(&cat, &table, &options).await;
@@ -245,7 +245,7 @@ pub async fn rewrite_manifests(cli: &Cli, a: &RewriteManifestsArgs) -> Result<()
         target_size_bytes,
         json,
     } = a;
-    let (cat, table) = catalog_and_table(&cli, name).await?;
+    let (cat, table) = catalog_and_table(cli, name).await?;
     let r = floe::maintenance::rewrite_manifests(&cat, &table, *target_size_bytes).await?;
     if *json {
         print_json(&serde_json::to_value(&r)?);
@@ -268,7 +268,7 @@ pub async fn expire_snapshots(cli: &Cli, a: &ExpireSnapshotsArgs) -> Result<()> 
         dry_run,
         json,
     } = a;
-    let (cat, table) = catalog_and_table(&cli, name).await?;
+    let (cat, table) = catalog_and_table(cli, name).await?;
     let o = floe::maintenance::ExpireOptions {
         older_than_ms: older_than.as_deref().map(parse_time_ms).transpose()?,
         retain_last: *retain_last,
@@ -304,7 +304,7 @@ pub async fn remove_orphan_files(cli: &Cli, a: &RemoveOrphanFilesArgs) -> Result
         dry_run,
         json,
     } = a;
-    let (cat, table) = catalog_and_table(&cli, name).await?;
+    let (cat, table) = catalog_and_table(cli, name).await?;
     let cutoff = older_than.as_deref().map(parse_time_ms).transpose()?;
     let pb = spinner("listing and matching files");
     let r = floe::maintenance::remove_orphan_files(&cat, &table, cutoff, *dry_run).await;

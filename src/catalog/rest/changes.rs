@@ -45,11 +45,7 @@ pub(crate) fn diff(base: &TableMetadata, new: &TableMetadata) -> Result<TableCha
 
     // Schemas.
     let old_schemas: HashSet<i32> = base.schemas_iter().map(|s| s.schema_id()).collect();
-    let mut added_schemas: Vec<_> = new
-        .schemas_iter()
-        .filter(|s| !old_schemas.contains(&s.schema_id()))
-        .collect();
-    added_schemas.sort_by_key(|s| s.schema_id());
+    let added_schemas = added(&old_schemas, new.schemas_iter(), |s| s.schema_id());
     if !added_schemas.is_empty() {
         c.requirements
             .push(TableRequirement::LastAssignedFieldIdMatch {
@@ -75,11 +71,7 @@ pub(crate) fn diff(base: &TableMetadata, new: &TableMetadata) -> Result<TableCha
 
     // Partition specs.
     let old_specs: HashSet<i32> = base.partition_specs_iter().map(|s| s.spec_id()).collect();
-    let mut added_specs: Vec<_> = new
-        .partition_specs_iter()
-        .filter(|s| !old_specs.contains(&s.spec_id()))
-        .collect();
-    added_specs.sort_by_key(|s| s.spec_id());
+    let added_specs = added(&old_specs, new.partition_specs_iter(), |s| s.spec_id());
     if !added_specs.is_empty() {
         c.requirements
             .push(TableRequirement::LastAssignedPartitionIdMatch {
@@ -105,11 +97,7 @@ pub(crate) fn diff(base: &TableMetadata, new: &TableMetadata) -> Result<TableCha
 
     // Sort orders.
     let old_orders: HashSet<i64> = base.sort_orders_iter().map(|o| o.order_id).collect();
-    let mut added_orders: Vec<_> = new
-        .sort_orders_iter()
-        .filter(|o| !old_orders.contains(&o.order_id))
-        .collect();
-    added_orders.sort_by_key(|o| o.order_id);
+    let added_orders = added(&old_orders, new.sort_orders_iter(), |o| o.order_id);
     for o in &added_orders {
         c.updates.push(TableUpdate::AddSortOrder {
             sort_order: o.as_ref().clone(),
@@ -262,6 +250,20 @@ pub(crate) fn diff(base: &TableMetadata, new: &TableMetadata) -> Result<TableCha
         });
     }
     Ok(c)
+}
+
+/// The items of `new` whose id is not in `old`, by ascending id.
+fn added<'a, T, K: Ord + std::hash::Hash>(
+    old: &HashSet<K>,
+    new: impl Iterator<Item = &'a T>,
+    id: impl Fn(&T) -> K,
+) -> Vec<&'a T>
+where
+    T: 'a,
+{
+    let mut out: Vec<&T> = new.filter(|t| !old.contains(&id(t))).collect();
+    out.sort_by_key(|t| id(t));
+    out
 }
 
 /// `-1` ("the one added last in this commit") when `id` is that one, as Java sends it: the

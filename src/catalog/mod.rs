@@ -275,6 +275,14 @@ impl Catalog {
         }
     }
 
+    /// Creates namespace `ns` when it is missing (tables are created into it).
+    async fn ensure_namespace(&self, ns: &str) -> Result<()> {
+        if !self.list_namespaces().await?.iter().any(|n| n == ns) {
+            self.create_namespace(ns, &[]).await?;
+        }
+        Ok(())
+    }
+
     /// Creates a namespace (no error if it exists).
     pub async fn create_namespace(&self, ns: &str, props: &[(String, String)]) -> Result<()> {
         match &self.backend {
@@ -429,10 +437,7 @@ impl Catalog {
         fv: FormatVersion,
         mut props: HashMap<String, String>,
     ) -> Result<Table> {
-        let ns = ns_string(ident);
-        if !self.list_namespaces().await?.contains(&ns) {
-            self.create_namespace(&ns, &[]).await?;
-        }
+        self.ensure_namespace(&ns_string(ident)).await?;
         let version = match fv {
             FormatVersion::V1 => "1",
             FormatVersion::V2 => "2",
@@ -484,9 +489,7 @@ impl Catalog {
         }
         let location = md.location().to_string();
         let ns = ns_string(ident);
-        if !self.list_namespaces().await?.contains(&ns) {
-            self.create_namespace(&ns, &[]).await?;
-        }
+        self.ensure_namespace(&ns).await?;
         match &self.backend {
             Backend::Sql(b) => {
                 let meta_loc = sql_metadata_location(&location, None);
@@ -554,9 +557,7 @@ impl Catalog {
         match &self.backend {
             Backend::Sql(b) => {
                 let ns = ns_string(ident);
-                if !self.list_namespaces().await?.contains(&ns) {
-                    self.create_namespace(&ns, &[]).await?;
-                }
+                self.ensure_namespace(&ns).await?;
                 let (b, n, l) = (
                     b.clone(),
                     ident.name().to_string(),
@@ -684,16 +685,11 @@ impl Catalog {
                     ns_string(to),
                     to.name().to_string(),
                 );
-                if !self.list_namespaces().await?.contains(&z) {
-                    self.create_namespace(&z, &[]).await?;
-                }
+                self.ensure_namespace(&z).await?;
                 blocking(move || b.rename(&a, &an, &z, &zn)).await
             }
             Backend::Rest(r) => {
-                let z = ns_string(to);
-                if !self.list_namespaces().await?.contains(&z) {
-                    self.create_namespace(&z, &[]).await?;
-                }
+                self.ensure_namespace(&ns_string(to)).await?;
                 r.rename(from, to).await
             }
             Backend::Fs => Err(Error::unsupported(

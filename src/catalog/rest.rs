@@ -92,8 +92,18 @@ fn segment(s: &str) -> String {
 }
 
 /// A namespace as a path segment: levels joined by the unit separator (0x1F).
-fn ns_segment(levels: &[String]) -> String {
-    segment(&levels.join("\u{1f}"))
+fn ns_segment<'a>(levels: impl IntoIterator<Item = &'a str>) -> String {
+    segment(&levels.into_iter().collect::<Vec<_>>().join("\u{1f}"))
+}
+
+/// The path segment of a table's namespace.
+fn ident_ns(ident: &TableIdent) -> String {
+    ns_segment(ident.namespace().iter().map(String::as_str))
+}
+
+/// A table identifier as the protocol's JSON writes it.
+fn ident_json(ident: &TableIdent) -> Value {
+    json!({"namespace": ident.namespace().iter().collect::<Vec<_>>(), "name": ident.name()})
 }
 
 impl RestBackend {
@@ -196,10 +206,9 @@ impl RestBackend {
     }
 
     fn table_path(ident: &TableIdent) -> String {
-        let levels: Vec<String> = ident.namespace().iter().cloned().collect();
         format!(
             "namespaces/{}/tables/{}",
-            ns_segment(&levels),
+            ident_ns(ident),
             segment(ident.name())
         )
     }
@@ -424,9 +433,8 @@ impl RestBackend {
 
     /// Drops an empty namespace.
     pub(crate) async fn drop_namespace(&self, ns: &str) -> Result<()> {
-        let levels: Vec<String> = ns.split('.').map(str::to_string).collect();
         let url = self
-            .url(&format!("namespaces/{}", ns_segment(&levels)))
+            .url(&format!("namespaces/{}", ns_segment(ns.split('.'))))
             .await?;
         match self.send(Method::DELETE, &url, None).await {
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(Error::invalid(format!(
@@ -438,10 +446,9 @@ impl RestBackend {
 
     /// Table names of a namespace.
     pub(crate) async fn tables(&self, ns: &str) -> Result<Vec<String>> {
-        let levels: Vec<String> = ns.split('.').map(str::to_string).collect();
         let items = self
             .pages(
-                &format!("namespaces/{}/tables", ns_segment(&levels)),
+                &format!("namespaces/{}/tables", ns_segment(ns.split('.'))),
                 "identifiers",
             )
             .await?;
@@ -496,9 +503,8 @@ impl RestBackend {
         ident: &TableIdent,
         request: Value,
     ) -> Result<(String, TableMetadata)> {
-        let levels: Vec<String> = ident.namespace().iter().cloned().collect();
         let url = self
-            .url(&format!("namespaces/{}/tables", ns_segment(&levels)))
+            .url(&format!("namespaces/{}/tables", ident_ns(ident)))
             .await?;
         let v = self.send(Method::POST, &url, Some(&request)).await?;
         self.load_result(ident, v)
@@ -510,9 +516,8 @@ impl RestBackend {
         ident: &TableIdent,
         metadata_location: &str,
     ) -> Result<(String, TableMetadata)> {
-        let levels: Vec<String> = ident.namespace().iter().cloned().collect();
         let url = self
-            .url(&format!("namespaces/{}/register", ns_segment(&levels)))
+            .url(&format!("namespaces/{}/register", ident_ns(ident)))
             .await?;
         let v = self
             .send(
@@ -539,9 +544,8 @@ impl RestBackend {
             Ok(u) => u,
             Err(e) => return RestCommit::Unknown(e),
         };
-        let levels: Vec<String> = ident.namespace().iter().cloned().collect();
         let body = json!({
-            "identifier": {"namespace": levels, "name": ident.name()},
+            "identifier": ident_json(ident),
             "requirements": c.requirements,
             "updates": c.updates,
         });
@@ -576,11 +580,10 @@ impl RestBackend {
     /// Renames a table.
     pub(crate) async fn rename(&self, from: &TableIdent, to: &TableIdent) -> Result<()> {
         let url = self.url("tables/rename").await?;
-        let id = |t: &TableIdent| json!({"namespace": t.namespace().iter().collect::<Vec<_>>(), "name": t.name()});
         self.send(
             Method::POST,
             &url,
-            Some(&json!({"source": id(from), "destination": id(to)})),
+            Some(&json!({"source": ident_json(from), "destination": ident_json(to)})),
         )
         .await
         .map(|_| ())
@@ -652,7 +655,7 @@ mod tests {
         }
         assert!(RestBackend::new("rest+http://", None).is_err());
         assert!(RestBackend::new("rest+ftp://x", None).is_err());
-        assert_eq!(ns_segment(&["a".into(), "b c".into()]), "a%1Fb%20c");
+        assert_eq!(ns_segment(["a", "b c"]), "a%1Fb%20c");
         assert_eq!(
             error_message(r#"{"error":{"message":"m","type":"T","code":409}}"#),
             "T: m"

@@ -19,7 +19,7 @@ use floe::txn::{append, clone_table};
 use floe::{CommitOutcome, ErrorKind};
 
 use crate::common::*;
-use crate::s3::{rest_uri, s3_catalog_of, s3_env, CatalogKind, S3Catalog};
+use crate::s3::{rest_uri, s3_catalog_of, s3_env, CatalogKind};
 
 const DDL: &str = "id long, name string, ts timestamptz";
 
@@ -81,22 +81,17 @@ fn rest_peers(py: &Path, args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_catalog_operations_conflicts_and_errors() {
     let Some(env) = s3_env() else { return };
-    let Some(S3Catalog {
-        _dir: _keep,
-        cat,
-        ns,
-        ..
-    }) = s3_catalog_of(&env, CatalogKind::Rest)
-    else {
+    let Some(s3c) = s3_catalog_of(&env, CatalogKind::Rest) else {
         return;
     };
+    let (cat, ns) = (&s3c.cat, &s3c.ns);
     let schema = parse_schema(DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
     c.partition_spec = parse_partition_spec("day(ts)", &schema).unwrap();
     let ident = parse_ident(&format!("{ns}.events")).unwrap();
     let t0 = cat.create_table(&ident, c.clone()).await.unwrap();
-    assert!(cat.list_namespaces().await.unwrap().contains(&ns));
-    assert_eq!(cat.list_tables(&ns).await.unwrap(), vec![ident.clone()]);
+    assert!(cat.list_namespaces().await.unwrap().contains(ns));
+    assert_eq!(cat.list_tables(ns).await.unwrap(), vec![ident.clone()]);
     let again = cat.create_table(&ident, c.clone()).await.unwrap_err();
     assert_eq!(again.kind(), ErrorKind::AlreadyExists, "{again}");
     // v3 tables are created as v3.
@@ -107,9 +102,7 @@ async fn rest_catalog_operations_conflicts_and_errors() {
         .await
         .unwrap();
     assert_eq!(v3.metadata().format_version(), FormatVersion::V3);
-    let r3 = append(&cat, &v3, vec![Ok(rows(0, 10))], None)
-        .await
-        .unwrap();
+    let r3 = append(cat, &v3, vec![Ok(rows(0, 10))], None).await.unwrap();
     assert_eq!(
         count(&scan_rows(&r3.table, SnapshotSelector::Current).await),
         10
@@ -117,17 +110,17 @@ async fn rest_catalog_operations_conflicts_and_errors() {
 
     // Appends; a commit from a stale base is refused by the server (409) as a conflict,
     // and an append from a stale base is retried by floe until it lands.
-    let r1 = append(&cat, &t0, vec![Ok(rows(0, 100))], None)
+    let r1 = append(cat, &t0, vec![Ok(rows(0, 100))], None)
         .await
         .unwrap();
     match cat.commit(&t0, r1.table.metadata().clone()).await {
         CommitOutcome::Conflict(msg) => assert!(msg.contains("another writer"), "{msg}"),
         other => panic!("expected a conflict, got {other:?}"),
     }
-    let r2 = append(&cat, &r1.table, vec![Ok(rows(100, 50))], None)
+    let r2 = append(cat, &r1.table, vec![Ok(rows(100, 50))], None)
         .await
         .unwrap();
-    let r3 = append(&cat, &r1.table, vec![Ok(rows(150, 25))], None)
+    let r3 = append(cat, &r1.table, vec![Ok(rows(150, 25))], None)
         .await
         .unwrap();
     assert_eq!(r3.table.metadata().snapshots().len(), 3);
@@ -145,7 +138,7 @@ async fn rest_catalog_operations_conflicts_and_errors() {
     // registration with an empty stub instead of the file's metadata: floe notices and refuses
     // rather than publishing a table that reads as empty.
     let cid = parse_ident(&format!("{ns}.events_clone")).unwrap();
-    match clone_table(&cat, &loaded, &SnapshotSelector::Current, &cid, false).await {
+    match clone_table(cat, &loaded, &SnapshotSelector::Current, &cid, false).await {
         Ok(_) => {
             let cl = cat.load_table(&cid).await.unwrap();
             assert_eq!(count(&scan_rows(&cl, SnapshotSelector::Current).await), 175);
@@ -171,7 +164,7 @@ async fn rest_catalog_operations_conflicts_and_errors() {
         ),
         175
     );
-    let busy = cat.drop_namespace(&ns).await.unwrap_err();
+    let busy = cat.drop_namespace(ns).await.unwrap_err();
     assert!(busy.to_string().contains("not empty"), "{busy}");
     cat.drop_table(&renamed).await.unwrap();
     assert!(!cat.table_exists(&renamed).await.unwrap());
@@ -207,15 +200,10 @@ async fn rest_catalog_operations_conflicts_and_errors() {
 async fn peers_read_and_write_floe_tables_through_rest() {
     let Some(env) = s3_env() else { return };
     let Some(py) = peers_python() else { return };
-    let Some(S3Catalog {
-        _dir: _keep,
-        cat,
-        ns,
-        ..
-    }) = s3_catalog_of(&env, CatalogKind::Rest)
-    else {
+    let Some(s3c) = s3_catalog_of(&env, CatalogKind::Rest) else {
         return;
     };
+    let (cat, ns) = (&s3c.cat, &s3c.ns);
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let schema = parse_schema(DDL).unwrap();
@@ -228,10 +216,8 @@ async fn peers_read_and_write_floe_tables_through_rest() {
         .create_table(&parse_ident(&name).unwrap(), c)
         .await
         .unwrap();
-    let r = append(&cat, &t, vec![Ok(rows(0, 300))], None)
-        .await
-        .unwrap();
-    floe::dml::execute(&cat, &format!("DELETE FROM {name} WHERE id % 10 = 3"), None)
+    let r = append(cat, &t, vec![Ok(rows(0, 300))], None).await.unwrap();
+    floe::dml::execute(cat, &format!("DELETE FROM {name} WHERE id % 10 = 3"), None)
         .await
         .unwrap();
     let t = cat.load_table(r.table.ident()).await.unwrap();
@@ -271,7 +257,7 @@ async fn peers_read_and_write_floe_tables_through_rest() {
 
     // floe keeps writing on top of the peers' snapshots, and everyone agrees.
     floe::dml::execute(
-        &cat,
+        cat,
         &format!("UPDATE {name} SET name = 'u' WHERE id >= 2000 AND id < 2010"),
         None,
     )

@@ -82,7 +82,8 @@ pub(crate) enum CatalogKind {
 
 /// A catalog of `kind` whose tables live on S3, with a namespace of their own.
 pub(crate) struct S3Catalog {
-    pub _dir: tempfile::TempDir,
+    /// Holds the SQLite file; the catalog lives as long as this value.
+    _dir: tempfile::TempDir,
     pub cat: Catalog,
     /// The warehouse URI (`s3://…`).
     pub wh: String,
@@ -164,16 +165,10 @@ async fn appends_and_scans_on_s3_with_rest_read_by_the_peers() {
 
 async fn append_scan_on_s3(kind: CatalogKind) {
     let Some(env) = s3_env() else { return };
-    let Some(S3Catalog {
-        _dir: _keep,
-        cat,
-        wh,
-        ns,
-        ..
-    }) = s3_catalog_of(&env, kind)
-    else {
+    let Some(s3c) = s3_catalog_of(&env, kind) else {
         return;
     };
+    let (cat, wh, ns) = (&s3c.cat, &s3c.wh, &s3c.ns);
     let schema = parse_schema(WIDE_DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
     c.partition_spec = parse_partition_spec("bucket(4, id), cat", &schema).unwrap();
@@ -187,11 +182,11 @@ async fn append_scan_on_s3(kind: CatalogKind) {
         "{kind:?}: {}",
         t.metadata_location()
     );
-    let r1 = append(&cat, &t, vec![Ok(wide_batch(0, 700))], None)
+    let r1 = append(cat, &t, vec![Ok(wide_batch(0, 700))], None)
         .await
         .unwrap();
     let r2 = append(
-        &cat,
+        cat,
         &r1.table,
         vec![Ok(wide_batch(700, 400)), Ok(wide_batch(1100, 250))],
         None,
@@ -274,16 +269,10 @@ async fn row_level_on_s3(kind: CatalogKind) {
     let Some(py) = peers_python() else { return };
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let Some(S3Catalog {
-        _dir: _keep,
-        cat,
-        wh,
-        ns,
-        ..
-    }) = s3_catalog_of(&env, kind)
-    else {
+    let Some(s3c) = s3_catalog_of(&env, kind) else {
         return;
     };
+    let (cat, wh, ns) = (&s3c.cat, &s3c.wh, &s3c.ns);
     let tname = format!("{ns}.mor");
     let schema = parse_schema(WIDE_DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
@@ -303,7 +292,7 @@ async fn row_level_on_s3(kind: CatalogKind) {
         .unwrap();
     let batches = vec![wide_batch(0, 700), wide_batch(700, 650)];
     let r = append(
-        &cat,
+        cat,
         &t,
         vec![Ok(batches[0].clone()), Ok(batches[1].clone())],
         None,
@@ -328,7 +317,7 @@ async fn row_level_on_s3(kind: CatalogKind) {
         let floe_sql = st
             .replace("{t}", &tname)
             .replace("{s}", &format!("'{}'", source.display()));
-        let r = floe::dml::execute(&cat, &floe_sql, None)
+        let r = floe::dml::execute(cat, &floe_sql, None)
             .await
             .unwrap_or_else(|e| panic!("`{floe_sql}`: {e:?}"));
         table = r.table;
@@ -369,7 +358,7 @@ async fn row_level_on_s3(kind: CatalogKind) {
 
     // Compaction applies the deletes; the rows stay.
     let rw = rewrite_data_files(
-        &cat,
+        cat,
         &table,
         None,
         &HashMap::from([("rewrite-all".to_string(), "true".to_string())]),
@@ -392,7 +381,7 @@ async fn row_level_on_s3(kind: CatalogKind) {
 
     // Expire every older snapshot: their files go, the current rows stay.
     let ex = expire_snapshots(
-        &cat,
+        cat,
         &table,
         &ExpireOptions {
             older_than_ms: Some(chrono::Utc::now().timestamp_millis() + 1000),
@@ -417,7 +406,7 @@ async fn row_level_on_s3(kind: CatalogKind) {
         .await
         .unwrap();
     let future = chrono::Utc::now().timestamp_millis() + 60_000;
-    let or = remove_orphan_files(&cat, &table, Some(future), false)
+    let or = remove_orphan_files(cat, &table, Some(future), false)
         .await
         .unwrap();
     assert_eq!(or.orphan_file_locations, vec![orphan.clone()]);

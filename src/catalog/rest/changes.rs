@@ -108,13 +108,11 @@ pub(crate) fn diff(base: &TableMetadata, new: &TableMetadata) -> Result<TableCha
             .push(TableRequirement::DefaultSortOrderIdMatch {
                 default_sort_order_id: base.default_sort_order_id(),
             });
-        let last = added_orders.last().map(|o| o.order_id);
         c.updates.push(TableUpdate::SetDefaultSortOrder {
-            sort_order_id: if last == Some(new.default_sort_order_id()) {
-                -1
-            } else {
-                new.default_sort_order_id()
-            },
+            sort_order_id: last_added_or(
+                new.default_sort_order_id(),
+                added_orders.last().map(|o| o.order_id),
+            ),
         });
     }
 
@@ -227,24 +225,14 @@ pub(crate) fn diff(base: &TableMetadata, new: &TableMetadata) -> Result<TableCha
     }
 
     // Specs and schemas that are no longer kept (after snapshot expiry).
-    let mut gone_specs: Vec<i32> = old_specs
-        .iter()
-        .copied()
-        .filter(|id| new.partition_spec_by_id(*id).is_none())
-        .collect();
+    let gone_specs = dropped(&old_specs, |id| new.partition_spec_by_id(id).is_some());
     if !gone_specs.is_empty() {
-        gone_specs.sort_unstable();
         c.updates.push(TableUpdate::RemovePartitionSpecs {
             spec_ids: gone_specs,
         });
     }
-    let mut gone_schemas: Vec<i32> = old_schemas
-        .iter()
-        .copied()
-        .filter(|id| new.schema_by_id(*id).is_none())
-        .collect();
+    let gone_schemas = dropped(&old_schemas, |id| new.schema_by_id(id).is_some());
     if !gone_schemas.is_empty() {
-        gone_schemas.sort_unstable();
         c.updates.push(TableUpdate::RemoveSchemas {
             schema_ids: gone_schemas,
         });
@@ -268,12 +256,19 @@ where
 
 /// `-1` ("the one added last in this commit") when `id` is that one, as Java sends it: the
 /// server may number what it adds differently from the client.
-fn last_added_or(id: i32, last_added: Option<i32>) -> i32 {
-    if last_added == Some(id) {
-        -1
+fn last_added_or<K: PartialEq + From<i8>>(id: K, last_added: Option<K>) -> K {
+    if last_added.as_ref() == Some(&id) {
+        K::from(-1)
     } else {
         id
     }
+}
+
+/// The ids of `old` for which `kept` is false, ascending.
+fn dropped(old: &HashSet<i32>, kept: impl Fn(i32) -> bool) -> Vec<i32> {
+    let mut out: Vec<i32> = old.iter().copied().filter(|id| !kept(*id)).collect();
+    out.sort_unstable();
+    out
 }
 
 #[cfg(test)]
@@ -283,6 +278,15 @@ mod tests {
         NestedField, Operation, PrimitiveType, Schema, Snapshot, SortOrder, Summary,
         TableMetadataBuilder, Type, UnboundPartitionSpec, MAIN_BRANCH,
     };
+
+    /// The `key` of every object of a JSON array, in order.
+    fn tags<'a>(v: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u[key].as_str().unwrap())
+            .collect()
+    }
 
     fn base() -> TableMetadata {
         let schema = Schema::builder()
@@ -340,12 +344,7 @@ mod tests {
         assert_eq!(reqs[1]["ref"], "main");
         assert!(reqs[1]["snapshot-id"].is_null(), "{reqs}");
         let ups = serde_json::to_value(&c.updates).unwrap();
-        let actions: Vec<&str> = ups
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|u| u["action"].as_str().unwrap())
-            .collect();
+        let actions = tags(&ups, "action");
         assert_eq!(actions, ["add-snapshot", "set-snapshot-ref"], "{ups}");
         assert_eq!(ups[0]["snapshot"]["snapshot-id"], 7);
         assert_eq!(ups[1]["snapshot-id"], 7);
@@ -370,12 +369,7 @@ mod tests {
             .metadata;
         let c = diff(&b, &n).unwrap();
         let ups = serde_json::to_value(&c.updates).unwrap();
-        let actions: Vec<&str> = ups
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|u| u["action"].as_str().unwrap())
-            .collect();
+        let actions = tags(&ups, "action");
         assert_eq!(actions, ["set-properties", "remove-snapshots"], "{ups}");
         assert_eq!(ups[0]["updates"]["b"], "2");
         assert_eq!(ups[1]["snapshot-ids"][0], 1);
@@ -409,12 +403,7 @@ mod tests {
             .metadata;
         let c = diff(&b, &n).unwrap();
         let reqs = serde_json::to_value(&c.requirements).unwrap();
-        let types: Vec<&str> = reqs
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["type"].as_str().unwrap())
-            .collect();
+        let types = tags(&reqs, "type");
         assert_eq!(
             types,
             [
@@ -428,12 +417,7 @@ mod tests {
         );
         assert_eq!(reqs[1]["last-assigned-field-id"], 1);
         let ups = serde_json::to_value(&c.updates).unwrap();
-        let actions: Vec<&str> = ups
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|u| u["action"].as_str().unwrap())
-            .collect();
+        let actions = tags(&ups, "action");
         assert_eq!(
             actions,
             [

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
 use iceberg::spec::{DataFile, DataFileFormat, NullOrder, PartitionKey, SortDirection, SortOrder};
 use iceberg::writer::file_writer::{
@@ -132,8 +132,9 @@ pub(crate) fn writer_properties(
     Ok(b.build())
 }
 
-/// Rows of one partition (`None`: unpartitioned).
-type Piece = (Option<PartitionKey>, RecordBatch);
+/// Rows of one partition (`None`: unpartitioned): the batch's rows at the indices, or all of
+/// them. The lane that owns the partition copies them out, so that copy runs in parallel.
+type Piece = (Option<PartitionKey>, RecordBatch, Option<UInt32Array>);
 
 /// Shared, immutable settings of one write.
 struct Settings {
@@ -362,16 +363,16 @@ impl DataWriter {
                     self.next_lane % self.lanes.len()
                 };
                 self.next_lane += 1;
-                per_lane[lane].push((None, batch));
+                per_lane[lane].push((None, batch, None));
             }
             Some(p) => {
-                for (key, piece) in p.split(&batch)? {
+                for (key, rows) in p.groups(&batch)? {
                     let n = self.partition_lanes.len();
                     let lane = *self
                         .partition_lanes
                         .entry(key.to_path())
                         .or_insert(n % per_lane.len());
-                    per_lane[lane].push((Some(key), piece));
+                    per_lane[lane].push((Some(key), batch.clone(), rows));
                 }
             }
         }
@@ -457,7 +458,11 @@ async fn run_lane(
     let mut lane_bytes = 0usize;
     let result: Result<()> = async {
         while let Some(pieces) = rx.recv().await {
-            for (key, b) in pieces {
+            for (key, b, rows) in pieces {
+                let b = match rows {
+                    Some(idx) => arrow_select::take::take_record_batch(&b, &idx)?,
+                    None => b,
+                };
                 let id = key.as_ref().map(|k| k.to_path()).unwrap_or_default();
                 let pw = parts.entry(id).or_insert_with(|| PartitionWriter {
                     key,

@@ -1,9 +1,9 @@
 //! Splits a batch by partition: transform values computed once per batch, rows grouped by a
-//! sort on those values, one `take`, and a partition tuple built once per group.
+//! sort on those values, and a partition tuple built once per group.
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StructArray};
+use arrow_array::{Array, ArrayRef, RecordBatch, StructArray, UInt32Array};
 use arrow_ord::partition::partition;
 use arrow_ord::sort::{lexsort_to_indices, SortColumn};
 use iceberg::arrow::{arrow_struct_to_literal, PartitionValueCalculator};
@@ -35,12 +35,34 @@ impl Partitioner {
 
     /// The batch's rows per partition (each group's rows keep their relative order).
     pub(crate) fn split(&self, batch: &RecordBatch) -> Result<Vec<(PartitionKey, RecordBatch)>> {
+        self.groups(batch)?
+            .into_iter()
+            .map(|(key, rows)| {
+                let piece = match rows {
+                    None => batch.clone(),
+                    Some(idx) => arrow_select::take::take_record_batch(batch, &idx)?,
+                };
+                Ok((key, piece))
+            })
+            .collect()
+    }
+
+    /// The batch's partitions and the rows of each, ascending (`None`: every row), without
+    /// copying the rows: callers take them where the copy is cheapest.
+    pub(crate) fn groups(
+        &self,
+        batch: &RecordBatch,
+    ) -> Result<Vec<(PartitionKey, Option<UInt32Array>)>> {
         let values = self.calc.calculate(batch)?;
         let values = values
             .as_any()
             .downcast_ref::<StructArray>()
             .ok_or_else(|| Error::io("partition values are not a struct"))?;
         let columns: Vec<ArrayRef> = values.columns().to_vec();
+        if all_equal(&columns) {
+            let key = self.key(&columns, 0)?;
+            return Ok(vec![(key, None)]);
+        }
         let sort: Vec<SortColumn> = columns
             .iter()
             .map(|c| SortColumn {
@@ -48,35 +70,38 @@ impl Partitioner {
                 options: None,
             })
             .collect();
-        let (batch, values): (RecordBatch, Vec<ArrayRef>) = if all_equal(&columns) {
-            (batch.clone(), columns)
-        } else {
-            let idx = lexsort_to_indices(&sort, None)?;
-            let taken = arrow_select::take::take_record_batch(batch, &idx)?;
-            let vals = columns
-                .iter()
-                .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            (taken, vals)
-        };
-        let sorted_struct = StructArray::try_new(
-            struct_fields(&values, &self.partition_type),
-            values.clone(),
+        // A stable sort: rows of one partition keep their input order.
+        let idx = lexsort_to_indices(&sort, None)?;
+        let sorted = columns
+            .iter()
+            .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        partition(&sorted)?
+            .ranges()
+            .into_iter()
+            .map(|r| {
+                let key = self.key(&sorted, r.start)?;
+                let mut rows: Vec<u32> = idx.values()[r.clone()].to_vec();
+                rows.sort_unstable();
+                Ok((key, Some(UInt32Array::from(rows))))
+            })
+            .collect()
+    }
+
+    /// The partition key of row `row` of the partition value columns.
+    fn key(&self, values: &[ArrayRef], row: usize) -> Result<PartitionKey> {
+        let one = StructArray::try_new(
+            struct_fields(values, &self.partition_type),
+            values.iter().map(|c| c.slice(row, 1)).collect(),
             None,
         )?;
-        let ranges = partition(&values)?.ranges();
-        let mut out = Vec::with_capacity(ranges.len());
-        for r in ranges {
-            let one: ArrayRef = Arc::new(sorted_struct.slice(r.start, 1));
-            let lit = arrow_struct_to_literal(&one, &self.partition_type)?;
-            let data = match lit.into_iter().next() {
-                Some(Some(Literal::Struct(s))) => s,
-                _ => return Err(Error::io("partition value is not a struct")),
-            };
-            let key = PartitionKey::new(self.spec.clone(), self.schema.clone(), data);
-            out.push((key, batch.slice(r.start, r.end - r.start)));
-        }
-        Ok(out)
+        let one: ArrayRef = Arc::new(one);
+        let lit = arrow_struct_to_literal(&one, &self.partition_type)?;
+        let data = match lit.into_iter().next() {
+            Some(Some(Literal::Struct(s))) => s,
+            _ => return Err(Error::io("partition value is not a struct")),
+        };
+        Ok(PartitionKey::new(self.spec.clone(), self.schema.clone(), data))
     }
 }
 

@@ -1,5 +1,6 @@
 //! Scans: choose a snapshot, plan the files (pure, [`plan`]), read them to Arrow.
 
+mod compact;
 mod delete_index;
 mod deletes;
 mod direct;

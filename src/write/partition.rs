@@ -101,7 +101,11 @@ impl Partitioner {
             Some(Some(Literal::Struct(s))) => s,
             _ => return Err(Error::io("partition value is not a struct")),
         };
-        Ok(PartitionKey::new(self.spec.clone(), self.schema.clone(), data))
+        Ok(PartitionKey::new(
+            self.spec.clone(),
+            self.schema.clone(),
+            data,
+        ))
     }
 }
 

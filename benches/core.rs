@@ -177,10 +177,15 @@ fn main() {
             .unwrap();
         (start.elapsed().as_secs_f64(), r.table)
     };
-    // Profiling aid: FLOE_BENCH_APPEND_ONLY=day(ts) (or empty for unpartitioned) times one append.
+    // Profiling aid: FLOE_BENCH_APPEND_ONLY=day(ts) (or empty for unpartitioned) times one append
+    // (CPU time is steadier than wall time on a shared machine).
     if let Ok(spec) = std::env::var("FLOE_BENCH_APPEND_ONLY") {
+        let c0 = cpu_seconds();
         let (secs, _) = append((!spec.is_empty()).then_some(spec.as_str()));
-        println!("floe append [{spec}]: {secs:.2}s");
+        println!(
+            "floe append [{spec}]: {secs:.2}s wall, {:.2}s CPU (all threads)",
+            cpu_seconds() - c0
+        );
         return;
     }
     let (raw_w, _) = best(2, || raw_write(&batches, &work.join("raw")));

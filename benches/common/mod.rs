@@ -30,6 +30,25 @@ pub fn best<T>(n: usize, mut f: impl FnMut() -> T) -> (f64, T) {
     (best, last.expect("n > 0"))
 }
 
+/// CPU seconds (user + system, all threads) this process has used so far (Linux; 0 elsewhere).
+pub fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    ticks as f64 / 100.0
+}
+
 /// The peers' Python (`FLOE_PEERS_PYTHON`, else the pinned venv), if installed.
 pub fn python() -> Option<PathBuf> {
     std::env::var("FLOE_PEERS_PYTHON")

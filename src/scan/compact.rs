@@ -14,6 +14,13 @@ use crate::error::Result;
 
 /// The rows of `batch` where `keep` is true (null counts as false; one value per row).
 pub(crate) fn retain(batch: RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
+    if keep.len() != batch.num_rows() {
+        return Err(crate::error::Error::io(format!(
+            "row mask of {} values for a batch of {} rows",
+            keep.len(),
+            batch.num_rows()
+        )));
+    }
     let keep = &match keep.null_count() {
         0 => keep.clone(),
         _ => arrow_select::filter::prep_null_mask_filter(keep),

@@ -193,7 +193,7 @@ mod tests {
             vec![true; 10],
             vec![false; 10],
             (0..10).map(|i| i % 3 != 1).collect::<Vec<_>>(),
-            (0..10).map(|i| i < 2 || i > 7).collect(),
+            (0..10).map(|i| !(2..=7).contains(&i)).collect(),
             (0..10).map(|i| i == 0).collect(),
             (0..10).map(|i| i == 9).collect(),
         ] {

@@ -132,9 +132,14 @@ pub(crate) fn writer_properties(
     Ok(b.build())
 }
 
-/// Rows of one partition (`None`: unpartitioned): the batch's rows at the indices, or all of
-/// them. The lane that owns the partition copies them out, so that copy runs in parallel.
-type Piece = (Option<PartitionKey>, RecordBatch, Option<UInt32Array>);
+/// One batch's rows for one lane: the rows at `rows` (all of them when `None`), in order,
+/// cut into consecutive runs of `parts` rows per partition (`None`: unpartitioned). The lane
+/// copies its rows out with one `take`, so that copy runs in parallel and reads the batch once.
+struct Slab {
+    batch: RecordBatch,
+    rows: Option<UInt32Array>,
+    parts: Vec<(Option<PartitionKey>, usize)>,
+}
 
 /// Shared, immutable settings of one write.
 struct Settings {
@@ -157,7 +162,7 @@ pub struct DataWriter {
     pending: Option<Settings>,
     lane_count: usize,
     lanes: Vec<(
-        Option<mpsc::Sender<Vec<Piece>>>,
+        Option<mpsc::Sender<Slab>>,
         Option<JoinHandle<Result<Vec<DataFile>>>>,
     )>,
     partitioner: Option<Partitioner>,
@@ -354,7 +359,7 @@ impl DataWriter {
     }
 
     async fn dispatch(&mut self, batch: RecordBatch) -> Result<()> {
-        let mut per_lane: Vec<Vec<Piece>> = vec![Vec::new(); self.lanes.len()];
+        let mut per_lane: Vec<Option<Slab>> = (0..self.lanes.len()).map(|_| None).collect();
         match &self.partitioner {
             None => {
                 let lane = if self.rows <= SINGLE_LANE_ROWS {
@@ -363,25 +368,51 @@ impl DataWriter {
                     self.next_lane % self.lanes.len()
                 };
                 self.next_lane += 1;
-                per_lane[lane].push((None, batch, None));
+                let n = batch.num_rows();
+                per_lane[lane] = Some(Slab {
+                    batch,
+                    rows: None,
+                    parts: vec![(None, n)],
+                });
             }
             Some(p) => {
-                for (key, rows) in p.groups(&batch)? {
+                let groups = p.groups(&batch)?;
+                let mut rows: Vec<Vec<u32>> = vec![Vec::new(); per_lane.len()];
+                let mut parts: Vec<Vec<(Option<PartitionKey>, usize)>> =
+                    vec![Vec::new(); per_lane.len()];
+                for (key, r) in groups.parts {
                     let n = self.partition_lanes.len();
                     let lane = *self
                         .partition_lanes
                         .entry(key.to_path())
                         .or_insert(n % per_lane.len());
-                    per_lane[lane].push((Some(key), batch.clone(), rows));
+                    match &groups.order {
+                        Some(order) => rows[lane].extend_from_slice(&order[r.clone()]),
+                        None => rows[lane].extend(r.start as u32..r.end as u32),
+                    }
+                    parts[lane].push((Some(key), r.len()));
+                }
+                for (lane, (rows, parts)) in rows.into_iter().zip(parts).enumerate() {
+                    if parts.is_empty() {
+                        continue;
+                    }
+                    // All of the batch, in order: no copy needed.
+                    let all = rows.len() == batch.num_rows()
+                        && rows.iter().enumerate().all(|(i, r)| *r as usize == i);
+                    per_lane[lane] = Some(Slab {
+                        batch: batch.clone(),
+                        rows: (!all).then(|| UInt32Array::from(rows)),
+                        parts,
+                    });
                 }
             }
         }
-        for (lane, pieces) in per_lane.into_iter().enumerate() {
-            if pieces.is_empty() {
+        for (lane, slab) in per_lane.into_iter().enumerate() {
+            let Some(slab) = slab else {
                 continue;
-            }
+            };
             let sent = match &self.lanes[lane].0 {
-                Some(tx) => tx.send(pieces).await.is_ok(),
+                Some(tx) => tx.send(slab).await.is_ok(),
                 None => false,
             };
             if !sent {
@@ -416,8 +447,11 @@ impl DataWriter {
         let mut files = Vec::new();
         let mut first_err = None;
         files.append(&mut self.orphans);
-        for (tx, handle) in self.lanes.iter_mut() {
+        // Every lane is told first, so that their final flushes run at the same time.
+        for (tx, _) in self.lanes.iter_mut() {
             tx.take();
+        }
+        for (_, handle) in self.lanes.iter_mut() {
             let Some(handle) = handle.take() else {
                 continue;
             };
@@ -451,18 +485,23 @@ struct PartitionWriter {
 async fn run_lane(
     s: Arc<Settings>,
     lane: usize,
-    mut rx: mpsc::Receiver<Vec<Piece>>,
+    mut rx: mpsc::Receiver<Slab>,
 ) -> Result<Vec<DataFile>> {
     let mut parts: HashMap<String, PartitionWriter> = HashMap::new();
     let mut file_seq = 0usize;
     let mut lane_bytes = 0usize;
     let result: Result<()> = async {
-        while let Some(pieces) = rx.recv().await {
-            for (key, b, rows) in pieces {
-                let b = match rows {
-                    Some(idx) => arrow_select::take::take_record_batch(&b, &idx)?,
-                    None => b,
-                };
+        while let Some(slab) = rx.recv().await {
+            let batch = match &slab.rows {
+                Some(idx) => arrow_select::take::take_record_batch(&slab.batch, idx)?,
+                None => slab.batch,
+            };
+            // Parts are slices of one batch: each is charged its share of the bytes.
+            let row_bytes = batch.get_array_memory_size() / batch.num_rows().max(1);
+            let mut offset = 0;
+            for (key, len) in slab.parts {
+                let b = batch.slice(offset, len);
+                offset += len;
                 let id = key.as_ref().map(|k| k.to_path()).unwrap_or_default();
                 let pw = parts.entry(id).or_insert_with(|| PartitionWriter {
                     key,
@@ -474,9 +513,9 @@ async fn run_lane(
                 });
                 // Small pieces are buffered per partition and written in larger runs (sorted
                 // first when the table has a sort order).
-                pw.buffered_rows += b.num_rows();
-                lane_bytes += b.get_array_memory_size();
-                pw.buffered_bytes += b.get_array_memory_size();
+                pw.buffered_rows += len;
+                lane_bytes += row_bytes * len;
+                pw.buffered_bytes += row_bytes * len;
                 pw.buffer.push(b);
                 let limit = if s.sort.is_some() {
                     SORT_BUFFER_ROWS

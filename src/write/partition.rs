@@ -12,6 +12,14 @@ use iceberg::spec::{Literal, PartitionKey, PartitionSpec, StructType};
 use crate::error::{Error, Result};
 use crate::spec::SchemaRef;
 
+/// A batch's rows grouped by partition: `order` lists row indices partition after partition
+/// (`None`: the batch's own order, one partition), each part names its range of `order`.
+#[derive(Debug)]
+pub(crate) struct Groups {
+    pub order: Option<Vec<u32>>,
+    pub parts: Vec<(PartitionKey, std::ops::Range<usize>)>,
+}
+
 /// Groups rows of batches by their partition tuple.
 #[derive(Debug)]
 pub(crate) struct Partitioner {
@@ -35,24 +43,23 @@ impl Partitioner {
 
     /// The batch's rows per partition (each group's rows keep their relative order).
     pub(crate) fn split(&self, batch: &RecordBatch) -> Result<Vec<(PartitionKey, RecordBatch)>> {
-        self.groups(batch)?
+        let groups = self.groups(batch)?;
+        let batch = match &groups.order {
+            None => batch.clone(),
+            Some(order) => {
+                arrow_select::take::take_record_batch(batch, &UInt32Array::from(order.clone()))?
+            }
+        };
+        Ok(groups
+            .parts
             .into_iter()
-            .map(|(key, rows)| {
-                let piece = match rows {
-                    None => batch.clone(),
-                    Some(idx) => arrow_select::take::take_record_batch(batch, &idx)?,
-                };
-                Ok((key, piece))
-            })
-            .collect()
+            .map(|(key, r)| (key, batch.slice(r.start, r.len())))
+            .collect())
     }
 
-    /// The batch's partitions and the rows of each, ascending (`None`: every row), without
-    /// copying the rows: callers take them where the copy is cheapest.
-    pub(crate) fn groups(
-        &self,
-        batch: &RecordBatch,
-    ) -> Result<Vec<(PartitionKey, Option<UInt32Array>)>> {
+    /// The batch's partitions, without copying any row: callers take the rows where the copy
+    /// is cheapest.
+    pub(crate) fn groups(&self, batch: &RecordBatch) -> Result<Groups> {
         let values = self.calc.calculate(batch)?;
         let values = values
             .as_any()
@@ -61,7 +68,10 @@ impl Partitioner {
         let columns: Vec<ArrayRef> = values.columns().to_vec();
         if all_equal(&columns) {
             let key = self.key(&columns, 0)?;
-            return Ok(vec![(key, None)]);
+            return Ok(Groups {
+                order: None,
+                parts: vec![(key, 0..batch.num_rows())],
+            });
         }
         let sort: Vec<SortColumn> = columns
             .iter()
@@ -70,22 +80,25 @@ impl Partitioner {
                 options: None,
             })
             .collect();
-        // A stable sort: rows of one partition keep their input order.
         let idx = lexsort_to_indices(&sort, None)?;
         let sorted = columns
             .iter()
             .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        partition(&sorted)?
+        let mut order: Vec<u32> = idx.values().to_vec();
+        let parts = partition(&sorted)?
             .ranges()
             .into_iter()
             .map(|r| {
-                let key = self.key(&sorted, r.start)?;
-                let mut rows: Vec<u32> = idx.values()[r.clone()].to_vec();
-                rows.sort_unstable();
-                Ok((key, Some(UInt32Array::from(rows))))
+                // The sort need not be stable: put each group's rows back in input order.
+                order[r.clone()].sort_unstable();
+                Ok((self.key(&sorted, r.start)?, r))
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Groups {
+            order: Some(order),
+            parts,
+        })
     }
 
     /// The partition key of row `row` of the partition value columns.
@@ -142,4 +155,54 @@ fn all_equal(columns: &[ArrayRef]) -> bool {
             .map(|b| b.true_count() == n)
             .unwrap_or(false)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{parse_partition_spec, parse_schema};
+    use arrow_array::{Int64Array, StringArray};
+
+    #[test]
+    fn groups_list_each_partitions_rows_in_input_order() {
+        let schema = Arc::new(parse_schema("id long, s string").unwrap());
+        let spec = parse_partition_spec("s", &schema)
+            .unwrap()
+            .bind(schema.clone())
+            .unwrap();
+        let p = Partitioner::new(&spec, schema.clone()).unwrap();
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let batch = RecordBatch::try_new(
+            arrow,
+            vec![
+                Arc::new(Int64Array::from((0..8).collect::<Vec<i64>>())),
+                Arc::new(StringArray::from(vec![
+                    "b", "a", "b", "c", "a", "b", "c", "a",
+                ])),
+            ],
+        )
+        .unwrap();
+        let g = p.groups(&batch).unwrap();
+        let order = g.order.unwrap();
+        let rows: Vec<Vec<u32>> = g
+            .parts
+            .iter()
+            .map(|(_, r)| order[r.clone()].to_vec())
+            .collect();
+        assert_eq!(rows, vec![vec![1, 4, 7], vec![0, 2, 5], vec![3, 6]]);
+        let split = p.split(&batch).unwrap();
+        assert_eq!(split.len(), 3);
+        assert_eq!(split[1].0.to_path(), "s=b");
+        let ids = split[1]
+            .1
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(ids.values(), &[0, 2, 5]);
+        // One partition: no order, no copy.
+        let one = p.groups(&batch.slice(1, 1)).unwrap();
+        assert!(one.order.is_none());
+        assert_eq!(one.parts[0].1, 0..1);
+    }
 }

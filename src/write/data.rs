@@ -169,7 +169,8 @@ pub struct DataWriter {
     /// Which lane owns each partition (assigned round-robin on first sight), so that every
     /// partition is written by one lane into as few files as possible.
     partition_lanes: HashMap<String, usize>,
-    next_lane: usize,
+    /// Rows sent to each lane (unpartitioned writes go to the least loaded one).
+    lane_rows: Vec<u64>,
     rows: u64,
     orphans: Vec<DataFile>,
     /// Batches held back until there are enough rows to choose encodings from.
@@ -221,7 +222,7 @@ impl DataWriter {
             lanes: Vec::new(),
             partitioner: None,
             partition_lanes: HashMap::new(),
-            next_lane: 0,
+            lane_rows: vec![0; lanes.max(1)],
             rows: 0,
             orphans: Vec::new(),
         })
@@ -362,13 +363,16 @@ impl DataWriter {
         let mut per_lane: Vec<Option<Slab>> = (0..self.lanes.len()).map(|_| None).collect();
         match &self.partitioner {
             None => {
+                let n = batch.num_rows();
+                // The lane with the fewest rows so far (lane 0 alone for small appends).
                 let lane = if self.rows <= SINGLE_LANE_ROWS {
                     0
                 } else {
-                    self.next_lane % self.lanes.len()
+                    (0..self.lane_rows.len())
+                        .min_by_key(|l| self.lane_rows[*l])
+                        .unwrap_or(0)
                 };
-                self.next_lane += 1;
-                let n = batch.num_rows();
+                self.lane_rows[lane] += n as u64;
                 per_lane[lane] = Some(Slab {
                     batch,
                     rows: None,

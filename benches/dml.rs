@@ -206,22 +206,20 @@ impl Setup<'_> {
 
     /// Best time of `loops` full scans (all columns, 2 threads) of `t` at `at`.
     fn scan(&self, t: &Table, at: SnapshotSelector, loops: usize) -> (f64, u64) {
-        best(loops, || self.scan_once(t, at.clone()))
-    }
-
-    fn scan_once(&self, t: &Table, at: SnapshotSelector) -> u64 {
-        self.rt.block_on(async {
-            let mut s = Scan::new(t)
-                .snapshot(at)
-                .concurrency(2)
-                .to_stream()
-                .await
-                .unwrap();
-            let mut n = 0u64;
-            while let Some(b) = s.next().await {
-                n += b.unwrap().num_rows() as u64;
-            }
-            n
+        best(loops, || {
+            self.rt.block_on(async {
+                let mut s = Scan::new(t)
+                    .snapshot(at.clone())
+                    .concurrency(2)
+                    .to_stream()
+                    .await
+                    .unwrap();
+                let mut n = 0u64;
+                while let Some(b) = s.next().await {
+                    n += b.unwrap().num_rows() as u64;
+                }
+                n
+            })
         })
     }
 }

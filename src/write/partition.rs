@@ -43,15 +43,12 @@ impl Partitioner {
 
     /// The batch's rows per partition (each group's rows keep their relative order).
     pub(crate) fn split(&self, batch: &RecordBatch) -> Result<Vec<(PartitionKey, RecordBatch)>> {
-        let groups = self.groups(batch)?;
-        let batch = match &groups.order {
+        let Groups { order, parts } = self.groups(batch)?;
+        let batch = match order {
             None => batch.clone(),
-            Some(order) => {
-                arrow_select::take::take_record_batch(batch, &UInt32Array::from(order.clone()))?
-            }
+            Some(order) => arrow_select::take::take_record_batch(batch, &UInt32Array::from(order))?,
         };
-        Ok(groups
-            .parts
+        Ok(parts
             .into_iter()
             .map(|(key, r)| (key, batch.slice(r.start, r.len())))
             .collect())

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
 use iceberg::spec::{DataFile, DataFileFormat, NullOrder, PartitionKey, SortDirection, SortOrder};
 use iceberg::writer::file_writer::{
@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::conform::Conformer;
+use super::gather::{BufferPool, Gather};
 use super::metrics::finish_data_file;
 use super::partition::Partitioner;
 use crate::error::{Error, Result};
@@ -27,7 +28,7 @@ use crate::table::Table;
 /// Rows buffered per partition before a sort when the table has a sort order.
 const SORT_BUFFER_ROWS: usize = 1_000_000;
 /// Rows buffered per partition before writing when the table is unsorted.
-const WRITE_BUFFER_ROWS: usize = 65_536;
+const WRITE_BUFFER_ROWS: usize = 32_768;
 /// Buffered bytes per lane above which every partition's buffer is written out.
 const LANE_BUFFER_BYTES: usize = 256 * 1024 * 1024;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
@@ -137,7 +138,7 @@ pub(crate) fn writer_properties(
 /// copies its partitions' rows out itself, so that the copying runs in parallel.
 struct Slab {
     batch: RecordBatch,
-    rows: Option<UInt32Array>,
+    rows: Option<Vec<u32>>,
     parts: Vec<(Option<PartitionKey>, usize)>,
 }
 
@@ -408,7 +409,7 @@ impl DataWriter {
                         && rows.iter().enumerate().all(|(i, r)| *r as usize == i);
                     per_lane[lane] = Some(Slab {
                         batch: batch.clone(),
-                        rows: (!all).then(|| UInt32Array::from(rows)),
+                        rows: (!all).then_some(rows),
                         parts,
                     });
                 }
@@ -479,14 +480,56 @@ impl DataWriter {
     }
 }
 
-/// One open partition: the rolling Parquet writer and the sort buffer.
+/// One open partition: the rolling Parquet writer and the rows waiting to be written.
 struct PartitionWriter {
     key: Option<PartitionKey>,
     current: Option<ParquetWriter>,
-    buffer: Vec<RecordBatch>,
+    /// Pending batches in arrival order (slices of batches the lane has whole, and gathered
+    /// rows already sealed into a batch); the rows in `gather` come after them.
+    pending: Vec<RecordBatch>,
+    gather: Gather,
     buffered_rows: usize,
     buffered_bytes: usize,
     files: Vec<DataFile>,
+}
+
+impl PartitionWriter {
+    fn new(key: Option<PartitionKey>, schema: arrow_schema::SchemaRef) -> Self {
+        Self {
+            key,
+            current: None,
+            pending: Vec::new(),
+            gather: Gather::new(schema),
+            buffered_rows: 0,
+            buffered_bytes: 0,
+            files: Vec::new(),
+        }
+    }
+
+    /// Queues a slice of a batch the lane has whole, charged `bytes`.
+    fn push(&mut self, slice: RecordBatch, bytes: usize) -> Result<()> {
+        self.seal()?;
+        self.buffered_rows += slice.num_rows();
+        self.buffered_bytes += bytes;
+        self.pending.push(slice);
+        Ok(())
+    }
+
+    /// Moves the gathered rows into `pending`, keeping arrival order.
+    fn seal(&mut self) -> Result<()> {
+        if let Some(b) = self.gather.finish()? {
+            self.pending.push(b);
+        }
+        Ok(())
+    }
+
+    /// Every pending batch, in arrival order; the buffers start empty.
+    fn take_pending(&mut self) -> Result<Vec<RecordBatch>> {
+        self.seal()?;
+        self.buffered_rows = 0;
+        self.buffered_bytes = 0;
+        Ok(std::mem::take(&mut self.pending))
+    }
 }
 
 async fn run_lane(
@@ -494,60 +537,56 @@ async fn run_lane(
     lane: usize,
     mut rx: mpsc::Receiver<Slab>,
 ) -> Result<Vec<DataFile>> {
-    let mut parts: HashMap<String, PartitionWriter> = HashMap::new();
+    let mut writers: Vec<PartitionWriter> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     let mut file_seq = 0usize;
     let mut lane_bytes = 0usize;
+    let mut pool = BufferPool::default();
+    // Small pieces are buffered per partition and written in larger runs (sorted first when
+    // the table has a sort order).
+    let limit = if s.sort.is_some() {
+        SORT_BUFFER_ROWS
+    } else {
+        WRITE_BUFFER_ROWS
+    };
     let result: Result<()> = async {
         while let Some(slab) = rx.recv().await {
-            let mut offset = 0;
+            // The slab's partitions, as writer indices with their row counts.
+            let mut touched = Vec::with_capacity(slab.parts.len());
             for (key, len) in slab.parts {
-                // Each partition's rows are copied into their own buffers, so that what a
-                // partition holds is what it is charged (a slice of a shared batch would keep
-                // all of it alive).
-                let (b, bytes) = match &slab.rows {
-                    Some(idx) => {
-                        let b = arrow_select::take::take_record_batch(
-                            &slab.batch,
-                            &idx.slice(offset, len),
-                        )?;
-                        let bytes = b.get_array_memory_size();
-                        (b, bytes)
-                    }
-                    // Slices of a batch this lane has whole: each is charged its share.
-                    None => (
-                        slab.batch.slice(offset, len),
-                        slab.batch.get_array_memory_size() * len / slab.batch.num_rows().max(1),
-                    ),
-                };
-                offset += len;
                 let id = key.as_ref().map(|k| k.to_path()).unwrap_or_default();
-                let pw = parts.entry(id).or_insert_with(|| PartitionWriter {
-                    key,
-                    current: None,
-                    buffer: Vec::new(),
-                    buffered_rows: 0,
-                    buffered_bytes: 0,
-                    files: Vec::new(),
+                let w = *index.entry(id).or_insert_with(|| {
+                    writers.push(PartitionWriter::new(key, slab.batch.schema()));
+                    writers.len() - 1
                 });
-                // Small pieces are buffered per partition and written in larger runs (sorted
-                // first when the table has a sort order).
-                pw.buffered_rows += len;
-                lane_bytes += bytes;
-                pw.buffered_bytes += bytes;
-                pw.buffer.push(b);
-                let limit = if s.sort.is_some() {
-                    SORT_BUFFER_ROWS
-                } else {
-                    WRITE_BUFFER_ROWS
-                };
+                touched.push((w, len));
+            }
+            match &slab.rows {
+                Some(rows) => {
+                    lane_bytes += gather_slab(&mut writers, &touched, &slab.batch, rows, &mut pool)?
+                }
+                // Slices of a batch this lane has whole: each is charged its share.
+                None => {
+                    let mut offset = 0;
+                    for &(w, len) in &touched {
+                        let bytes =
+                            slab.batch.get_array_memory_size() * len / slab.batch.num_rows().max(1);
+                        writers[w].push(slab.batch.slice(offset, len), bytes)?;
+                        lane_bytes += bytes;
+                        offset += len;
+                    }
+                }
+            }
+            for &(w, _) in &touched {
+                let pw = &mut writers[w];
                 if pw.buffered_rows >= limit {
                     lane_bytes -= pw.buffered_bytes;
-                    flush_buffer(&s, lane, &mut file_seq, pw).await?;
+                    flush_buffer(&s, lane, &mut file_seq, pw, &mut pool).await?;
                 }
             }
             if lane_bytes > LANE_BUFFER_BYTES {
-                for pw in parts.values_mut() {
-                    flush_buffer(&s, lane, &mut file_seq, pw).await?;
+                for pw in writers.iter_mut() {
+                    flush_buffer(&s, lane, &mut file_seq, pw, &mut pool).await?;
                 }
                 lane_bytes = 0;
             }
@@ -556,13 +595,56 @@ async fn run_lane(
     }
     .await;
     result?;
-    let mut writers: Vec<PartitionWriter> = parts.into_values().collect();
     for pw in writers.iter_mut() {
-        flush_buffer(&s, lane, &mut file_seq, pw).await?;
+        flush_buffer(&s, lane, &mut file_seq, pw, &mut pool).await?;
     }
     // Close every open file at once: their final writes overlap instead of queueing.
     futures::future::try_join_all(writers.iter_mut().map(|pw| close_current(&s, pw))).await?;
     Ok(writers.into_iter().flat_map(|pw| pw.files).collect())
+}
+
+/// Copies each touched partition's rows (consecutive runs of `rows`, `touched` giving the
+/// writer and row count of each) into that partition's buffers; returns the bytes added.
+/// The copies are what the partitions are charged: they keep none of `batch` alive.
+fn gather_slab(
+    writers: &mut [PartitionWriter],
+    touched: &[(usize, usize)],
+    batch: &RecordBatch,
+    rows: &[u32],
+    pool: &mut BufferPool,
+) -> Result<usize> {
+    let mut runs: Vec<Option<std::ops::Range<usize>>> = vec![None; writers.len()];
+    let mut offset = 0;
+    for &(w, len) in touched {
+        let r = offset..offset + len;
+        offset += len;
+        // A partition whose 32-bit offsets are full is sealed first (it keeps its charge).
+        if !writers[w].gather.fits(batch, &rows[r.clone()])? {
+            writers[w].seal()?;
+        }
+        if runs[w].replace(r).is_some() {
+            return Err(Error::io("a partition was listed twice for one batch"));
+        }
+    }
+    let before: Vec<usize> = touched
+        .iter()
+        .map(|&(w, _)| writers[w].gather.bytes())
+        .collect();
+    let mut targets: Vec<(&mut Gather, &[u32])> = writers
+        .iter_mut()
+        .zip(&runs)
+        .filter_map(|(pw, r)| Some((&mut pw.gather, &rows[r.clone()?])))
+        .collect();
+    super::gather::append_all(batch, &mut targets, pool)?;
+    let mut added = 0;
+    for (&(w, len), before) in touched.iter().zip(before) {
+        let pw = &mut writers[w];
+        let bytes = pw.gather.bytes().saturating_sub(before);
+        pw.buffered_rows += len;
+        pw.buffered_bytes += bytes;
+        added += bytes;
+    }
+    Ok(added)
 }
 
 async fn flush_buffer(
@@ -570,26 +652,30 @@ async fn flush_buffer(
     lane: usize,
     seq: &mut usize,
     pw: &mut PartitionWriter,
+    pool: &mut BufferPool,
 ) -> Result<()> {
-    if pw.buffer.is_empty() {
+    let pieces = pw.take_pending()?;
+    if pieces.is_empty() {
         return Ok(());
     }
-    let pieces = std::mem::take(&mut pw.buffer);
-    pw.buffered_rows = 0;
-    pw.buffered_bytes = 0;
     match s.sort.as_deref() {
         Some(order) => {
             let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
-            write_rolling(s, lane, seq, pw, &sort_batch(&batch, order, &s.schema)?).await
+            pieces.into_iter().for_each(|p| pool.recycle(p));
+            let sorted = sort_batch(&batch, order, &s.schema)?;
+            pool.recycle(batch);
+            write_rolling(s, lane, seq, pw, &sorted).await?;
+            pool.recycle(sorted);
         }
         // Unsorted: the pieces go to the writer as they are (no extra copy).
         None => {
-            for b in &pieces {
-                write_rolling(s, lane, seq, pw, b).await?;
+            for b in pieces {
+                write_rolling(s, lane, seq, pw, &b).await?;
+                pool.recycle(b);
             }
-            Ok(())
         }
     }
+    Ok(())
 }
 
 /// Sorts a batch by a sort order (transforms applied to top-level source columns).

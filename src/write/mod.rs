@@ -4,6 +4,7 @@
 mod conform;
 mod data;
 mod deletes;
+mod gather;
 mod metrics;
 mod partition;
 mod progress;

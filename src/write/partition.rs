@@ -70,6 +70,14 @@ impl Partitioner {
                 parts: vec![(key, 0..batch.num_rows())],
             });
         }
+        match self.counted_groups(&columns)? {
+            Some(groups) => Ok(groups),
+            None => self.sorted_groups(&columns, batch.num_rows()),
+        }
+    }
+
+    /// Groups by sorting the partition values (any types, nulls included).
+    fn sorted_groups(&self, columns: &[ArrayRef], rows: usize) -> Result<Groups> {
         let sort: Vec<SortColumn> = columns
             .iter()
             .map(|c| SortColumn {
@@ -84,14 +92,14 @@ impl Partitioner {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let ranges = partition(&sorted)?.ranges();
         // The sort need not be stable: a counting pass lists each group's rows in input order.
-        let mut group = vec![0u32; batch.num_rows()];
+        let mut group = vec![0u32; rows];
         for (g, r) in ranges.iter().enumerate() {
             for &row in &idx.values()[r.clone()] {
                 group[row as usize] = g as u32;
             }
         }
         let mut next: Vec<usize> = ranges.iter().map(|r| r.start).collect();
-        let mut order = vec![0u32; batch.num_rows()];
+        let mut order = vec![0u32; rows];
         for (row, &g) in group.iter().enumerate() {
             let slot = &mut next[g as usize];
             order[*slot] = row as u32;
@@ -105,6 +113,63 @@ impl Partitioner {
             order: Some(order),
             parts,
         })
+    }
+
+    /// Groups by counting when the partition value is one null-free 32-bit integer spanning
+    /// no more values than the batch has rows (day, month, year and hour transforms, buckets,
+    /// identity on an int or date): one pass to count, one to place each row, no sort. `None`
+    /// for any other shape.
+    fn counted_groups(&self, columns: &[ArrayRef]) -> Result<Option<Groups>> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Date32Type, Int32Type};
+        let [c] = columns else {
+            return Ok(None);
+        };
+        if c.null_count() > 0 {
+            return Ok(None);
+        }
+        let values: &[i32] = match c.data_type() {
+            arrow_schema::DataType::Int32 => c.as_primitive::<Int32Type>().values(),
+            arrow_schema::DataType::Date32 => c.as_primitive::<Date32Type>().values(),
+            _ => return Ok(None),
+        };
+        let (Some(&min), Some(&max)) = (values.iter().min(), values.iter().max()) else {
+            return Ok(None);
+        };
+        let span = (max as i64 - min as i64) as usize + 1;
+        if span > values.len().max(1024) {
+            return Ok(None);
+        }
+        let slot = |v: i32| (v as i64 - min as i64) as usize;
+        let mut counts = vec![0usize; span];
+        for &v in values {
+            counts[slot(v)] += 1;
+        }
+        // Each value's first place in `order`, and the parts in ascending value order.
+        let mut next = vec![0usize; span];
+        let mut ranges = Vec::new();
+        let mut at = 0;
+        for (i, &n) in counts.iter().enumerate() {
+            if n > 0 {
+                next[i] = at;
+                ranges.push(at..at + n);
+                at += n;
+            }
+        }
+        let mut order = vec![0u32; values.len()];
+        for (row, &v) in values.iter().enumerate() {
+            let place = &mut next[slot(v)];
+            order[*place] = row as u32;
+            *place += 1;
+        }
+        let parts = ranges
+            .into_iter()
+            .map(|r| Ok((self.key(columns, order[r.start] as usize)?, r)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(Groups {
+            order: Some(order),
+            parts,
+        }))
     }
 
     /// The partition key of row `row` of the partition value columns.
@@ -210,5 +275,48 @@ mod tests {
         let one = p.groups(&batch.slice(1, 1)).unwrap();
         assert!(one.order.is_none());
         assert_eq!(one.parts[0].1, 0..1);
+    }
+
+    #[test]
+    fn counting_and_sorting_group_alike() {
+        let schema = Arc::new(parse_schema("id long, n int, ts timestamp").unwrap());
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let ids: Vec<i64> = (0..12).collect();
+        let n = vec![5, 3, 5, 9, 3, -2, 9, 5, 3, 3, -2, 9];
+        let ts: Vec<i64> = n.iter().map(|d| *d as i64 * 86_400_000_000 + 7).collect();
+        let batch = RecordBatch::try_new(
+            arrow,
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(arrow_array::Int32Array::from(n)),
+                Arc::new(arrow_array::TimestampMicrosecondArray::from(ts)),
+            ],
+        )
+        .unwrap();
+        for spec in ["n", "day(ts)", "bucket(4, n)"] {
+            let spec = parse_partition_spec(spec, &schema)
+                .unwrap()
+                .bind(schema.clone())
+                .unwrap();
+            let p = Partitioner::new(&spec, schema.clone()).unwrap();
+            let values = p.calc.calculate(&batch).unwrap();
+            let columns = values
+                .as_any()
+                .downcast_ref::<StructArray>()
+                .unwrap()
+                .columns()
+                .to_vec();
+            let counted = p.counted_groups(&columns).unwrap().expect("counted");
+            let sorted = p.sorted_groups(&columns, batch.num_rows()).unwrap();
+            assert_eq!(counted.order, sorted.order);
+            let keyed = |g: &Groups| -> Vec<(String, std::ops::Range<usize>)> {
+                g.parts
+                    .iter()
+                    .map(|(k, r)| (k.to_path(), r.clone()))
+                    .collect()
+            };
+            assert_eq!(keyed(&counted), keyed(&sorted));
+            assert!(counted.parts.len() > 1);
+        }
     }
 }

@@ -182,6 +182,9 @@ impl Gather {
             } = col
             {
                 let data = array.to_data();
+                if data.is_empty() {
+                    continue;
+                }
                 let offsets = offsets_from::<i32>(&data);
                 // The whole batch's values bound the rows' values: exact sum only if needed.
                 let all = (offsets[data.len()] - offsets[0]) as usize;
@@ -335,7 +338,25 @@ impl BufferPool {
                 let Ok(mut m) = b.into_mutable() else {
                     continue;
                 };
-                if m.capacity() == 0 || self.bytes + m.capacity() > POOL_BYTES {
+                // Arrow's own allocations only (64-byte aligned: fit for any value type).
+                if m.capacity() == 0 || m.as_ptr().align_offset(64) != 0 {
+                    continue;
+                }
+                // When full, smaller buffers make room for a larger one.
+                while self.bytes + m.capacity() > POOL_BYTES {
+                    let smallest = self
+                        .free
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, b)| b.capacity())
+                        .filter(|(_, b)| b.capacity() < m.capacity())
+                        .map(|(i, _)| i);
+                    let Some(i) = smallest else {
+                        break;
+                    };
+                    self.bytes -= self.free.swap_remove(i).capacity();
+                }
+                if self.bytes + m.capacity() > POOL_BYTES {
                     continue;
                 }
                 m.clear();
@@ -399,6 +420,9 @@ fn gather_bytes<O: OffsetSizeTrait>(
     offsets: &mut MutableBuffer,
     values: &mut MutableBuffer,
 ) {
+    if rows.is_empty() {
+        return;
+    }
     let src_offsets = offsets_from::<O>(data);
     let src = data.buffers()[1].as_slice();
     if offsets.is_empty() {
@@ -550,5 +574,29 @@ mod tests {
         assert!(g.append(&b, &[6]).is_err());
         assert!(g.append(&b.project(&[0]).unwrap(), &[0]).is_err());
         assert_eq!(g.rows(), 0);
+    }
+
+    #[test]
+    fn pooled_buffers_are_reused_and_rows_stay_right() {
+        let b = batch();
+        let mut pool = BufferPool::default();
+        let mut g = Gather::new(b.schema());
+        let mut rounds = Vec::new();
+        for rows in [&[0u32, 1, 2, 3, 4, 5][..], &[5, 4, 1][..]] {
+            append_all(&b, &mut [(&mut g, rows)], &mut pool).unwrap();
+            let got = g.finish().unwrap().unwrap();
+            let want = arrow_select::take::take_record_batch(&b, &UInt32Array::from(rows.to_vec()))
+                .unwrap();
+            assert_eq!(got, want);
+            pool.recycle(got);
+            rounds.push(pool.bytes);
+        }
+        // The first round's buffers went back to the pool and the second round took them.
+        assert!(rounds[0] > 0);
+        assert!(rounds.iter().all(|b| *b <= POOL_BYTES));
+        let before = pool.bytes;
+        let reused = pool.take(8);
+        assert!(reused.capacity() >= 9);
+        assert_eq!(pool.bytes, before - reused.capacity());
     }
 }

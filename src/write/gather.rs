@@ -302,12 +302,15 @@ const POOL_BYTES: usize = 32 * 1024 * 1024;
 pub(crate) struct BufferPool {
     free: Vec<MutableBuffer>,
     bytes: usize,
+    /// Whether anything was ever taken (a lane that gathers nothing keeps nothing).
+    used: bool,
 }
 
 impl BufferPool {
     /// An empty buffer of at least `capacity` bytes (plus an eighth of headroom for a
     /// slightly larger next round): the smallest pooled one that is large enough, else new.
     fn take(&mut self, capacity: usize) -> MutableBuffer {
+        self.used = true;
         let wanted = capacity + capacity / 8;
         let best = self
             .free
@@ -327,8 +330,11 @@ impl BufferPool {
     }
 
     /// Keeps the value and offset buffers of `batch` that nothing else holds (while the pool
-    /// has room); the rest is freed.
+    /// has room, and once buffers were taken from it); the rest is freed.
     pub(crate) fn recycle(&mut self, batch: RecordBatch) {
+        if !self.used {
+            return;
+        }
         let (_, columns, _) = batch.into_parts();
         for column in columns {
             let data = column.to_data();

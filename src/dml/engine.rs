@@ -28,6 +28,10 @@ use crate::table::Table;
 use crate::txn::{commit_or_discard, FileKey, RowLevelValidation, SnapshotProducer};
 use crate::write::{DataWriter, DeleteFileWriter};
 
+/// Deleted positions bound for one delete file: the spec and partition it is written for,
+/// and each referenced data file's positions.
+type PositionGroup = (Arc<PartitionSpec>, Struct, Vec<(String, RoaringTreemap)>);
+
 /// Which statement runs (selects the `write.*.mode` and `write.*.isolation-level`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowLevelKind {
@@ -355,10 +359,7 @@ pub async fn run(
                     added_deletes.push((spec_id, dv));
                 }
             } else {
-                let mut groups: BTreeMap<
-                    (i32, String),
-                    (Arc<PartitionSpec>, Struct, Vec<(String, RoaringTreemap)>),
-                > = BTreeMap::new();
+                let mut groups: BTreeMap<(i32, String), PositionGroup> = BTreeMap::new();
                 for (i, p) in new_positions {
                     let f = &files[i];
                     let key = match props.delete_granularity {

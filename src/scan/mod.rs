@@ -144,7 +144,7 @@ impl SnapshotSelector {
 /// How one planned file is read.
 enum Job {
     /// No deletes, no positions: the direct path or the iceberg reader with pushdown.
-    Plain(FileScanTask),
+    Plain(Box<FileScanTask>),
     /// Deletes, positions or our own filtering.
     WithDeletes(Box<FileRead>),
 }
@@ -593,7 +593,7 @@ impl Scan {
         for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
             let lineage = lineage_of[i];
             if !with_positions && deletes.is_empty() && lineage.is_none() {
-                jobs.push((i, Job::Plain(task)));
+                jobs.push((i, Job::Plain(Box::new(task))));
                 continue;
             }
             let mut ids = task.project_field_ids.clone();
@@ -673,7 +673,7 @@ impl Scan {
                             match plain_stream(
                                 &storage,
                                 &reader,
-                                task,
+                                *task,
                                 direct_target.as_ref(),
                                 batch_size,
                                 &name,

@@ -20,6 +20,9 @@ use crate::spec::{
 use crate::storage::join;
 use crate::table::Table;
 
+/// An added file with its explicit data sequence number (`None`: the new snapshot's).
+type AddedEntry = (DataFile, Option<i64>);
+
 /// Identifies a live file to remove: its path and, for a deletion vector, its blob offset.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FileKey {
@@ -46,8 +49,8 @@ pub struct SnapshotProducer {
     snapshot_id: i64,
     commit_uuid: uuid::Uuid,
     operation: Operation,
-    /// Added files with the id of the partition spec they were written with.
-    /// Added files: partition spec id, file, explicit data sequence number.
+    /// Added files: the id of the partition spec they were written with, the file, and an
+    /// explicit data sequence number (`None`: the new snapshot's).
     added: Vec<(i32, DataFile, Option<i64>)>,
     removed: HashSet<FileKey>,
     added_manifests: Option<Vec<ManifestFile>>,
@@ -216,7 +219,7 @@ impl SnapshotProducer {
         }
         let md = base.metadata();
         // One manifest per (spec, data or deletes).
-        let mut groups: BTreeMap<(i32, bool), Vec<(DataFile, Option<i64>)>> = BTreeMap::new();
+        let mut groups: BTreeMap<(i32, bool), Vec<AddedEntry>> = BTreeMap::new();
         for (spec_id, f, seq) in &self.added {
             let spec_id = if *spec_id < 0 {
                 md.default_partition_spec_id()

@@ -62,7 +62,8 @@ async fn partitioned_append_scan_prune_and_time_travel() {
 
     // Filters: partition pruning + residual filtering give exact results.
     let schema = t.metadata().current_schema().clone();
-    let cases: Vec<(&str, Box<dyn Fn(i64) -> bool>)> = vec![
+    type Expect = Box<dyn Fn(i64) -> bool>;
+    let cases: Vec<(&str, Expect)> = vec![
         ("id < 100", Box::new(|i| i < 100)),
         ("id = 7 OR id = 993", Box::new(|i| i == 7 || i == 993)),
         (

@@ -60,7 +60,7 @@ pub async fn exercise(cat: &Catalog, can_rename: bool) {
                 .kind(),
             ErrorKind::NotFound
         );
-        floe::maintenance::drop_table(&cat, &parse_ident("ns1.b").unwrap(), false)
+        floe::maintenance::drop_table(cat, &parse_ident("ns1.b").unwrap(), false)
             .await
             .unwrap();
         assert!(
@@ -73,7 +73,7 @@ pub async fn exercise(cat: &Catalog, can_rename: bool) {
             .location()
             .trim_start_matches("file://")
             .to_string();
-        floe::maintenance::drop_table(&cat, &parse_ident("ns2.a").unwrap(), true)
+        floe::maintenance::drop_table(cat, &parse_ident("ns2.a").unwrap(), true)
             .await
             .unwrap();
         assert!(!std::path::Path::new(&loc).exists(), "purge removes files");
@@ -87,7 +87,7 @@ pub async fn exercise(cat: &Catalog, can_rename: bool) {
         .location()
         .trim_start_matches("file://")
         .to_string();
-    floe::maintenance::drop_table(&cat, &parse_ident("ns1.c").unwrap(), true)
+    floe::maintenance::drop_table(cat, &parse_ident("ns1.c").unwrap(), true)
         .await
         .unwrap();
     assert!(!std::path::Path::new(&loc).exists());

@@ -168,7 +168,7 @@ async fn dml_in_every_mode_matches_the_model_and_the_peers() {
     let mut part = mor.to_vec();
     part.push(("write.delete.granularity", "partition"));
     let w = work.path();
-    let cases = vec![
+    let cases = [
         dml_case(&py, &cat, w, "cow_v2", Some("cat"), FormatVersion::V2, &[]).await,
         dml_case(&py, &cat, w, "mor_v2", None, FormatVersion::V2, &mor).await,
         dml_case(
@@ -317,7 +317,7 @@ async fn equality_deletes_match_the_model_and_the_peers() {
         };
         let key_file = work.path().join(format!("{label}-keys.parquet"));
         let key_batch = keyed_batch(&keys);
-        write_parquet(&key_file, &[key_batch.clone()]);
+        write_parquet(&key_file, std::slice::from_ref(&key_batch));
         let r = floe::dml::delete_by_key(&cat, &case.table, &cols, &key_batch)
             .await
             .unwrap();
@@ -374,8 +374,7 @@ async fn long_runs_and_scattered_deletes_read_the_same() {
         .unwrap();
     append(&cat, &t, vec![Ok(id_batch(0..40_000))], None)
         .await
-        .unwrap()
-        .table;
+        .unwrap();
     let sum = |b: &[arrow::array::RecordBatch]| sum_i64(b, "id");
     // One long run: a row selection skips it.
     let t = floe::dml::execute(

@@ -29,7 +29,8 @@ use crate::table::Table;
 const SORT_BUFFER_ROWS: usize = 1_000_000;
 /// Rows buffered per partition before writing when the table is unsorted.
 const WRITE_BUFFER_ROWS: usize = 32_768;
-/// Buffered bytes per lane above which every partition's buffer is written out.
+/// Buffered bytes per lane above which every partition's buffer is written out (bytes the
+/// rows fill; growing buffers may have reserved up to twice that).
 const LANE_BUFFER_BYTES: usize = 256 * 1024 * 1024;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
 const SINGLE_LANE_ROWS: u64 = 200_000;

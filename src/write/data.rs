@@ -32,6 +32,13 @@ const WRITE_BUFFER_ROWS: usize = 32_768;
 /// Buffered bytes per lane above which every partition's buffer is written out (bytes the
 /// rows fill; growing buffers may have reserved up to twice that).
 const LANE_BUFFER_BYTES: usize = 256 * 1024 * 1024;
+/// Bytes of Parquet row groups in progress per lane (encoded pages held in memory until a row
+/// group is complete): with many open partition files, each new file gets a row group size
+/// of its share of this, never above `write.parquet.row-group-size-bytes` (parquet-mr's
+/// memory manager scales row groups down the same way).
+const LANE_ROW_GROUP_BYTES: usize = 256 * 1024 * 1024;
+/// The smallest row group size a shared budget gives a file.
+const MIN_ROW_GROUP_BYTES: usize = 4 * 1024 * 1024;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
 const SINGLE_LANE_ROWS: u64 = 200_000;
 
@@ -101,6 +108,15 @@ pub(crate) fn writer_properties(
     p: &TableProperties,
     plain_columns: &[String],
 ) -> Result<WriterProperties> {
+    writer_properties_sized(p, plain_columns, p.parquet_row_group_size_bytes as usize)
+}
+
+/// [`writer_properties`] with row groups of at most `row_group_bytes`.
+fn writer_properties_sized(
+    p: &TableProperties,
+    plain_columns: &[String],
+    row_group_bytes: usize,
+) -> Result<WriterProperties> {
     let level = p.parquet_compression_level;
     let codec = match p.parquet_compression.as_str() {
         "zstd" => Compression::ZSTD(
@@ -121,7 +137,7 @@ pub(crate) fn writer_properties(
     };
     let mut b = WriterProperties::builder()
         .set_compression(codec)
-        .set_max_row_group_bytes(Some(p.parquet_row_group_size_bytes as usize))
+        .set_max_row_group_bytes(Some(row_group_bytes))
         .set_max_row_group_row_count(None)
         .set_data_page_size_limit(p.parquet_page_size_bytes)
         .set_dictionary_page_size_limit(p.parquet_dict_size_bytes);
@@ -158,9 +174,45 @@ struct Settings {
     sort_order_id: Option<i32>,
     props: TableProperties,
     builder: ParquetWriterBuilder,
+    /// Columns written without a dictionary (see `high_cardinality_columns`).
+    plain: Vec<String>,
     data_path: String,
     storage: Storage,
     commit_uuid: uuid::Uuid,
+}
+
+impl Settings {
+    /// The writer for a new file of a lane that writes `partitions` partitions (each may
+    /// have a file open): its row groups are capped at one partition's share of the lane's
+    /// row group budget.
+    fn builder_for(&self, partitions: usize) -> Result<ParquetWriterBuilder> {
+        let table = self.props.parquet_row_group_size_bytes as usize;
+        let share = row_group_share(table, partitions);
+        if share >= table {
+            return Ok(self.builder.clone());
+        }
+        Ok(ParquetWriterBuilder::new(
+            writer_properties_sized(&self.props, &self.plain, share)?,
+            self.schema.clone(),
+        ))
+    }
+}
+
+/// The row group size of a new file in a lane writing `partitions` partitions: the table's,
+/// or the partition's share of the lane's budget when that is smaller.
+fn row_group_share(table: usize, partitions: usize) -> usize {
+    (LANE_ROW_GROUP_BYTES / partitions.max(1))
+        .max(MIN_ROW_GROUP_BYTES)
+        .min(table)
+}
+
+/// One lane's running state: its number, files started, partitions seen and reusable
+/// buffers.
+struct LaneState {
+    index: usize,
+    file_seq: usize,
+    partitions: usize,
+    pool: BufferPool,
 }
 
 /// Writes data files for one table; commits nothing (see [`crate::txn::append_files`]).
@@ -210,6 +262,7 @@ impl DataWriter {
         // may still switch dictionaries off for some columns (see `start`).
         let settings = Settings {
             builder: ParquetWriterBuilder::new(writer_properties(&props, &[])?, schema.clone()),
+            plain: Vec::new(),
             schema: schema.clone(),
             spec: md.default_partition_spec().clone(),
             sort_order_id: sort.as_ref().map(|o| o.order_id as i32),
@@ -312,6 +365,7 @@ impl DataWriter {
                 writer_properties(&settings.props, &plain)?,
                 settings.schema.clone(),
             );
+            settings.plain = plain;
         }
         if !settings.spec.is_unpartitioned() {
             self.partitioner = Some(Partitioner::new(&settings.spec, settings.schema.clone())?);
@@ -540,9 +594,13 @@ async fn run_lane(
 ) -> Result<Vec<DataFile>> {
     let mut writers: Vec<PartitionWriter> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    let mut file_seq = 0usize;
+    let mut ls = LaneState {
+        index: lane,
+        file_seq: 0,
+        partitions: 0,
+        pool: BufferPool::default(),
+    };
     let mut lane_bytes = 0usize;
-    let mut pool = BufferPool::default();
     // Small pieces are buffered per partition and written in larger runs (sorted first when
     // the table has a sort order).
     let limit = if s.sort.is_some() {
@@ -558,13 +616,15 @@ async fn run_lane(
                 let id = key.as_ref().map(|k| k.to_path()).unwrap_or_default();
                 let w = *index.entry(id).or_insert_with(|| {
                     writers.push(PartitionWriter::new(key, slab.batch.schema()));
+                    ls.partitions = writers.len();
                     writers.len() - 1
                 });
                 touched.push((w, len));
             }
             match &slab.rows {
                 Some(rows) => {
-                    lane_bytes += gather_slab(&mut writers, &touched, &slab.batch, rows, &mut pool)?
+                    lane_bytes +=
+                        gather_slab(&mut writers, &touched, &slab.batch, rows, &mut ls.pool)?
                 }
                 // Slices of a batch this lane has whole: each is charged its share.
                 None => {
@@ -582,12 +642,12 @@ async fn run_lane(
                 let pw = &mut writers[w];
                 if pw.buffered_rows >= limit {
                     lane_bytes -= pw.buffered_bytes;
-                    flush_buffer(&s, lane, &mut file_seq, pw, &mut pool).await?;
+                    flush_buffer(&s, &mut ls, pw).await?;
                 }
             }
             if lane_bytes > LANE_BUFFER_BYTES {
                 for pw in writers.iter_mut() {
-                    flush_buffer(&s, lane, &mut file_seq, pw, &mut pool).await?;
+                    flush_buffer(&s, &mut ls, pw).await?;
                 }
                 lane_bytes = 0;
             }
@@ -597,7 +657,7 @@ async fn run_lane(
     .await;
     result?;
     for pw in writers.iter_mut() {
-        flush_buffer(&s, lane, &mut file_seq, pw, &mut pool).await?;
+        flush_buffer(&s, &mut ls, pw).await?;
     }
     // Close every open file at once: their final writes overlap instead of queueing.
     futures::future::try_join_all(writers.iter_mut().map(|pw| close_current(&s, pw))).await?;
@@ -648,13 +708,7 @@ fn gather_slab(
     Ok(added)
 }
 
-async fn flush_buffer(
-    s: &Settings,
-    lane: usize,
-    seq: &mut usize,
-    pw: &mut PartitionWriter,
-    pool: &mut BufferPool,
-) -> Result<()> {
+async fn flush_buffer(s: &Settings, ls: &mut LaneState, pw: &mut PartitionWriter) -> Result<()> {
     let pieces = pw.take_pending()?;
     if pieces.is_empty() {
         return Ok(());
@@ -662,17 +716,17 @@ async fn flush_buffer(
     match s.sort.as_deref() {
         Some(order) => {
             let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
-            pieces.into_iter().for_each(|p| pool.recycle(p));
+            pieces.into_iter().for_each(|p| ls.pool.recycle(p));
             let sorted = sort_batch(&batch, order, &s.schema)?;
-            pool.recycle(batch);
-            write_rolling(s, lane, seq, pw, &sorted).await?;
-            pool.recycle(sorted);
+            ls.pool.recycle(batch);
+            write_rolling(s, ls, pw, &sorted).await?;
+            ls.pool.recycle(sorted);
         }
         // Unsorted: the pieces go to the writer as they are (no extra copy).
         None => {
             for b in pieces {
-                write_rolling(s, lane, seq, pw, &b).await?;
-                pool.recycle(b);
+                write_rolling(s, ls, pw, &b).await?;
+                ls.pool.recycle(b);
             }
         }
     }
@@ -722,8 +776,7 @@ const ROLL_CHECK_ROWS: usize = 1024;
 
 async fn write_rolling(
     s: &Settings,
-    lane: usize,
-    seq: &mut usize,
+    ls: &mut LaneState,
     pw: &mut PartitionWriter,
     b: &RecordBatch,
 ) -> Result<()> {
@@ -734,7 +787,7 @@ async fn write_rolling(
     let mut offset = 0;
     while offset < b.num_rows() {
         let len = chunk.min(b.num_rows() - offset);
-        write_chunk(s, lane, seq, pw, &b.slice(offset, len)).await?;
+        write_chunk(s, ls, pw, &b.slice(offset, len)).await?;
         offset += len;
     }
     Ok(())
@@ -742,8 +795,7 @@ async fn write_rolling(
 
 async fn write_chunk(
     s: &Settings,
-    lane: usize,
-    seq: &mut usize,
+    ls: &mut LaneState,
     pw: &mut PartitionWriter,
     b: &RecordBatch,
 ) -> Result<()> {
@@ -754,11 +806,14 @@ async fn write_chunk(
         };
         let path = join(
             &dir,
-            &format!("{lane:05}-{}-{}-{:05}.parquet", *seq, s.commit_uuid, lane),
+            &format!(
+                "{:05}-{}-{}-{:05}.parquet",
+                ls.index, ls.file_seq, s.commit_uuid, ls.index
+            ),
         );
-        *seq += 1;
+        ls.file_seq += 1;
         let out = s.storage.file_io().new_output(&path)?;
-        pw.current = Some(s.builder.clone().build(out).await?);
+        pw.current = Some(s.builder_for(ls.partitions)?.build(out).await?);
     }
     let Some(w) = pw.current.as_mut() else {
         return Err(Error::io("data file writer was not opened"));
@@ -791,4 +846,25 @@ async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
             .push(finish_data_file(f, &s.schema, &s.props, s.spec.spec_id())?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_groups_share_the_lane_budget() {
+        let mb = 1024 * 1024;
+        // Few partitions: the table's size.
+        assert_eq!(row_group_share(128 * mb, 0), 128 * mb);
+        assert_eq!(row_group_share(128 * mb, 2), 128 * mb);
+        // Many: their share, never below the floor, never above the table's.
+        assert_eq!(row_group_share(128 * mb, 16), 16 * mb);
+        assert_eq!(row_group_share(128 * mb, 10_000), MIN_ROW_GROUP_BYTES);
+        assert_eq!(row_group_share(8 * mb, 16), 8 * mb);
+        // Every open file's row group together stays within the budget down to the floor.
+        for n in [3usize, 15, 30, 64] {
+            assert!(n * row_group_share(128 * mb, n) <= LANE_ROW_GROUP_BYTES);
+        }
+    }
 }

@@ -29,14 +29,8 @@ use crate::table::Table;
 const SORT_BUFFER_ROWS: usize = 1_000_000;
 /// Rows buffered per partition before writing when the table is unsorted.
 const WRITE_BUFFER_ROWS: usize = 32_768;
-/// Buffered bytes per lane above which every partition's buffer is written out (bytes the
-/// rows fill; growing buffers may have reserved up to twice that).
-const LANE_BUFFER_BYTES: usize = 256 * 1024 * 1024;
-/// Bytes of Parquet row groups in progress per lane (encoded pages held in memory until a row
-/// group is complete): with many open partition files, each new file gets a row group size
-/// of its share of this, never above `write.parquet.row-group-size-bytes` (parquet-mr's
-/// memory manager scales row groups down the same way).
-const LANE_ROW_GROUP_BYTES: usize = 256 * 1024 * 1024;
+/// Default memory budget of one lane (see [`DataWriter::with_memory_budget`]).
+const LANE_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// The smallest row group size a shared budget gives a file.
 const MIN_ROW_GROUP_BYTES: usize = 4 * 1024 * 1024;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
@@ -176,6 +170,14 @@ struct Settings {
     builder: ParquetWriterBuilder,
     /// Columns written without a dictionary (see `high_cardinality_columns`).
     plain: Vec<String>,
+    /// Bytes of rows a lane buffers before writing every partition out (bytes the rows
+    /// fill; growing buffers may have reserved up to twice that).
+    row_budget: usize,
+    /// Bytes of Parquet row groups a lane keeps in progress (encoded pages stay in memory
+    /// until a row group is complete). With many partitions open, each new file's row groups
+    /// are capped at its partition's share (parquet-mr's memory manager scales row groups
+    /// the same way), and the files holding the most are closed early if that is not enough.
+    row_group_budget: usize,
     data_path: String,
     storage: Storage,
     commit_uuid: uuid::Uuid,
@@ -185,23 +187,22 @@ impl Settings {
     /// The writer for a new file of a lane that writes `partitions` partitions (each may
     /// have a file open): its row groups are capped at one partition's share of the lane's
     /// row group budget.
-    fn builder_for(&self, partitions: usize) -> Result<ParquetWriterBuilder> {
+    /// Returns the builder and the row group size it caps at.
+    fn builder_for(&self, partitions: usize) -> Result<(ParquetWriterBuilder, usize)> {
         let table = self.props.parquet_row_group_size_bytes as usize;
-        let share = row_group_share(table, partitions);
+        let share = row_group_share(table, partitions, self.row_group_budget);
         if share >= table {
-            return Ok(self.builder.clone());
+            return Ok((self.builder.clone(), table));
         }
-        Ok(ParquetWriterBuilder::new(
-            writer_properties_sized(&self.props, &self.plain, share)?,
-            self.schema.clone(),
-        ))
+        let props = writer_properties_sized(&self.props, &self.plain, share)?;
+        Ok((ParquetWriterBuilder::new(props, self.schema.clone()), share))
     }
 }
 
 /// The row group size of a new file in a lane writing `partitions` partitions: the table's,
-/// or the partition's share of the lane's budget when that is smaller.
-fn row_group_share(table: usize, partitions: usize) -> usize {
-    (LANE_ROW_GROUP_BYTES / partitions.max(1))
+/// or the partition's share of the lane's row group `budget` when that is smaller.
+fn row_group_share(table: usize, partitions: usize, budget: usize) -> usize {
+    (budget / partitions.max(1))
         .max(MIN_ROW_GROUP_BYTES)
         .min(table)
 }
@@ -263,6 +264,8 @@ impl DataWriter {
         let settings = Settings {
             builder: ParquetWriterBuilder::new(writer_properties(&props, &[])?, schema.clone()),
             plain: Vec::new(),
+            row_budget: LANE_MEMORY_BYTES / 2,
+            row_group_budget: LANE_MEMORY_BYTES / 2,
             schema: schema.clone(),
             spec: md.default_partition_spec().clone(),
             sort_order_id: sort.as_ref().map(|o| o.order_id as i32),
@@ -350,6 +353,18 @@ impl DataWriter {
     pub fn with_target_file_size(mut self, bytes: u64) -> Self {
         if let Some(s) = self.pending.as_mut() {
             s.props.target_file_size_bytes = bytes.max(1);
+        }
+        self
+    }
+
+    /// Caps what each writer lane (one per core) holds in memory at about `bytes` (default
+    /// 512 MB): half for rows waiting to be written, half for Parquet row groups in progress
+    /// (before the first write). A smaller budget writes smaller row groups, and with many
+    /// partitions more, smaller files.
+    pub fn with_memory_budget(mut self, bytes: usize) -> Self {
+        if let Some(s) = self.pending.as_mut() {
+            s.row_budget = (bytes / 2).max(1);
+            s.row_group_budget = (bytes / 2).max(1);
         }
         self
     }
@@ -539,6 +554,8 @@ impl DataWriter {
 struct PartitionWriter {
     key: Option<PartitionKey>,
     current: Option<ParquetWriter>,
+    /// The row group size the open file caps at.
+    row_group_cap: usize,
     /// Pending batches in arrival order (slices of batches the lane has whole, and gathered
     /// rows already sealed into a batch); the rows in `gather` come after them.
     pending: Vec<RecordBatch>,
@@ -553,12 +570,21 @@ impl PartitionWriter {
         Self {
             key,
             current: None,
+            row_group_cap: 0,
             pending: Vec::new(),
             gather: Gather::new(schema),
             buffered_rows: 0,
             buffered_bytes: 0,
             files: Vec::new(),
         }
+    }
+
+    /// An upper bound of the open file's bytes held in memory: its row group in progress is
+    /// at most its cap and at most all it has written.
+    fn in_memory(&self) -> usize {
+        self.current
+            .as_ref()
+            .map_or(0, |w| w.current_written_size().min(self.row_group_cap))
     }
 
     /// Queues a slice of a batch the lane has whole, charged `bytes`.
@@ -645,23 +671,44 @@ async fn run_lane(
                     flush_buffer(&s, &mut ls, pw).await?;
                 }
             }
-            if lane_bytes > LANE_BUFFER_BYTES {
+            if lane_bytes > s.row_budget {
                 for pw in writers.iter_mut() {
                     flush_buffer(&s, &mut ls, pw).await?;
                 }
                 lane_bytes = 0;
             }
+            keep_row_groups_in_budget(&s, &mut writers).await?;
         }
         Ok(())
     }
     .await;
     result?;
-    for pw in writers.iter_mut() {
-        flush_buffer(&s, &mut ls, pw).await?;
+    for i in 0..writers.len() {
+        flush_buffer(&s, &mut ls, &mut writers[i]).await?;
+        keep_row_groups_in_budget(&s, &mut writers).await?;
     }
     // Close every open file at once: their final writes overlap instead of queueing.
     futures::future::try_join_all(writers.iter_mut().map(|pw| close_current(&s, pw))).await?;
     Ok(writers.into_iter().flat_map(|pw| pw.files).collect())
+}
+
+/// Closes the open files holding the most in memory until the lane's row groups in progress
+/// fit its budget again (files whose partitions were capped when few were known, or too
+/// many partitions for the floor). Their partitions continue in new files.
+async fn keep_row_groups_in_budget(s: &Settings, writers: &mut [PartitionWriter]) -> Result<()> {
+    let mut total: usize = writers.iter().map(PartitionWriter::in_memory).sum();
+    while total > s.row_group_budget {
+        let Some(pw) = writers.iter_mut().max_by_key(|w| w.in_memory()) else {
+            break;
+        };
+        let held = pw.in_memory();
+        if held == 0 {
+            break;
+        }
+        close_current(s, pw).await?;
+        total -= held;
+    }
+    Ok(())
 }
 
 /// Copies each touched partition's rows (consecutive runs of `rows`, `touched` giving the
@@ -813,7 +860,9 @@ async fn write_chunk(
         );
         ls.file_seq += 1;
         let out = s.storage.file_io().new_output(&path)?;
-        pw.current = Some(s.builder_for(ls.partitions)?.build(out).await?);
+        let (builder, cap) = s.builder_for(ls.partitions)?;
+        pw.current = Some(builder.build(out).await?);
+        pw.row_group_cap = cap;
     }
     let Some(w) = pw.current.as_mut() else {
         return Err(Error::io("data file writer was not opened"));
@@ -856,15 +905,19 @@ mod tests {
     fn row_groups_share_the_lane_budget() {
         let mb = 1024 * 1024;
         // Few partitions: the table's size.
-        assert_eq!(row_group_share(128 * mb, 0), 128 * mb);
-        assert_eq!(row_group_share(128 * mb, 2), 128 * mb);
+        let budget = 256 * mb;
+        assert_eq!(row_group_share(128 * mb, 0, budget), 128 * mb);
+        assert_eq!(row_group_share(128 * mb, 2, budget), 128 * mb);
         // Many: their share, never below the floor, never above the table's.
-        assert_eq!(row_group_share(128 * mb, 16), 16 * mb);
-        assert_eq!(row_group_share(128 * mb, 10_000), MIN_ROW_GROUP_BYTES);
-        assert_eq!(row_group_share(8 * mb, 16), 8 * mb);
+        assert_eq!(row_group_share(128 * mb, 16, budget), 16 * mb);
+        assert_eq!(
+            row_group_share(128 * mb, 10_000, budget),
+            MIN_ROW_GROUP_BYTES
+        );
+        assert_eq!(row_group_share(8 * mb, 16, budget), 8 * mb);
         // Every open file's row group together stays within the budget down to the floor.
         for n in [3usize, 15, 30, 64] {
-            assert!(n * row_group_share(128 * mb, n) <= LANE_ROW_GROUP_BYTES);
+            assert!(n * row_group_share(128 * mb, n, budget) <= budget);
         }
     }
 }

@@ -322,3 +322,72 @@ async fn old_metadata_files_are_trimmed_when_asked() {
     assert_eq!(jsons, 3, "current + 2 previous metadata files are kept");
     assert_eq!(count(&scan_rows(&t, SnapshotSelector::Current).await), 50);
 }
+
+#[tokio::test]
+async fn a_small_memory_budget_closes_partition_files_early_and_keeps_every_row() {
+    let (_d, cat) = sqlite_catalog();
+    let schema = parse_schema("id long, v string").unwrap();
+    let rows = 0..300_000i64;
+    let mut files_per_budget = Vec::new();
+    for (name, budget) in [("db.ample", None), ("db.tight", Some(256 * 1024))] {
+        let mut c = TableCreation::new(schema.clone());
+        c.partition_spec = parse_partition_spec("bucket(8, id)", &schema).unwrap();
+        let t = cat
+            .create_table(&parse_ident(name).unwrap(), c)
+            .await
+            .unwrap();
+        let mut w = floe::write::DataWriter::new(&t).unwrap();
+        if let Some(b) = budget {
+            w = w.with_memory_budget(b);
+        }
+        for start in rows.clone().step_by(30_000) {
+            w.write(id_batch(start..start + 30_000)).await.unwrap();
+        }
+        let files = w.close().await.unwrap();
+        files_per_budget.push(files.len());
+        let t = floe::txn::append_files(&cat, &t, files)
+            .await
+            .unwrap()
+            .table;
+        let all = scan_rows(&t, SnapshotSelector::Current).await;
+        assert_eq!(count(&all), rows.clone().count(), "{name}");
+        assert_eq!(sum_i64(&all, "id"), rows.clone().sum::<i64>(), "{name}");
+        // Every file holds its partition's rows only.
+        let plan = Scan::new(&t).plan().await.unwrap();
+        assert_eq!(plan.files.len(), *files_per_budget.last().unwrap());
+        let bucket =
+            iceberg::transform::create_transform_function(&iceberg::spec::Transform::Bucket(8))
+                .unwrap();
+        for f in &plan.files {
+            let want = match f.file.partition().fields()[0].clone() {
+                Some(iceberg::spec::Literal::Primitive(iceberg::spec::PrimitiveLiteral::Int(
+                    b,
+                ))) => b,
+                other => panic!("bucket partition value: {other:?}"),
+            };
+            let path = f.file.file_path().trim_start_matches("file://");
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                std::fs::File::open(path).unwrap(),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+            for b in reader {
+                let b = b.unwrap();
+                let got = bucket.transform(b.column(0).clone()).unwrap();
+                let got = got
+                    .as_any()
+                    .downcast_ref::<arrow::array::Int32Array>()
+                    .unwrap();
+                assert!(got.values().iter().all(|v| *v == want), "{path}");
+            }
+        }
+    }
+    // One file per partition with the default budget; with 128 KB for row groups in
+    // progress per lane, partition files are closed early and continue in new ones.
+    assert_eq!(files_per_budget[0], 8);
+    assert!(
+        files_per_budget[1] > 8,
+        "expected early closes, got {files_per_budget:?}"
+    );
+}

@@ -185,9 +185,8 @@ struct Settings {
 
 impl Settings {
     /// The writer for a new file of a lane that writes `partitions` partitions (each may
-    /// have a file open): its row groups are capped at one partition's share of the lane's
-    /// row group budget.
-    /// Returns the builder and the row group size it caps at.
+    /// have a file open), and the row group size it caps at: one partition's share of the
+    /// lane's row group budget, or the table's when that is smaller.
     fn builder_for(&self, partitions: usize) -> Result<(ParquetWriterBuilder, usize)> {
         let table = self.props.parquet_row_group_size_bytes as usize;
         let share = row_group_share(table, partitions, self.row_group_budget);
@@ -358,7 +357,7 @@ impl DataWriter {
     }
 
     /// Caps what each writer lane (one per core) holds in memory at about `bytes` (default
-    /// 512 MB): half for rows waiting to be written, half for Parquet row groups in progress
+    /// 256 MB): half for rows waiting to be written, half for Parquet row groups in progress
     /// (before the first write). A smaller budget writes smaller row groups, and with many
     /// partitions more, smaller files.
     pub fn with_memory_budget(mut self, bytes: usize) -> Self {

@@ -14,7 +14,7 @@
 //! | [`catalog`] | SQLite (pyiceberg/JDBC schema) and filesystem (Hadoop) catalogs | yes |
 //! | [`table`] | a loaded table; catalog-less opening of metadata files / directories | yes |
 //! | [`scan`] | scan planning (pure) and reading to Arrow | yes |
-//! | [`write`] | Arrow to Parquet data files (partitioned, sorted, rolled); commits nothing | yes |
+//! | [`write`](mod@write) | Arrow to Parquet data files (partitioned, sorted, rolled); commits nothing | yes |
 //! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
 //! | [`maintenance`] | compaction (`rewrite_data_files`) | yes |
 //! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`], clone | yes |

@@ -1,4 +1,4 @@
-//! Scans: choose a snapshot, plan the files (pure, [`plan`]), read them to Arrow.
+//! Scans: choose a snapshot, plan the files (pure, `plan`), read them to Arrow.
 
 mod compact;
 mod delete_index;

@@ -91,28 +91,15 @@ impl Partitioner {
             .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let ranges = partition(&sorted)?.ranges();
-        // The sort need not be stable: a counting pass lists each group's rows in input order.
+        // The sort need not be stable: placing rows by group keeps input order.
         let mut group = vec![0u32; rows];
         for (g, r) in ranges.iter().enumerate() {
             for &row in &idx.values()[r.clone()] {
                 group[row as usize] = g as u32;
             }
         }
-        let mut next: Vec<usize> = ranges.iter().map(|r| r.start).collect();
-        let mut order = vec![0u32; rows];
-        for (row, &g) in group.iter().enumerate() {
-            let slot = &mut next[g as usize];
-            order[*slot] = row as u32;
-            *slot += 1;
-        }
-        let parts = ranges
-            .into_iter()
-            .map(|r| Ok((self.key(&sorted, r.start)?, r)))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Groups {
-            order: Some(order),
-            parts,
-        })
+        let sizes: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+        self.placed(columns, &sizes, |row| group[row] as usize)
     }
 
     /// Groups by counting when the partition value is one null-free 32-bit integer spanning
@@ -141,24 +128,36 @@ impl Partitioner {
             return Ok(None);
         }
         let slot = |v: i32| (v as i64 - min as i64) as usize;
-        let mut counts = vec![0usize; span];
+        let mut sizes = vec![0usize; span];
         for &v in values {
-            counts[slot(v)] += 1;
+            sizes[slot(v)] += 1;
         }
-        // Each value's first place in `order`, and the parts in ascending value order.
-        let mut next = vec![0usize; span];
+        self.placed(columns, &sizes, |row| slot(values[row]))
+            .map(Some)
+    }
+
+    /// Each group's rows in input order: `group_of(row)` names a row's group, `sizes` every
+    /// group's row count (groups in the order their parts are listed; empty ones skipped).
+    fn placed(
+        &self,
+        columns: &[ArrayRef],
+        sizes: &[usize],
+        group_of: impl Fn(usize) -> usize,
+    ) -> Result<Groups> {
+        let rows: usize = sizes.iter().sum();
+        let mut next = Vec::with_capacity(sizes.len());
         let mut ranges = Vec::new();
         let mut at = 0;
-        for (i, &n) in counts.iter().enumerate() {
+        for &n in sizes {
+            next.push(at);
             if n > 0 {
-                next[i] = at;
                 ranges.push(at..at + n);
-                at += n;
             }
+            at += n;
         }
-        let mut order = vec![0u32; values.len()];
-        for (row, &v) in values.iter().enumerate() {
-            let place = &mut next[slot(v)];
+        let mut order = vec![0u32; rows];
+        for row in 0..rows {
+            let place = &mut next[group_of(row)];
             order[*place] = row as u32;
             *place += 1;
         }
@@ -166,10 +165,10 @@ impl Partitioner {
             .into_iter()
             .map(|r| Ok((self.key(columns, order[r.start] as usize)?, r)))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Some(Groups {
+        Ok(Groups {
             order: Some(order),
             parts,
-        }))
+        })
     }
 
     /// The partition key of row `row` of the partition value columns.

@@ -1,38 +1,28 @@
-//! Arrow batches → Parquet data files: partitioned by the spec, sorted by the sort order,
-//! rolled at `write.target-file-size-bytes`, encoded on parallel lanes.
+//! Arrow batches → Parquet data files: each batch conformed to the table schema, its rows
+//! grouped by partition and sent to the lane owning each partition ([`super::lane`], one
+//! per core), which sorts, encodes and rolls the files.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_ord::sort::{lexsort_to_indices, SortColumn, SortOptions};
-use iceberg::spec::{DataFile, DataFileFormat, NullOrder, PartitionKey, SortDirection, SortOrder};
-use iceberg::writer::file_writer::{
-    FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder,
-};
-use iceberg::writer::CurrentFileStatus;
+use arrow_array::RecordBatch;
+use iceberg::spec::{DataFile, SortOrder};
+use iceberg::writer::file_writer::ParquetWriterBuilder;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::conform::Conformer;
-use super::gather::{BufferPool, Gather};
-use super::metrics::finish_data_file;
+use super::lane::{run_lane, Settings, Slab, SlabPart};
 use super::partition::Partitioner;
 use crate::error::{Error, Result};
-use crate::spec::{SchemaRef, TableProperties};
+use crate::spec::TableProperties;
 use crate::storage::{join, Storage};
 use crate::table::Table;
 
-/// Rows buffered per partition before a sort when the table has a sort order.
-const SORT_BUFFER_ROWS: usize = 1_000_000;
-/// Rows buffered per partition before writing when the table is unsorted.
-const WRITE_BUFFER_ROWS: usize = 32_768;
 /// Default memory budget of one lane (see [`DataWriter::with_memory_budget`]).
 const LANE_MEMORY_BYTES: usize = 256 * 1024 * 1024;
-/// The smallest row group size a shared budget gives a file.
-const MIN_ROW_GROUP_BYTES: usize = 4 * 1024 * 1024;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
 const SINGLE_LANE_ROWS: u64 = 200_000;
 
@@ -106,7 +96,7 @@ pub(crate) fn writer_properties(
 }
 
 /// [`writer_properties`] with row groups of at most `row_group_bytes`.
-fn writer_properties_sized(
+pub(super) fn writer_properties_sized(
     p: &TableProperties,
     plain_columns: &[String],
     row_group_bytes: usize,
@@ -144,76 +134,11 @@ fn writer_properties_sized(
     Ok(b.build())
 }
 
-/// One batch's rows for one lane: the rows at `rows` (all of them when `None`), in order,
-/// cut into consecutive runs of `parts` rows per partition (`None`: unpartitioned). The lane
-/// copies its partitions' rows out itself, so that the copying runs in parallel.
-struct Slab {
-    batch: RecordBatch,
-    rows: Option<Vec<u32>>,
-    parts: Vec<(Option<PartitionKey>, usize)>,
-}
-
 /// A lane's inbox and task (each `None` once the lane was told to finish / was awaited).
 type Lane = (
     Option<mpsc::Sender<Slab>>,
     Option<JoinHandle<Result<Vec<DataFile>>>>,
 );
-
-/// Shared, immutable settings of one write.
-struct Settings {
-    schema: SchemaRef,
-    spec: Arc<iceberg::spec::PartitionSpec>,
-    sort: Option<Arc<SortOrder>>,
-    /// The table sort order id files record (`None`: unsorted or an ad-hoc order).
-    sort_order_id: Option<i32>,
-    props: TableProperties,
-    builder: ParquetWriterBuilder,
-    /// Columns written without a dictionary (see `high_cardinality_columns`).
-    plain: Vec<String>,
-    /// Bytes of rows a lane buffers before writing every partition out (bytes the rows
-    /// fill; growing buffers may have reserved up to twice that).
-    row_budget: usize,
-    /// Bytes of Parquet row groups a lane keeps in progress (encoded pages stay in memory
-    /// until a row group is complete). With many partitions open, each new file's row groups
-    /// are capped at its partition's share (parquet-mr's memory manager scales row groups
-    /// the same way), and the files holding the most are closed early if that is not enough.
-    row_group_budget: usize,
-    data_path: String,
-    storage: Storage,
-    commit_uuid: uuid::Uuid,
-}
-
-impl Settings {
-    /// The writer for a new file of a lane that writes `partitions` partitions (each may
-    /// have a file open), and the row group size it caps at: one partition's share of the
-    /// lane's row group budget, or the table's when that is smaller.
-    fn builder_for(&self, partitions: usize) -> Result<(ParquetWriterBuilder, usize)> {
-        let table = self.props.parquet_row_group_size_bytes as usize;
-        let share = row_group_share(table, partitions, self.row_group_budget);
-        if share >= table {
-            return Ok((self.builder.clone(), table));
-        }
-        let props = writer_properties_sized(&self.props, &self.plain, share)?;
-        Ok((ParquetWriterBuilder::new(props, self.schema.clone()), share))
-    }
-}
-
-/// The row group size of a new file in a lane writing `partitions` partitions: the table's,
-/// or the partition's share of the lane's row group `budget` when that is smaller.
-fn row_group_share(table: usize, partitions: usize, budget: usize) -> usize {
-    (budget / partitions.max(1))
-        .max(MIN_ROW_GROUP_BYTES)
-        .min(table)
-}
-
-/// One lane's running state: its number, files started, partitions seen and reusable
-/// buffers.
-struct LaneState {
-    index: usize,
-    file_seq: usize,
-    partitions: usize,
-    pool: BufferPool,
-}
 
 /// Writes data files for one table; commits nothing (see [`crate::txn::append_files`]).
 pub struct DataWriter {
@@ -449,25 +374,34 @@ impl DataWriter {
                 per_lane[lane] = Some(Slab {
                     batch,
                     rows: None,
-                    parts: vec![(None, n)],
+                    parts: vec![SlabPart {
+                        key: None,
+                        id: String::new(),
+                        rows: n,
+                    }],
                 });
             }
             Some(p) => {
                 let groups = p.groups(&batch)?;
                 let mut rows: Vec<Vec<u32>> = vec![Vec::new(); per_lane.len()];
-                let mut parts: Vec<Vec<(Option<PartitionKey>, usize)>> =
-                    vec![Vec::new(); per_lane.len()];
+                let mut parts: Vec<Vec<SlabPart>> =
+                    (0..per_lane.len()).map(|_| Vec::new()).collect();
                 for (key, r) in groups.parts {
+                    let id = key.to_path();
                     let n = self.partition_lanes.len();
                     let lane = *self
                         .partition_lanes
-                        .entry(key.to_path())
+                        .entry(id.clone())
                         .or_insert(n % per_lane.len());
                     match &groups.order {
                         Some(order) => rows[lane].extend_from_slice(&order[r.clone()]),
                         None => rows[lane].extend(r.start as u32..r.end as u32),
                     }
-                    parts[lane].push((Some(key), r.len()));
+                    parts[lane].push(SlabPart {
+                        key: Some(key),
+                        id,
+                        rows: r.len(),
+                    });
                 }
                 for (lane, (rows, parts)) in rows.into_iter().zip(parts).enumerate() {
                     if parts.is_empty() {
@@ -546,377 +480,5 @@ impl DataWriter {
             return Err(e);
         }
         Ok(files)
-    }
-}
-
-/// One open partition: the rolling Parquet writer and the rows waiting to be written.
-struct PartitionWriter {
-    key: Option<PartitionKey>,
-    current: Option<ParquetWriter>,
-    /// The row group size the open file caps at.
-    row_group_cap: usize,
-    /// Pending batches in arrival order (slices of batches the lane has whole, and gathered
-    /// rows already sealed into a batch); the rows in `gather` come after them.
-    pending: Vec<RecordBatch>,
-    gather: Gather,
-    buffered_rows: usize,
-    buffered_bytes: usize,
-    files: Vec<DataFile>,
-}
-
-impl PartitionWriter {
-    fn new(key: Option<PartitionKey>, schema: arrow_schema::SchemaRef) -> Self {
-        Self {
-            key,
-            current: None,
-            row_group_cap: 0,
-            pending: Vec::new(),
-            gather: Gather::new(schema),
-            buffered_rows: 0,
-            buffered_bytes: 0,
-            files: Vec::new(),
-        }
-    }
-
-    /// An upper bound of the open file's bytes held in memory: its row group in progress is
-    /// at most its cap and at most all it has written.
-    fn in_memory(&self) -> usize {
-        self.current
-            .as_ref()
-            .map_or(0, |w| w.current_written_size().min(self.row_group_cap))
-    }
-
-    /// Queues a slice of a batch the lane has whole, charged `bytes`.
-    fn push(&mut self, slice: RecordBatch, bytes: usize) -> Result<()> {
-        self.seal()?;
-        self.buffered_rows += slice.num_rows();
-        self.buffered_bytes += bytes;
-        self.pending.push(slice);
-        Ok(())
-    }
-
-    /// Moves the gathered rows into `pending`, keeping arrival order.
-    fn seal(&mut self) -> Result<()> {
-        if let Some(b) = self.gather.finish()? {
-            self.pending.push(b);
-        }
-        Ok(())
-    }
-
-    /// Every pending batch, in arrival order; the buffers start empty.
-    fn take_pending(&mut self) -> Result<Vec<RecordBatch>> {
-        self.seal()?;
-        self.buffered_rows = 0;
-        self.buffered_bytes = 0;
-        Ok(std::mem::take(&mut self.pending))
-    }
-}
-
-async fn run_lane(
-    s: Arc<Settings>,
-    lane: usize,
-    mut rx: mpsc::Receiver<Slab>,
-) -> Result<Vec<DataFile>> {
-    let mut writers: Vec<PartitionWriter> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut ls = LaneState {
-        index: lane,
-        file_seq: 0,
-        partitions: 0,
-        pool: BufferPool::default(),
-    };
-    let mut lane_bytes = 0usize;
-    // Small pieces are buffered per partition and written in larger runs (sorted first when
-    // the table has a sort order).
-    let limit = if s.sort.is_some() {
-        SORT_BUFFER_ROWS
-    } else {
-        WRITE_BUFFER_ROWS
-    };
-    let result: Result<()> = async {
-        while let Some(slab) = rx.recv().await {
-            // The slab's partitions, as writer indices with their row counts.
-            let mut touched = Vec::with_capacity(slab.parts.len());
-            for (key, len) in slab.parts {
-                let id = key.as_ref().map(|k| k.to_path()).unwrap_or_default();
-                let w = *index.entry(id).or_insert_with(|| {
-                    writers.push(PartitionWriter::new(key, slab.batch.schema()));
-                    ls.partitions = writers.len();
-                    writers.len() - 1
-                });
-                touched.push((w, len));
-            }
-            match &slab.rows {
-                Some(rows) => {
-                    lane_bytes +=
-                        gather_slab(&mut writers, &touched, &slab.batch, rows, &mut ls.pool)?
-                }
-                // Slices of a batch this lane has whole: each is charged its share.
-                None => {
-                    let mut offset = 0;
-                    for &(w, len) in &touched {
-                        let bytes =
-                            slab.batch.get_array_memory_size() * len / slab.batch.num_rows().max(1);
-                        writers[w].push(slab.batch.slice(offset, len), bytes)?;
-                        lane_bytes += bytes;
-                        offset += len;
-                    }
-                }
-            }
-            for &(w, _) in &touched {
-                let pw = &mut writers[w];
-                if pw.buffered_rows >= limit {
-                    lane_bytes -= pw.buffered_bytes;
-                    flush_buffer(&s, &mut ls, pw).await?;
-                }
-            }
-            if lane_bytes > s.row_budget {
-                for pw in writers.iter_mut() {
-                    flush_buffer(&s, &mut ls, pw).await?;
-                }
-                lane_bytes = 0;
-            }
-            keep_row_groups_in_budget(&s, &mut writers).await?;
-        }
-        Ok(())
-    }
-    .await;
-    result?;
-    for i in 0..writers.len() {
-        flush_buffer(&s, &mut ls, &mut writers[i]).await?;
-        keep_row_groups_in_budget(&s, &mut writers).await?;
-    }
-    // Close every open file at once: their final writes overlap instead of queueing.
-    futures::future::try_join_all(writers.iter_mut().map(|pw| close_current(&s, pw))).await?;
-    Ok(writers.into_iter().flat_map(|pw| pw.files).collect())
-}
-
-/// Closes the open files holding the most in memory until the lane's row groups in progress
-/// fit its budget again (files whose partitions were capped when few were known, or too
-/// many partitions for the floor). Their partitions continue in new files.
-async fn keep_row_groups_in_budget(s: &Settings, writers: &mut [PartitionWriter]) -> Result<()> {
-    let mut total: usize = writers.iter().map(PartitionWriter::in_memory).sum();
-    while total > s.row_group_budget {
-        let Some(pw) = writers.iter_mut().max_by_key(|w| w.in_memory()) else {
-            break;
-        };
-        let held = pw.in_memory();
-        if held == 0 {
-            break;
-        }
-        close_current(s, pw).await?;
-        total -= held;
-    }
-    Ok(())
-}
-
-/// Copies each touched partition's rows (consecutive runs of `rows`, `touched` giving the
-/// writer and row count of each) into that partition's buffers; returns the bytes added.
-/// The copies are what the partitions are charged: they keep none of `batch` alive.
-fn gather_slab(
-    writers: &mut [PartitionWriter],
-    touched: &[(usize, usize)],
-    batch: &RecordBatch,
-    rows: &[u32],
-    pool: &mut BufferPool,
-) -> Result<usize> {
-    let mut runs: Vec<Option<std::ops::Range<usize>>> = vec![None; writers.len()];
-    let mut offset = 0;
-    for &(w, len) in touched {
-        let r = offset..offset + len;
-        offset += len;
-        // A partition whose 32-bit offsets are full is sealed first (it keeps its charge).
-        if !writers[w].gather.fits(batch, &rows[r.clone()])? {
-            writers[w].seal()?;
-        }
-        if runs[w].replace(r).is_some() {
-            return Err(Error::io("a partition was listed twice for one batch"));
-        }
-    }
-    let before: Vec<usize> = touched
-        .iter()
-        .map(|&(w, _)| writers[w].gather.bytes())
-        .collect();
-    let mut targets: Vec<(&mut Gather, &[u32])> = writers
-        .iter_mut()
-        .zip(&runs)
-        .filter_map(|(pw, r)| Some((&mut pw.gather, &rows[r.clone()?])))
-        .collect();
-    super::gather::append_all(batch, &mut targets, pool)?;
-    let mut added = 0;
-    for (&(w, len), before) in touched.iter().zip(before) {
-        let pw = &mut writers[w];
-        let bytes = pw.gather.bytes().saturating_sub(before);
-        pw.buffered_rows += len;
-        pw.buffered_bytes += bytes;
-        added += bytes;
-    }
-    Ok(added)
-}
-
-async fn flush_buffer(s: &Settings, ls: &mut LaneState, pw: &mut PartitionWriter) -> Result<()> {
-    let pieces = pw.take_pending()?;
-    if pieces.is_empty() {
-        return Ok(());
-    }
-    match s.sort.as_deref() {
-        Some(order) => {
-            let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
-            pieces.into_iter().for_each(|p| ls.pool.recycle(p));
-            let sorted = sort_batch(&batch, order, &s.schema)?;
-            ls.pool.recycle(batch);
-            write_rolling(s, ls, pw, &sorted).await?;
-            ls.pool.recycle(sorted);
-        }
-        // Unsorted: the pieces go to the writer as they are (no extra copy).
-        None => {
-            for b in pieces {
-                write_rolling(s, ls, pw, &b).await?;
-                ls.pool.recycle(b);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Sorts a batch by a sort order (transforms applied to top-level source columns).
-pub(crate) fn sort_batch(
-    batch: &RecordBatch,
-    order: &SortOrder,
-    schema: &iceberg::spec::Schema,
-) -> Result<RecordBatch> {
-    let mut cols = Vec::new();
-    for f in &order.fields {
-        let name = schema.name_by_field_id(f.source_id).ok_or_else(|| {
-            Error::invalid(format!("sort field {} is not in the schema", f.source_id))
-        })?;
-        let idx = batch.schema().index_of(name).map_err(|_| {
-            Error::unsupported(format!(
-                "sorting by nested column '{name}' is not supported"
-            ))
-        })?;
-        let func = iceberg::transform::create_transform_function(&f.transform)?;
-        let values: ArrayRef = func.transform(batch.column(idx).clone())?;
-        cols.push(SortColumn {
-            values,
-            options: Some(SortOptions {
-                descending: f.direction == SortDirection::Descending,
-                nulls_first: f.null_order == NullOrder::First,
-            }),
-        });
-    }
-    if cols.is_empty() {
-        return Ok(batch.clone());
-    }
-    let idx = lexsort_to_indices(&cols, None)?;
-    let columns = batch
-        .columns()
-        .iter()
-        .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(batch.schema(), columns)?)
-}
-
-/// Fewest rows handed to the Parquet writer at a time; the roll check runs between chunks.
-const ROLL_CHECK_ROWS: usize = 1024;
-
-async fn write_rolling(
-    s: &Settings,
-    ls: &mut LaneState,
-    pw: &mut PartitionWriter,
-    b: &RecordBatch,
-) -> Result<()> {
-    // Check for rolling often enough that a file overshoots its target by at most ~1/8.
-    let bytes_per_row = (b.get_array_memory_size() / b.num_rows().max(1)).max(1) as u64;
-    let chunk =
-        ((s.props.target_file_size_bytes / 8) / bytes_per_row).max(ROLL_CHECK_ROWS as u64) as usize;
-    let mut offset = 0;
-    while offset < b.num_rows() {
-        let len = chunk.min(b.num_rows() - offset);
-        write_chunk(s, ls, pw, &b.slice(offset, len)).await?;
-        offset += len;
-    }
-    Ok(())
-}
-
-async fn write_chunk(
-    s: &Settings,
-    ls: &mut LaneState,
-    pw: &mut PartitionWriter,
-    b: &RecordBatch,
-) -> Result<()> {
-    if pw.current.is_none() {
-        let dir = match &pw.key {
-            Some(k) => join(&s.data_path, &k.to_path()),
-            None => s.data_path.clone(),
-        };
-        let path = join(
-            &dir,
-            &format!(
-                "{:05}-{}-{}-{:05}.parquet",
-                ls.index, ls.file_seq, s.commit_uuid, ls.index
-            ),
-        );
-        ls.file_seq += 1;
-        let out = s.storage.file_io().new_output(&path)?;
-        let (builder, cap) = s.builder_for(ls.partitions)?;
-        pw.current = Some(builder.build(out).await?);
-        pw.row_group_cap = cap;
-    }
-    let Some(w) = pw.current.as_mut() else {
-        return Err(Error::io("data file writer was not opened"));
-    };
-    w.write(b).await?;
-    if w.current_written_size() as u64 >= s.props.target_file_size_bytes {
-        close_current(s, pw).await?;
-    }
-    Ok(())
-}
-
-async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
-    let Some(w) = pw.current.take() else {
-        return Ok(());
-    };
-    for mut fb in w.close().await? {
-        fb.content(iceberg::spec::DataContentType::Data)
-            .file_format(DataFileFormat::Parquet);
-        match &pw.key {
-            Some(k) => fb.partition(k.data().clone()),
-            None => fb.partition(iceberg::spec::Struct::empty()),
-        };
-        if let Some(id) = s.sort_order_id {
-            fb.sort_order_id(id);
-        }
-        let f = fb
-            .build()
-            .map_err(|e| Error::io(format!("building data file entry: {e}")))?;
-        pw.files
-            .push(finish_data_file(f, &s.schema, &s.props, s.spec.spec_id())?);
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn row_groups_share_the_lane_budget() {
-        let mb = 1024 * 1024;
-        // Few partitions: the table's size.
-        let budget = 256 * mb;
-        assert_eq!(row_group_share(128 * mb, 0, budget), 128 * mb);
-        assert_eq!(row_group_share(128 * mb, 2, budget), 128 * mb);
-        // Many: their share, never below the floor, never above the table's.
-        assert_eq!(row_group_share(128 * mb, 16, budget), 16 * mb);
-        assert_eq!(
-            row_group_share(128 * mb, 10_000, budget),
-            MIN_ROW_GROUP_BYTES
-        );
-        assert_eq!(row_group_share(8 * mb, 16, budget), 8 * mb);
-        // Every open file's row group together stays within the budget down to the floor.
-        for n in [3usize, 15, 30, 64] {
-            assert!(n * row_group_share(128 * mb, n, budget) <= budget);
-        }
     }
 }

@@ -5,6 +5,7 @@ mod conform;
 mod data;
 mod deletes;
 mod gather;
+mod lane;
 mod metrics;
 mod partition;
 mod progress;

@@ -14,7 +14,6 @@ mod common;
 use common::*;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
@@ -351,27 +350,11 @@ fn memory_bound(files: &[PathBuf], work: &Path) {
         let dir = work.join("rss");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        let catalog = format!("file://{}", dir.display());
         let floe = |args: &[&str]| {
-            let time = dir.join("time.txt");
-            let out = Command::new("/usr/bin/time")
-                .args(["-f", "%M", "-o", time.to_str().unwrap()])
-                .arg(env!("CARGO_BIN_EXE_floe"))
-                .args(["--catalog", &format!("file://{}", dir.display())])
-                .args(args)
-                .output()
-                .expect("run /usr/bin/time floe");
-            assert!(
-                out.status.success(),
-                "floe {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let kb: f64 = std::fs::read_to_string(&time)
-                .unwrap()
-                .lines()
-                .last()
-                .and_then(|l| l.trim().parse().ok())
-                .expect("peak RSS from /usr/bin/time");
-            kb / 1024.0
+            let mut all = vec!["--catalog", catalog.as_str()];
+            all.extend_from_slice(args);
+            floe_cli(&all, &dir).peak_rss_kb as f64 / 1024.0
         };
         floe(&[
             "create",

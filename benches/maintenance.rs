@@ -438,12 +438,9 @@ fn main() {
     restore(&pristine.join("wh-floe"), &floe_wh);
     warm(&floe_wh);
     settle();
-    let time_out = work.join("time.txt");
     let t0 = Instant::now();
-    let out = Command::new("/usr/bin/time")
-        .args(["-f", "%M %e %U %S", "-o", time_out.to_str().unwrap()])
-        .arg(env!("CARGO_BIN_EXE_floe"))
-        .args([
+    let run = floe_cli(
+        &[
             "--catalog",
             &format!("file://{}", floe_wh.display()),
             "rewrite-data-files",
@@ -453,24 +450,11 @@ fn main() {
             "--option",
             &format!("target-file-size-bytes={TARGET}"),
             "--json",
-        ])
-        .output()
-        .expect("/usr/bin/time floe rewrite-data-files");
-    let cli_wall = t0.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "floe CLI failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &work,
     );
-    let tv: Vec<f64> = std::fs::read_to_string(&time_out)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let (cli_rss_kb, cli_cpu) = (tv[0] as u64, tv[2] + tv[3]);
+    let cli_wall = t0.elapsed().as_secs_f64();
+    let (cli_rss_kb, cli_cpu) = (run.peak_rss_kb, run.cpu_s);
 
     // ---- 2. Spark baseline(s) on the identical copy ----
     let spark = |extra: &[&str]| {

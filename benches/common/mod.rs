@@ -74,3 +74,41 @@ pub fn run_json(py: &Path, args: &[&str]) -> Option<serde_json::Value> {
     let s = String::from_utf8_lossy(&out.stdout);
     s.lines().rev().find_map(|l| serde_json::from_str(l).ok())
 }
+
+/// What `/usr/bin/time` measured of one `floe` CLI run.
+pub struct CliRun {
+    /// Peak resident set size, KiB.
+    pub peak_rss_kb: u64,
+    /// User + system CPU seconds.
+    pub cpu_s: f64,
+}
+
+/// Runs the `floe` CLI with `args` under `/usr/bin/time` (its report written into `dir`);
+/// panics with the CLI's stderr when it fails.
+pub fn floe_cli(args: &[&str], dir: &Path) -> CliRun {
+    let report = dir.join("time.txt");
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M %U %S", "-o", report.to_str().unwrap()])
+        .arg(env!("CARGO_BIN_EXE_floe"))
+        .args(args)
+        .output()
+        .expect("run /usr/bin/time floe");
+    assert!(
+        out.status.success(),
+        "floe {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Vec<f64> = std::fs::read_to_string(&report)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    assert_eq!(v.len(), 3, "/usr/bin/time report: {v:?}");
+    CliRun {
+        peak_rss_kb: v[0] as u64,
+        cpu_s: v[1] + v[2],
+    }
+}

@@ -189,7 +189,7 @@ pub async fn run(
     };
     let mut scan = at(Scan::new(table));
     if let Some(f) = &filter {
-        scan = scan.filter(f.clone());
+        scan = scan.prune(f.clone());
     }
     if let Some(cols) = changer.columns() {
         scan = scan.select(cols);

@@ -24,7 +24,15 @@ pub(super) fn columns_in_table_order(
     arrow: &ArrowSchema,
     names: impl IntoIterator<Item = String>,
 ) -> Vec<String> {
-    let names: Vec<String> = names.into_iter().map(|n| n.to_ascii_lowercase()).collect();
+    // `s.a` (a struct field) reads top-level column `s`.
+    let names: Vec<String> = names
+        .into_iter()
+        .flat_map(|n| {
+            let n = n.to_ascii_lowercase();
+            let first = n.split('.').next().unwrap_or(&n).to_string();
+            [n, first]
+        })
+        .collect();
     arrow
         .fields()
         .iter()

@@ -45,6 +45,8 @@ pub enum Literal {
     Date(i32),
     /// `TIMESTAMP '…'`, as microseconds since the epoch (UTC when no offset is given).
     Timestamp(i64),
+    /// `X'0A1B'`: bytes (for binary and fixed columns).
+    Binary(Vec<u8>),
 }
 
 /// Binary operators.
@@ -141,6 +143,8 @@ pub enum Func {
     Length,
     /// `abs(x)`
     Abs,
+    /// `isnan(x)`: TRUE for NaN, FALSE otherwise, also for NULL (as Spark).
+    IsNan,
 }
 
 impl Func {
@@ -153,6 +157,7 @@ impl Func {
             "lower" | "lcase" => Func::Lower,
             "length" | "char_length" | "character_length" => Func::Length,
             "abs" => Func::Abs,
+            "isnan" => Func::IsNan,
             _ => return None,
         })
     }
@@ -166,6 +171,7 @@ impl Func {
             Func::Lower => "lower",
             Func::Length => "length",
             Func::Abs => "abs",
+            Func::IsNan => "isnan",
         }
     }
 }
@@ -369,6 +375,52 @@ impl Expr {
         }
     }
 
+    /// The operands directly below this node.
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            Expr::Column(_) | Expr::Literal(_) => vec![],
+            Expr::Neg(e) | Expr::Not(e) | Expr::IsNull { expr: e, .. } => vec![e],
+            Expr::Cast { expr, .. } => vec![expr],
+            Expr::Binary { left, right, .. } => vec![left, right],
+            Expr::InList { expr, list, .. } => {
+                let mut v: Vec<&Expr> = vec![expr];
+                v.extend(list.iter());
+                v
+            }
+            Expr::Between {
+                expr, low, high, ..
+            } => vec![expr, low, high],
+            Expr::Like { expr, pattern, .. } => vec![expr, pattern],
+            Expr::Case {
+                operand,
+                branches,
+                else_expr,
+            } => {
+                let mut v: Vec<&Expr> = operand.iter().map(|o| o.as_ref()).collect();
+                for (w, t) in branches {
+                    v.push(w);
+                    v.push(t);
+                }
+                v.extend(else_expr.iter().map(|e| e.as_ref()));
+                v
+            }
+            Expr::Function { args, .. } => args.iter().collect(),
+        }
+    }
+
+    /// The depth of the tree (a leaf is 1) and its node count, computed without recursion so
+    /// that any tree can be measured before it is walked recursively.
+    pub fn depth_and_size(&self) -> (usize, usize) {
+        let mut stack = vec![(self, 1usize)];
+        let (mut depth, mut size) = (0, 0);
+        while let Some((e, d)) = stack.pop() {
+            depth = depth.max(d);
+            size += 1;
+            stack.extend(e.children().into_iter().map(|c| (c, d + 1)));
+        }
+        (depth, size)
+    }
+
     /// Calls `f` on this node and every node below it.
     pub fn visit(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);
@@ -454,6 +506,13 @@ impl fmt::Display for Literal {
                 Some(t) => write!(f, "TIMESTAMP '{}'", t.format("%Y-%m-%d %H:%M:%S%.f")),
                 None => write!(f, "TIMESTAMP {us}"),
             },
+            Literal::Binary(b) => {
+                f.write_str("X'")?;
+                for x in b {
+                    write!(f, "{x:02X}")?;
+                }
+                f.write_str("'")
+            }
         }
     }
 }

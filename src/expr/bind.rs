@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use arrow_array::{
     new_empty_array, new_null_array, Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array,
-    Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    BinaryArray, FixedSizeBinaryArray, Float64Array, Int64Array, StringArray,
+    TimestampMicrosecondArray,
 };
 use arrow_cast::{can_cast_types, cast_with_options, CastOptions};
 use arrow_schema::{DataType, Schema, TimeUnit};
@@ -71,6 +72,10 @@ pub(crate) enum Kind {
     Lower(Box<Node>),
     Length(Box<Node>),
     Abs(Box<Node>),
+    /// `isnan(x)` of a float / double.
+    IsNan(Box<Node>),
+    /// A field of a struct value, by index.
+    Field(Box<Node>, usize),
 }
 
 impl Expr {
@@ -78,6 +83,7 @@ impl Expr {
     /// `t.c`; an unqualified `c` to the field `c`, else to the one field named `<q>.c`
     /// (ambiguous when several). Names match case-insensitively when there is no exact match.
     pub fn bind(&self, schema: &Schema) -> Result<BoundExpr> {
+        super::sql::check_size(self, &self.to_string())?;
         let b = Binder { schema, root: self };
         Ok(BoundExpr {
             node: b.bind(self)?,
@@ -172,6 +178,16 @@ pub(crate) fn common_type(a: &DataType, b: &DataType) -> Option<DataType> {
                 D::LargeUtf8
             } else {
                 D::Utf8
+            }
+        }
+        (
+            D::FixedSizeBinary(_) | D::Binary | D::LargeBinary,
+            D::FixedSizeBinary(_) | D::Binary | D::LargeBinary,
+        ) => {
+            if matches!(a, D::LargeBinary) || matches!(b, D::LargeBinary) {
+                D::LargeBinary
+            } else {
+                D::Binary
             }
         }
         (D::Date32, D::Timestamp(u, tz)) | (D::Timestamp(u, tz), D::Date32) => {
@@ -281,6 +297,7 @@ fn literal(l: &Literal, e: &Expr) -> Result<Node> {
         Literal::String(s) => Arc::new(StringArray::from(vec![s.as_str()])),
         Literal::Date(d) => Arc::new(Date32Array::from(vec![*d])),
         Literal::Timestamp(us) => Arc::new(TimestampMicrosecondArray::from(vec![*us])),
+        Literal::Binary(b) => Arc::new(BinaryArray::from(vec![b.as_slice()])),
         Literal::Decimal(d) => {
             let t = d.trim_start_matches(['-', '+']);
             let (int, frac) = t.split_once('.').unwrap_or((t, ""));
@@ -352,12 +369,44 @@ impl Binder<'_> {
                     }
                 }
             }
-            (None, Some(_)) => return Err(self.unknown(&want)),
+            (None, Some(_)) => return self.struct_field(&want),
         };
         Ok(Node {
             kind: Kind::Column(idx),
             ty: fields[idx].data_type().clone(),
         })
+    }
+
+    /// `s.a.b`: field `b` of struct field `a` of top-level struct column `s` (names match
+    /// exactly, else case-insensitively).
+    fn struct_field(&self, want: &str) -> Result<Node> {
+        fn find(fields: &arrow_schema::Fields, name: &str) -> Option<usize> {
+            fields.iter().position(|f| f.name() == name).or_else(|| {
+                let ci: Vec<usize> = (0..fields.len())
+                    .filter(|&i| fields[i].name().eq_ignore_ascii_case(name))
+                    .collect();
+                (ci.len() == 1).then(|| ci[0])
+            })
+        }
+        let mut parts = want.split('.');
+        let first = parts.next().unwrap_or(want);
+        let idx = find(self.schema.fields(), first).ok_or_else(|| self.unknown(want))?;
+        let mut node = Node {
+            kind: Kind::Column(idx),
+            ty: self.schema.field(idx).data_type().clone(),
+        };
+        for part in parts {
+            let DataType::Struct(children) = &node.ty else {
+                return Err(self.unknown(want));
+            };
+            let i = find(children, part).ok_or_else(|| self.unknown(want))?;
+            let ty = children[i].data_type().clone();
+            node = Node {
+                kind: Kind::Field(Box::new(node), i),
+                ty,
+            };
+        }
+        Ok(node)
     }
 
     fn unknown(&self, name: &str) -> Error {
@@ -410,10 +459,48 @@ impl Binder<'_> {
         }
     }
 
-    /// Binds both sides of a comparison and brings them to one type.
-    fn comparable(&self, l: &Expr, r: &Expr, whole: &Expr) -> Result<(Node, Node)> {
-        let mut ln = self.bind(l)?;
-        let mut rn = self.bind(r)?;
+    /// `l op r`: both sides brought to one type; a decimal compared with an exact number
+    /// keeps its own type and the literal is moved to its scale (by value, as Spark).
+    fn comparison(&self, op: BinaryOp, l: &Expr, r: &Expr, whole: &Expr) -> Result<Node> {
+        let ln = self.bind(l)?;
+        let rn = self.bind(r)?;
+        let cmp = |op, l, r| Node {
+            kind: Kind::Cmp(op, Box::new(l), Box::new(r)),
+            ty: DataType::Boolean,
+        };
+        if let (DataType::Decimal128(p, s), Kind::Scalar(a)) = (&ln.ty, &rn.kind) {
+            if !matches!(ln.kind, Kind::Scalar(_)) {
+                if let Some((op, lit)) = decimal_literal(op, *p, *s, a)? {
+                    return Ok(cmp(op, ln, scalar(lit)));
+                }
+            }
+        }
+        if let (Kind::Scalar(a), DataType::Decimal128(p, s)) = (&ln.kind, &rn.ty) {
+            if !matches!(rn.kind, Kind::Scalar(_)) {
+                if let Some((op, lit)) = decimal_literal(op.flipped(), *p, *s, a)? {
+                    return Ok(cmp(op, rn, scalar(lit)));
+                }
+            }
+        }
+        let (l, r) = self.comparable(ln, rn, whole)?;
+        Ok(cmp(op, l, r))
+    }
+
+    /// Brings two bound operands of a comparison to one type.
+    fn comparable(&self, ln: Node, rn: Node, whole: &Expr) -> Result<(Node, Node)> {
+        let (mut ln, mut rn) = (ln, rn);
+        // A string literal against binary / fixed / uuid columns: its bytes (a uuid's 16).
+        if let Some(s) = str_lit(&rn) {
+            if let Some(b) = bytes_literal(&s, &ln.ty, whole)? {
+                rn = scalar(b);
+            }
+        }
+        if let Some(s) = str_lit(&ln) {
+            if let Some(b) = bytes_literal(&s, &rn.ty, whole)? {
+                ln = scalar(b);
+            }
+        }
+
         // A string literal takes the other side's type ('2024-01-01' against a date).
         if !is_string(&rn.ty) && rn.ty != DataType::Null {
             if let Some(s) = str_lit(&ln) {
@@ -426,13 +513,16 @@ impl Binder<'_> {
             }
         }
         // A literal that fits the column's type exactly is cast once, not the column per row.
+        // A literal that fits the column's type exactly is cast once, not the column per row
+        // (not for float: Spark compares a float column with a number as a double).
+        let shortcut = |t: &DataType| is_numeric(t) && *t != DataType::Float32;
         if let Kind::Scalar(a) = &rn.kind {
-            if let Some(c) = exact_scalar(a, &ln.ty).filter(|_| is_numeric(&ln.ty)) {
+            if let Some(c) = exact_scalar(a, &ln.ty).filter(|_| shortcut(&ln.ty)) {
                 rn = scalar(c);
             }
         }
         if let Kind::Scalar(a) = &ln.kind {
-            if let Some(c) = exact_scalar(a, &rn.ty).filter(|_| is_numeric(&rn.ty)) {
+            if let Some(c) = exact_scalar(a, &rn.ty).filter(|_| shortcut(&rn.ty)) {
                 ln = scalar(c);
             }
         }
@@ -512,13 +602,7 @@ impl Binder<'_> {
                         ty: DataType::Utf8,
                     }
                 }
-                op if op.is_comparison() => {
-                    let (l, r) = self.comparable(left, right, e)?;
-                    Node {
-                        kind: Kind::Cmp(*op, bx(l), bx(r)),
-                        ty: DataType::Boolean,
-                    }
-                }
+                op if op.is_comparison() => self.comparison(*op, left, right, e)?,
                 _ => self.arith(*op, left, right, e)?,
             },
             Expr::IsNull { expr, negated } => Node {
@@ -530,23 +614,14 @@ impl Binder<'_> {
                 list,
                 negated,
             } => {
-                let mut acc: Option<Node> = None;
-                for item in list {
-                    let (l, r) = self.comparable(expr, item, e)?;
-                    let eq = Node {
-                        kind: Kind::Cmp(BinaryOp::Eq, bx(l), bx(r)),
-                        ty: DataType::Boolean,
-                    };
-                    acc = Some(match acc {
-                        None => eq,
-                        Some(a) => Node {
-                            kind: Kind::Or(bx(a), bx(eq)),
-                            ty: DataType::Boolean,
-                        },
-                    });
+                if list.is_empty() {
+                    return Err(Error::invalid(format!("'{e}': empty IN list")));
                 }
-                let n = acc.ok_or_else(|| Error::invalid(format!("'{e}': empty IN list")))?;
-                not_if(n, *negated)
+                let eqs = list
+                    .iter()
+                    .map(|item| self.comparison(BinaryOp::Eq, expr, item, e))
+                    .collect::<Result<Vec<_>>>()?;
+                not_if(balanced_or(eqs), *negated)
             }
             Expr::Between {
                 expr,
@@ -554,18 +629,10 @@ impl Binder<'_> {
                 high,
                 negated,
             } => {
-                let (a, b) = self.comparable(expr, low, e)?;
-                let (c, d) = self.comparable(expr, high, e)?;
                 let n = Node {
                     kind: Kind::And(
-                        bx(Node {
-                            kind: Kind::Cmp(BinaryOp::GtEq, bx(a), bx(b)),
-                            ty: DataType::Boolean,
-                        }),
-                        bx(Node {
-                            kind: Kind::Cmp(BinaryOp::LtEq, bx(c), bx(d)),
-                            ty: DataType::Boolean,
-                        }),
+                        bx(self.comparison(BinaryOp::GtEq, expr, low, e)?),
+                        bx(self.comparison(BinaryOp::LtEq, expr, high, e)?),
                     ),
                     ty: DataType::Boolean,
                 };
@@ -594,13 +661,7 @@ impl Binder<'_> {
                 let mut results = Vec::new();
                 for (w, t) in branches {
                     let cond = match operand {
-                        Some(o) => {
-                            let (l, r) = self.comparable(o, w, e)?;
-                            Node {
-                                kind: Kind::Cmp(BinaryOp::Eq, bx(l), bx(r)),
-                                ty: DataType::Boolean,
-                            }
-                        }
+                        Some(o) => self.comparison(BinaryOp::Eq, o, w, e)?,
                         None => self.boolean(w)?,
                     };
                     conds.push(cond);
@@ -653,6 +714,17 @@ impl Binder<'_> {
                 kind: Kind::Length(bx(self.string(one()?)?)),
                 ty: DataType::Int32,
             },
+            Func::IsNan => {
+                let n = self.numeric(one()?, e)?;
+                let n = match n.ty {
+                    DataType::Float32 | DataType::Float64 => n,
+                    _ => cast_node(n, &DataType::Float64, e)?,
+                };
+                Node {
+                    kind: Kind::IsNan(bx(n)),
+                    ty: DataType::Boolean,
+                }
+            }
             Func::Abs => {
                 let n = self.numeric(one()?, e)?;
                 let ty = n.ty.clone();
@@ -713,6 +785,114 @@ impl Binder<'_> {
             ty,
         })
     }
+}
+
+/// `nodes` OR-ed as a balanced tree (an IN list of thousands of values stays shallow).
+fn balanced_or(mut nodes: Vec<Node>) -> Node {
+    while nodes.len() > 1 {
+        let mut next = Vec::with_capacity(nodes.len().div_ceil(2));
+        let mut it = nodes.into_iter();
+        while let Some(a) = it.next() {
+            next.push(match it.next() {
+                Some(b) => Node {
+                    kind: Kind::Or(Box::new(a), Box::new(b)),
+                    ty: DataType::Boolean,
+                },
+                None => a,
+            });
+        }
+        nodes = next;
+    }
+    nodes.pop().unwrap_or_else(|| scalar(Arc::new(BooleanArray::from(vec![false]))))
+}
+
+/// The bytes a string literal stands for against a binary (its UTF-8), a `uuid` / fixed(16)
+/// (the parsed UUID) column; `None` for other types. A fixed(16) literal that is no UUID is
+/// an error (write it as `X'…'`).
+fn bytes_literal(s: &str, other: &DataType, e: &Expr) -> Result<Option<ArrayRef>> {
+    Ok(match other {
+        DataType::Binary | DataType::LargeBinary => {
+            Some(Arc::new(BinaryArray::from(vec![s.as_bytes()])))
+        }
+        DataType::FixedSizeBinary(16) => {
+            let u = uuid::Uuid::parse_str(s).map_err(|_| {
+                Error::invalid(format!(
+                    "in '{e}': '{s}' is not a UUID; write bytes of a fixed column as X'…'"
+                ))
+            })?;
+            Some(Arc::new(
+                FixedSizeBinaryArray::try_from_iter(std::iter::once(u.as_bytes().to_vec()))
+                    .map_err(|err| Error::invalid(format!("in '{e}': {err}")))?,
+            ))
+        }
+        DataType::FixedSizeBinary(n) => {
+            return Err(Error::invalid(format!(
+                "in '{e}': compare a fixed({n}) column with a binary literal X'…', not '{s}'"
+            )))
+        }
+        _ => None,
+    })
+}
+
+/// `decimal(p, s) op literal` with the literal (an integer or decimal scalar) at scale `s`,
+/// by value: a literal with more digits after the point than `s` becomes the nearest value of
+/// the column's scale that keeps the same rows (`x > 1.005` is `x > 1.00` at scale 2); one
+/// beyond the column's range becomes a comparison with the range's end that is TRUE (or
+/// FALSE) for every non-NULL row. `None` when the literal is not an exact number.
+fn decimal_literal(op: BinaryOp, p: u8, s: i8, lit: &ArrayRef) -> Result<Option<(BinaryOp, ArrayRef)>> {
+    use arrow_array::cast::AsArray;
+    if lit.is_null(0) || s < 0 {
+        return Ok(None);
+    }
+    let (v, t): (i128, i8) = match lit.data_type() {
+        DataType::Int64 => (lit.as_primitive::<arrow_array::types::Int64Type>().value(0) as i128, 0),
+        DataType::Int32 => (lit.as_primitive::<arrow_array::types::Int32Type>().value(0) as i128, 0),
+        DataType::Decimal128(_, t) if *t >= 0 => {
+            (lit.as_primitive::<arrow_array::types::Decimal128Type>().value(0), *t)
+        }
+        _ => return Ok(None),
+    };
+    let pow = |n: i8| 10i128.checked_pow(n as u32);
+    let max = pow(p as i8).map(|m| m - 1).unwrap_or(i128::MAX);
+    // The literal at scale s: exact, or (floor, true) when digits are cut.
+    let (q, cut): (Option<i128>, bool) = if t <= s {
+        (pow(s - t).and_then(|m| v.checked_mul(m)), false)
+    } else {
+        match pow(t - s) {
+            Some(d) => (Some(v.div_euclid(d)), v.rem_euclid(d) != 0),
+            None => (Some(if v < 0 { -1 } else { 0 }), v != 0),
+        }
+    };
+    // q: None means beyond i128 (so beyond the range on the side of v's sign).
+    let above = |q: Option<i128>| q.is_none_or(|q| q > max) && v > 0;
+    let below = |q: Option<i128>| q.is_none_or(|q| q < -max) && v < 0;
+    let (always_true, always_false) = ((BinaryOp::GtEq, -max), (BinaryOp::Gt, max));
+    let (op, value) = if above(q) {
+        match op {
+            BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::NotEq => (BinaryOp::LtEq, max),
+            _ => always_false,
+        }
+    } else if below(q) {
+        match op {
+            BinaryOp::Gt | BinaryOp::GtEq | BinaryOp::NotEq => always_true,
+            _ => (BinaryOp::Lt, -max),
+        }
+    } else {
+        let q = q.unwrap_or(0);
+        if !cut {
+            (op, q)
+        } else {
+            // q < literal < q + 1 unit.
+            match op {
+                BinaryOp::Eq => always_false,
+                BinaryOp::NotEq => always_true,
+                BinaryOp::Gt | BinaryOp::GtEq => (BinaryOp::Gt, q),
+                _ => (BinaryOp::LtEq, q),
+            }
+        }
+    };
+    let a = Decimal128Array::from(vec![value]).with_precision_and_scale(p, s)?;
+    Ok(Some((op, Arc::new(a))))
 }
 
 fn not_if(n: Node, negated: bool) -> Node {

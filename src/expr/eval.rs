@@ -169,6 +169,8 @@ impl BoundExpr {
             Kind::Cmp(op, l, r) => {
                 let (l, r) = (self.eval(l, batch)?, self.eval(r, batch)?);
                 let scalar = l.is_scalar() && r.is_scalar();
+                // Spark's float order: -0.0 = 0.0, every NaN equal and above every number.
+                let (l, r) = (normalize_float(l)?, normalize_float(r)?);
                 use arrow_ord::cmp;
                 let (a, b) = (l.datum(), r.datum());
                 let out = match op {
@@ -303,6 +305,41 @@ impl BoundExpr {
                     .collect();
                 Val::wrap(Arc::new(out), v.is_scalar())
             }
+            Kind::IsNan(x) => {
+                let v = self.eval(x, batch)?;
+                let a = v.array();
+                let out: BooleanArray = match a.data_type() {
+                    DataType::Float32 => a
+                        .as_primitive::<arrow_array::types::Float32Type>()
+                        .iter()
+                        .map(|x| Some(x.is_some_and(f32::is_nan)))
+                        .collect(),
+                    _ => a
+                        .as_primitive_opt::<arrow_array::types::Float64Type>()
+                        .ok_or_else(|| self.err("isnan needs a float or double"))?
+                        .iter()
+                        .map(|x| Some(x.is_some_and(f64::is_nan)))
+                        .collect(),
+                };
+                Val::wrap(Arc::new(out), v.is_scalar())
+            }
+            Kind::Field(x, i) => {
+                let v = self.eval(x, batch)?;
+                let st = v
+                    .array()
+                    .as_struct_opt()
+                    .ok_or_else(|| self.err("field access on a value that is not a struct"))?;
+                let child = st
+                    .columns()
+                    .get(*i)
+                    .cloned()
+                    .ok_or_else(|| self.err("struct field out of range"))?;
+                // A field of a NULL struct is NULL.
+                let nulls =
+                    arrow_buffer::NullBuffer::union(st.nulls(), child.logical_nulls().as_ref());
+                let data = child.to_data().into_builder().nulls(nulls).build()?;
+                Val::wrap(arrow_array::make_array(data), v.is_scalar())
+            }
             Kind::Abs(x) => {
                 let v = self.eval(x, batch)?;
                 let a = v.array();
@@ -320,6 +357,47 @@ impl BoundExpr {
             v => v.expand(len),
         }
     }
+}
+
+/// Float and double values with -0.0 made 0.0 and every NaN the one positive NaN, so Arrow's
+/// total-order comparison kernels give Spark's answers.
+fn normalize_float(v: Val) -> Result<Val> {
+    use arrow_array::types::{Float32Type, Float64Type};
+    let a = v.array();
+    let out: ArrayRef = match a.data_type() {
+        DataType::Float32 => {
+            let p = a.as_primitive::<Float32Type>();
+            if !p.values().iter().any(|x| *x == 0.0 || x.is_nan()) {
+                return Ok(v);
+            }
+            Arc::new(p.unary::<_, Float32Type>(|x| {
+                if x == 0.0 {
+                    0.0
+                } else if x.is_nan() {
+                    f32::NAN
+                } else {
+                    x
+                }
+            }))
+        }
+        DataType::Float64 => {
+            let p = a.as_primitive::<Float64Type>();
+            if !p.values().iter().any(|x| *x == 0.0 || x.is_nan()) {
+                return Ok(v);
+            }
+            Arc::new(p.unary::<_, Float64Type>(|x| {
+                if x == 0.0 {
+                    0.0
+                } else if x.is_nan() {
+                    f64::NAN
+                } else {
+                    x
+                }
+            }))
+        }
+        _ => return Ok(v),
+    };
+    Ok(Val::wrap(out, v.is_scalar()))
 }
 
 /// Casts `array` to `to` (an assignment's value to its column's type), refusing a cast that

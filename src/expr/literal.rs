@@ -1,5 +1,6 @@
-//! Literal text to an Iceberg `Datum` of a column's type: shared by the `--where` parser and
-//! the SQL-expression pruning conversion, so both read `'2024-01-01'` the same way.
+//! Literal text to an Iceberg `Datum` of a column's type: shared by binding (string literals
+//! against date / timestamp columns) and the lowering to pruning predicates, so both read
+//! `'2024-01-01'` the same way.
 
 use iceberg::spec::{Datum, PrimitiveLiteral, PrimitiveType, Type};
 
@@ -13,35 +14,35 @@ pub(crate) enum RawLit<'a> {
 /// Why a literal does not convert.
 #[derive(Debug)]
 pub(crate) enum LitError {
-    /// The literal's kind (`"a number"`, `"a string"`) does not fit the column type.
-    Mismatch(&'static str),
-    /// Right kind, but the text is not a valid value; optional detail.
-    Invalid(Option<String>),
+    /// The literal's kind (a number, a string) does not fit the column type.
+    Mismatch,
+    /// Right kind, but the text is not a valid value.
+    Invalid,
 }
 
 /// Converts `raw` into a `Datum` of type `ty` (timestamps without an offset read as UTC; a bare
 /// date for a timestamp column is its midnight).
 pub(crate) fn datum_for(raw: RawLit<'_>, ty: &PrimitiveType) -> Result<Datum, LitError> {
-    let bad = |e: iceberg::Error| LitError::Invalid(Some(e.message().to_string()));
+    let bad = |_: iceberg::Error| LitError::Invalid;
     match (raw, ty) {
         (RawLit::Num(n), PrimitiveType::Int) => n
             .parse::<i32>()
             .map(Datum::int)
-            .map_err(|_| LitError::Invalid(None)),
+            .map_err(|_| LitError::Invalid),
         (RawLit::Num(n), PrimitiveType::Long) => n
             .parse::<i64>()
             .map(Datum::long)
-            .map_err(|_| LitError::Invalid(None)),
+            .map_err(|_| LitError::Invalid),
         (RawLit::Num(n), PrimitiveType::Float) => n
             .parse::<f32>()
             .map(Datum::float)
-            .map_err(|_| LitError::Invalid(None)),
+            .map_err(|_| LitError::Invalid),
         (RawLit::Num(n), PrimitiveType::Double) => n
             .parse::<f64>()
             .map(Datum::double)
-            .map_err(|_| LitError::Invalid(None)),
+            .map_err(|_| LitError::Invalid),
         (RawLit::Num(n) | RawLit::Str(n), PrimitiveType::Decimal { precision, scale }) => {
-            decimal(n, *precision, *scale).ok_or(LitError::Invalid(None))
+            decimal(n, *precision, *scale).ok_or(LitError::Invalid)
         }
         (RawLit::Str(s), PrimitiveType::String) => Ok(Datum::string(s)),
         (RawLit::Str(s), PrimitiveType::Date) => Datum::date_from_str(s).map_err(bad),
@@ -51,12 +52,12 @@ pub(crate) fn datum_for(raw: RawLit<'_>, ty: &PrimitiveType) -> Result<Datum, Li
                 .or_else(|_| Datum::date_from_str(s).map(|d| day_to_ts(&d, false)))
                 .map_err(bad)
         }
-        (RawLit::Str(s), PrimitiveType::Timestamptz) => tstz(s).ok_or(LitError::Invalid(None)),
+        (RawLit::Str(s), PrimitiveType::Timestamptz) => tstz(s).ok_or(LitError::Invalid),
         (RawLit::Str(s), PrimitiveType::Uuid) => Datum::uuid_from_str(s).map_err(bad),
         (RawLit::Str(s), PrimitiveType::Boolean) => Datum::bool_from_str(s).map_err(bad),
         (RawLit::Str(s), PrimitiveType::Binary) => Ok(Datum::binary(s.as_bytes().to_vec())),
-        (RawLit::Num(_), _) => Err(LitError::Mismatch("a number")),
-        (RawLit::Str(_), _) => Err(LitError::Mismatch("a string")),
+        (RawLit::Num(_), _) => Err(LitError::Mismatch),
+        (RawLit::Str(_), _) => Err(LitError::Mismatch),
     }
 }
 

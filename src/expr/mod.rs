@@ -4,11 +4,10 @@
 
 mod ast;
 mod bind;
+mod columns;
 mod eval;
 mod literal;
-mod parse;
 mod prune;
-mod row_filter;
 mod sql;
 mod to_iceberg;
 
@@ -16,11 +15,10 @@ pub use ast::{BinaryOp, ColumnRef, Expr, Func, Literal};
 pub use bind::BoundExpr;
 pub use eval::cast_to;
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
-pub use parse::parse_predicate;
 pub use prune::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
-pub use row_filter::{column_by_field_id, filter_mask, literal_array, referenced_field_ids};
+pub use columns::{column_by_field_id, literal_array};
 pub use sql::{
-    parse_assignments, parse_expr, parse_statement, Insert, MatchedAction, Merge, MergeClause,
+    parse_assignments, parse_expr, MAX_EXPR_DEPTH, parse_statement, Insert, MatchedAction, Merge, MergeClause,
     MergeSource, Statement,
 };
 pub use to_iceberg::to_iceberg_predicate;
@@ -28,9 +26,17 @@ pub use to_iceberg::to_iceberg_predicate;
 use crate::error::{Error, Result};
 use crate::spec::SchemaRef;
 
-/// Parses and binds `text` to `schema` in one step.
-pub fn bind_predicate(text: &str, schema: &SchemaRef) -> Result<BoundPredicate> {
-    let p = parse_predicate(text, schema)?;
-    p.bind(schema.clone(), false)
-        .map_err(|e| Error::invalid(format!("--where '{text}': {}", e.message())))
+/// The pruning predicate of a `--where` that selects files (rewrite-data-files): `text` in
+/// the one SQL grammar, lowered to an Iceberg predicate over `schema`. Refused when nothing of
+/// it can prune (a function of columns, say), rather than silently selecting every file.
+pub fn file_selection(text: &str, schema: &SchemaRef) -> Result<Predicate> {
+    let e = parse_expr(text)?;
+    let arrow = iceberg::arrow::schema_to_arrow_schema(schema)?;
+    e.bind_predicate(&arrow)?;
+    to_iceberg_predicate(&e, schema).ok_or_else(|| {
+        Error::invalid(format!(
+            "--where '{text}' cannot select files: use comparisons, IN, BETWEEN and IS NULL \
+             of columns with literals"
+        ))
+    })
 }

@@ -160,6 +160,15 @@ fn tokens(text: &str) -> Result<Vec<TokenWithSpan>> {
     let mut toks = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(|e| parse_err(ParserError::TokenizerError(e.to_string()), text))?;
+    let words = toks
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .count();
+    if words > MAX_EXPR_TOKENS {
+        return Err(Error::invalid(format!(
+            "SQL text too large: {words} tokens (floe accepts {MAX_EXPR_TOKENS})"
+        )));
+    }
     let is_kw = |t: &Token, k: &str| matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(k));
     let first = toks
         .iter()
@@ -225,12 +234,34 @@ fn first_words(s: &str) -> String {
     s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
-/// Parses a scalar or boolean expression (for `--where`).
+/// The deepest expression tree floe accepts (after chains of AND / OR are balanced).
+pub const MAX_EXPR_DEPTH: usize = 256;
+/// The most tokens (words, literals, operators) one expression or statement may have.
+pub const MAX_EXPR_TOKENS: usize = 200_000;
+
+/// Parses a scalar or boolean expression: every `--where`, `--set` value and DML condition
+/// goes through this one grammar. Chains of `AND` / `OR` (thousands of terms) become balanced
+/// trees; a tree deeper than [`MAX_EXPR_DEPTH`] is refused with an error, never a crash.
 pub fn parse_expr(text: &str) -> Result<Expr> {
     let mut p = parser(text)?;
     let e = p.parse_expr().map_err(|e| parse_err(e, text))?;
     expect_end(&mut p, text)?;
-    expr(&e)
+    let out = expr(&e)?;
+    check_size(&out, text)?;
+    Ok(out)
+}
+
+/// Refuses an expression too deep or too large to evaluate safely.
+pub(crate) fn check_size(e: &Expr, text: &str) -> Result<()> {
+    let (depth, _) = e.depth_and_size();
+    if depth > MAX_EXPR_DEPTH {
+        let shown: String = text.chars().take(60).collect();
+        return Err(Error::invalid(format!(
+            "expression nested too deeply ({depth} levels; floe accepts {MAX_EXPR_DEPTH}): '{shown}…'; \
+             use IN (…) for long lists of values"
+        )));
+    }
+    Ok(())
 }
 
 /// Parses `a = a + 1, b = upper(b)` (for `--set`).
@@ -624,6 +655,12 @@ fn value(v: &sql::ValueWithSpan) -> Result<Literal> {
         Value::SingleQuotedString(s) => Literal::String(s.clone()),
         Value::Boolean(b) => Literal::Bool(*b),
         Value::Null => Literal::Null,
+        Value::HexStringLiteral(h) => Literal::Binary(hex(h).ok_or_else(|| {
+            Error::invalid(format!(
+                "X'{h}'{}: a binary literal needs an even number of hex digits",
+                v.span().start
+            ))
+        })?),
         other => return Err(unsupported("literal", v, other)),
     })
 }
@@ -758,7 +795,7 @@ fn function(f: &sql::Function, node: &sql::Expr) -> Result<Expr> {
     };
     let ok = match func {
         Func::Coalesce | Func::Concat => !args.is_empty(),
-        Func::Upper | Func::Lower | Func::Length | Func::Abs => args.len() == 1,
+        Func::Upper | Func::Lower | Func::Length | Func::Abs | Func::IsNan => args.len() == 1,
     };
     if !ok {
         return Err(Error::invalid(format!(
@@ -768,6 +805,81 @@ fn function(f: &sql::Function, node: &sql::Expr) -> Result<Expr> {
         )));
     }
     Ok(Expr::Function { func, args })
+}
+
+fn hex(h: &str) -> Option<Vec<u8>> {
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn binary_op(e: &sql::Expr, op: &BinaryOperator) -> Result<BinaryOp> {
+    Ok(match op {
+        BinaryOperator::Plus => BinaryOp::Add,
+        BinaryOperator::Minus => BinaryOp::Sub,
+        BinaryOperator::Multiply => BinaryOp::Mul,
+        BinaryOperator::Divide => BinaryOp::Div,
+        BinaryOperator::Modulo => BinaryOp::Rem,
+        BinaryOperator::StringConcat => BinaryOp::Concat,
+        BinaryOperator::Eq => BinaryOp::Eq,
+        BinaryOperator::NotEq => BinaryOp::NotEq,
+        BinaryOperator::Lt => BinaryOp::Lt,
+        BinaryOperator::LtEq => BinaryOp::LtEq,
+        BinaryOperator::Gt => BinaryOp::Gt,
+        BinaryOperator::GtEq => BinaryOp::GtEq,
+        BinaryOperator::And => BinaryOp::And,
+        BinaryOperator::Or => BinaryOp::Or,
+        other => return Err(unsupported("operator", e, other)),
+    })
+}
+
+/// `items` joined by `op` (AND / OR, associative in three-valued logic) as a balanced tree.
+fn balanced(mut items: Vec<Expr>, op: BinaryOp) -> Expr {
+    while items.len() > 1 {
+        let mut next = Vec::with_capacity(items.len().div_ceil(2));
+        let mut it = items.into_iter();
+        while let Some(a) = it.next() {
+            next.push(match it.next() {
+                Some(b) => a.binary(op, b),
+                None => a,
+            });
+        }
+        items = next;
+    }
+    items.pop().unwrap_or(Expr::Literal(Literal::Bool(op == BinaryOp::And)))
+}
+
+/// A left-deep chain of binary operators (`a OR b OR c …`, `x + 1 + 1 …`), converted without
+/// recursing down its left spine; runs of AND / OR become balanced trees.
+fn binary_chain(e: &sql::Expr) -> Result<Expr> {
+    let mut spine = Vec::new();
+    let mut leaf = e;
+    while let sql::Expr::BinaryOp { left, op, right } = leaf {
+        spine.push((binary_op(leaf, op)?, right.as_ref()));
+        leaf = left;
+    }
+    spine.reverse();
+    let mut acc = expr(leaf)?;
+    let mut i = 0;
+    while i < spine.len() {
+        let op = spine[i].0;
+        if matches!(op, BinaryOp::And | BinaryOp::Or) {
+            let mut run = vec![acc];
+            while i < spine.len() && spine[i].0 == op {
+                run.push(expr(spine[i].1)?);
+                i += 1;
+            }
+            acc = balanced(run, op);
+        } else {
+            acc = acc.binary(op, expr(spine[i].1)?);
+            i += 1;
+        }
+    }
+    Ok(acc)
 }
 
 /// Converts a sqlparser expression into floe's.
@@ -799,30 +911,7 @@ fn expr(e: &sql::Expr) -> Result<Expr> {
             },
             _ => return Err(unsupported("operator", e, op)),
         },
-        E::BinaryOp { left, op, right } => {
-            let op = match op {
-                BinaryOperator::Plus => BinaryOp::Add,
-                BinaryOperator::Minus => BinaryOp::Sub,
-                BinaryOperator::Multiply => BinaryOp::Mul,
-                BinaryOperator::Divide => BinaryOp::Div,
-                BinaryOperator::Modulo => BinaryOp::Rem,
-                BinaryOperator::StringConcat => BinaryOp::Concat,
-                BinaryOperator::Eq => BinaryOp::Eq,
-                BinaryOperator::NotEq => BinaryOp::NotEq,
-                BinaryOperator::Lt => BinaryOp::Lt,
-                BinaryOperator::LtEq => BinaryOp::LtEq,
-                BinaryOperator::Gt => BinaryOp::Gt,
-                BinaryOperator::GtEq => BinaryOp::GtEq,
-                BinaryOperator::And => BinaryOp::And,
-                BinaryOperator::Or => BinaryOp::Or,
-                other => return Err(unsupported("operator", e, other)),
-            };
-            Expr::Binary {
-                left: b(left)?,
-                op,
-                right: b(right)?,
-            }
-        }
+        E::BinaryOp { .. } => binary_chain(e)?,
         E::IsNull(x) => Expr::IsNull {
             expr: b(x)?,
             negated: false,

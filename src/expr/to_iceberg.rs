@@ -53,6 +53,9 @@ fn convert(e: &Expr, s: &Schema) -> Option<(Predicate, bool)> {
                 return Some((Predicate::AlwaysFalse, true));
             }
             let d = datum(lit, &ty)?;
+            if matches!(ty, PrimitiveType::Float | PrimitiveType::Double) {
+                return float_comparison(r, op, &d, &ty).map(|p| (p, false));
+            }
             let p = match op {
                 BinaryOp::Eq => r.equal_to(d),
                 BinaryOp::NotEq => r.not_equal_to(d),
@@ -86,6 +89,9 @@ fn convert(e: &Expr, s: &Schema) -> Option<(Predicate, bool)> {
                 return None;
             };
             let (r, ty) = column(c, s)?;
+            if matches!(ty, PrimitiveType::Float | PrimitiveType::Double) {
+                return None;
+            }
             // NULL items never make IN TRUE: the TRUE rows are those of the other items.
             let vals = list
                 .iter()
@@ -133,8 +139,53 @@ fn convert(e: &Expr, s: &Schema) -> Option<(Predicate, bool)> {
                 convert(&both, s)
             }
         }
+        Expr::Function {
+            func: super::ast::Func::IsNan,
+            args,
+        } => match args.as_slice() {
+            [Expr::Column(c)] => Some((column(c, s)?.0.is_nan(), false)),
+            _ => None,
+        },
         _ => None,
     }
+}
+
+/// A float comparison loosened so Iceberg's metrics pruning (IEEE order, NaN outside the
+/// bounds, -0.0 and 0.0 possibly ordered) keeps every row Spark's order selects: NaN is
+/// above every number and -0.0 = 0.0.
+fn float_comparison(r: Reference, op: BinaryOp, d: &Datum, ty: &PrimitiveType) -> Option<Predicate> {
+    use iceberg::spec::PrimitiveLiteral as L;
+    let v = match d.literal() {
+        L::Float(f) => f.0 as f64,
+        L::Double(f) => f.0,
+        _ => return None,
+    };
+    if v.is_nan() {
+        return None;
+    }
+    let of = |x: f64| match ty {
+        PrimitiveType::Float => Datum::float(x as f32),
+        _ => Datum::double(x),
+    };
+    let zero = v == 0.0;
+    Some(match op {
+        BinaryOp::Eq if zero => r
+            .clone()
+            .greater_than_or_equal_to(of(-0.0))
+            .and(r.less_than_or_equal_to(of(0.0))),
+        BinaryOp::Eq => r.equal_to(d.clone()),
+        BinaryOp::Lt => r.less_than(if zero { of(0.0) } else { d.clone() }),
+        BinaryOp::LtEq => r.less_than_or_equal_to(if zero { of(0.0) } else { d.clone() }),
+        BinaryOp::Gt => r
+            .clone()
+            .greater_than(if zero { of(-0.0) } else { d.clone() })
+            .or(r.is_nan()),
+        BinaryOp::GtEq => r
+            .clone()
+            .greater_than_or_equal_to(if zero { of(-0.0) } else { d.clone() })
+            .or(r.is_nan()),
+        _ => return None,
+    })
 }
 
 fn vals_len(list: &[Expr]) -> usize {

@@ -217,7 +217,7 @@ pub async fn plan_rewrite(
     };
     let mut planning = Scan::new(table).snapshot(SnapshotSelector::Id(start.snapshot_id()));
     if let Some(f) = &filter {
-        planning = planning.filter(f.clone());
+        planning = planning.prune(f.clone());
     }
     let scan_plan = planning.plan().await?.without_row_filter();
     let groups = plan_groups(&scan_plan.files, &o);

@@ -28,6 +28,7 @@ pub use read_file::{
 use read_file::FileRead;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::expr::Expr;
 use crate::spec::{SchemaRef, Snapshot};
 use crate::table::Table;
 
@@ -217,6 +218,28 @@ fn top_level_id(schema: &crate::spec::Schema, id: i32) -> Option<i32> {
         .map(|f| f.id)
 }
 
+/// The top-level field ids a row filter reads (`s.a` reads struct column `s`).
+fn row_filter_ids(f: &Expr, schema: &crate::spec::Schema) -> Vec<i32> {
+    let top = schema.as_struct().fields();
+    let find = |name: &str| {
+        top.iter()
+            .find(|c| c.name == name)
+            .or_else(|| top.iter().find(|c| c.name.eq_ignore_ascii_case(name)))
+            .map(|c| c.id)
+    };
+    let mut ids = Vec::new();
+    for c in f.column_refs() {
+        let full = c.qualified_name();
+        let first = full.split('.').next().unwrap_or(&full);
+        if let Some(id) = find(&full).or_else(|| find(first)) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    ids
+}
+
 /// Stream of Arrow batches produced by a scan.
 pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
@@ -225,7 +248,8 @@ pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 pub struct Scan {
     table: Table,
     columns: Option<Vec<String>>,
-    filter: Option<Predicate>,
+    filter: Option<Expr>,
+    prune: Option<Predicate>,
     snapshot: SnapshotSelector,
     batch_size: Option<usize>,
     concurrency: usize,
@@ -246,7 +270,10 @@ pub struct ScanPlan {
     tasks: Vec<FileScanTask>,
     /// The loaded deletes of each file (aligned with `files`).
     deletes: Vec<FileDeletes>,
+    /// The pruning predicate (inclusive: files it rules out hold no row the scan returns).
     filter: Option<BoundPredicate>,
+    /// The row filter, evaluated on every row read (Spark's semantics).
+    row_filter: Option<Expr>,
 }
 
 impl ScanPlan {
@@ -273,6 +300,7 @@ impl ScanPlan {
                 .map(|i| self.deletes[*i].clone())
                 .collect(),
             filter: self.filter.clone(),
+            row_filter: self.row_filter.clone(),
         }
     }
 
@@ -290,7 +318,7 @@ impl ScanPlan {
     /// Reads every row of the planned files: the filter still pruned files, but no longer
     /// filters rows (row-level writes evaluate their own condition).
     pub fn without_row_filter(mut self) -> Self {
-        self.filter = None;
+        self.row_filter = None;
         for t in &mut self.tasks {
             t.predicate = None;
         }
@@ -310,6 +338,7 @@ impl Scan {
             table: table.clone(),
             columns: None,
             filter: None,
+            prune: None,
             snapshot: SnapshotSelector::Current,
             batch_size: Some(32768),
             concurrency: std::thread::available_parallelism()
@@ -331,9 +360,26 @@ impl Scan {
         self.columns = Some(columns.into_iter().map(Into::into).collect());
         self
     }
-    /// Filters rows (see [`crate::expr::parse_predicate`]).
-    pub fn filter(mut self, predicate: Predicate) -> Self {
-        self.filter = Some(predicate);
+    /// Returns only the rows for which `condition` is TRUE (a SQL expression, as
+    /// [`crate::expr::parse_expr`] reads `--where`), with Spark's semantics: NULL never
+    /// satisfies a comparison, NaN is above every number and equal to itself, -0.0 = 0.0,
+    /// decimals compare by value. Files, row groups and partitions that cannot hold such a
+    /// row are skipped; every row read is evaluated.
+    pub fn filter(mut self, condition: Expr) -> Self {
+        self.filter = Some(match self.filter.take() {
+            Some(f) => f.binary(crate::expr::BinaryOp::And, condition),
+            None => condition,
+        });
+        self
+    }
+
+    /// Skips the files `predicate` rules out (inclusive metrics and partition pruning) but
+    /// returns every row of the files read: for callers that evaluate rows themselves.
+    pub fn prune(mut self, predicate: Predicate) -> Self {
+        self.prune = Some(match self.prune.take() {
+            Some(p) => p.and(predicate),
+            None => predicate,
+        });
         self
     }
     /// Reads another snapshot.
@@ -392,7 +438,20 @@ impl Scan {
                 })
                 .collect::<Result<_>>()?,
         };
-        let bound: Option<BoundPredicate> = match &self.filter {
+        if let Some(f) = &self.filter {
+            let arrow = iceberg::arrow::schema_to_arrow_schema(&schema)?;
+            f.bind_predicate(&arrow)
+                .map_err(|e| e.context(format!("--where on table {name}")))?;
+        }
+        let lowered = self
+            .filter
+            .as_ref()
+            .and_then(|f| crate::expr::to_iceberg_predicate(f, &schema));
+        let pruning = match (lowered, self.prune.clone()) {
+            (Some(a), Some(b)) => Some(a.and(b)),
+            (a, b) => a.or(b),
+        };
+        let bound: Option<BoundPredicate> = match &pruning {
             None => None,
             Some(p) => Some(
                 p.bind(schema.clone(), false)
@@ -411,6 +470,7 @@ impl Scan {
                 tasks: vec![],
                 deletes: vec![],
                 filter: bound,
+                row_filter: self.filter.clone(),
             });
         };
         let storage = self.table.storage();
@@ -486,7 +546,8 @@ impl Scan {
                     data_file_format: DataFileFormat::Parquet,
                     schema: schema.clone(),
                     project_field_ids: project_ids.clone(),
-                    predicate: bound.clone(),
+                    // floe evaluates rows itself; the iceberg reader only decodes.
+                    predicate: None,
                     deletes: vec![],
                     partition: Some(p.partition.clone()),
                     partition_spec: Some(p.spec.clone()),
@@ -503,6 +564,7 @@ impl Scan {
             tasks,
             deletes,
             filter: bound,
+            row_filter: self.filter.clone(),
         })
     }
 
@@ -532,8 +594,8 @@ impl Scan {
         let mut b =
             ArrowReaderBuilder::new(self.table.storage().file_io(), iceberg::Runtime::current())
                 .with_data_file_concurrency_limit(1)
-                .with_row_group_filtering_enabled(true)
-                .with_row_selection_enabled(plan.filter.is_some());
+                .with_row_group_filtering_enabled(false)
+                .with_row_selection_enabled(false);
         if let Some(n) = self.batch_size {
             b = b.with_batch_size(n);
         }
@@ -573,14 +635,14 @@ impl Scan {
                 .flatten()
         };
         // The direct path serves unfiltered scans of delete-free files.
-        let direct_target = match (&plan.filter, plan.tasks.first()) {
+        let direct_target = match (&plan.row_filter, plan.tasks.first()) {
             (None, Some(t)) => projection_of(&t.project_field_ids),
             _ => None,
         };
-        let mut filter_ids = Vec::new();
-        if let Some(f) = &plan.filter {
-            crate::expr::referenced_field_ids(f, &mut filter_ids);
-        }
+        let filter_ids: Vec<i32> = match &plan.row_filter {
+            Some(f) => row_filter_ids(f, &plan.schema),
+            None => vec![],
+        };
         let mut jobs = Vec::with_capacity(plan.tasks.len());
         let lineage_of: Vec<Option<(Option<i64>, i64)>> = plan
             .files
@@ -592,7 +654,11 @@ impl Scan {
             .collect();
         for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
             let lineage = lineage_of[i];
-            if !with_positions && deletes.is_empty() && lineage.is_none() {
+            if !with_positions
+                && deletes.is_empty()
+                && lineage.is_none()
+                && plan.row_filter.is_none()
+            {
                 jobs.push((i, Job::Plain(Box::new(task))));
                 continue;
             }
@@ -622,6 +688,13 @@ impl Scan {
                 fields.extend(read_file::lineage_fields());
                 target = Arc::new(arrow_schema::Schema::new(fields));
             }
+            let filter = match &plan.row_filter {
+                Some(f) => Some(
+                    f.bind_predicate(&target)
+                        .map_err(|e| e.context(format!("--where on table {name}")))?,
+                ),
+                None => None,
+            };
             let task = FileScanTask {
                 project_field_ids: ids,
                 predicate: None,
@@ -636,7 +709,7 @@ impl Scan {
                     target,
                     output_columns,
                     deletes,
-                    filter: plan.filter.clone(),
+                    filter,
                     with_positions: with_positions || lineage.is_some(),
                     lineage,
                     batch_size: self.batch_size.unwrap_or(32768),

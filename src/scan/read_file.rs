@@ -11,14 +11,13 @@ use arrow_schema::SchemaRef as ArrowSchemaRef;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use iceberg::arrow::ArrowReader;
-use iceberg::expr::BoundPredicate;
 use iceberg::scan::FileScanTask;
 use roaring::RoaringTreemap;
 
 use super::deletes::FileDeletes;
 use super::direct;
 use crate::error::{Error, Result};
-use crate::expr::filter_mask;
+use crate::expr::BoundExpr;
 use crate::storage::Storage;
 
 /// Rows of a file with their positions (`None` unless asked for).
@@ -35,7 +34,8 @@ pub(super) struct FileRead {
     /// How many leading columns are returned.
     pub output_columns: usize,
     pub deletes: FileDeletes,
-    pub filter: Option<BoundPredicate>,
+    /// The row filter, bound to `target`.
+    pub filter: Option<BoundExpr>,
     pub with_positions: bool,
     /// Append `_row_id` and `_last_updated_sequence_number`: (first row id, data sequence).
     pub lineage: Option<(Option<i64>, i64)>,
@@ -163,7 +163,7 @@ impl FileRead {
         let (positions, keep) = cursor.advance(batch.num_rows(), self.with_positions);
         let mut keep = and(keep, self.deletes.equality_survivors(&batch)?)?;
         if let Some(f) = &self.filter {
-            keep = and(keep, Some(filter_mask(f, &batch)?))?;
+            keep = and(keep, Some(f.evaluate_predicate(&batch)?))?;
         }
         let positions = positions.map(UInt64Array::from);
         let (batch, positions) = match keep {

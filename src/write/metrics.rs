@@ -66,6 +66,18 @@ fn apply_bound(d: &Datum, n: usize, upper: bool) -> Option<Datum> {
     }
 }
 
+/// UUID bounds that order differently as unsigned bytes (the spec, Parquet, floe) and as
+/// Java's signed `UUID.compareTo` (Iceberg Java up to 1.10 prunes with it, apache/iceberg
+/// #14216): values on both sides of the top bit. Such bounds are left out, so no reader
+/// prunes the file wrongly (Spark 3.5 + Iceberg 1.10.2 dropped matching rows).
+fn uuid_bounds_ambiguous(lower: Option<&Datum>, upper: Option<&Datum>) -> bool {
+    let top = |d: Option<&Datum>| match d.map(|d| d.literal()) {
+        Some(PrimitiveLiteral::UInt128(v)) => Some(v >> 127),
+        _ => None,
+    };
+    matches!((top(lower), top(upper)), (Some(a), Some(b)) if a != b)
+}
+
 /// Rebuilds `f` applying the table's metrics modes, with partition spec id `spec_id`.
 pub(crate) fn finish_data_file(
     f: DataFile,
@@ -106,6 +118,9 @@ pub(crate) fn finish_data_file(
             MetricsMode::Full => usize::MAX,
             _ => continue,
         };
+        if uuid_bounds_ambiguous(f.lower_bounds().get(id), f.upper_bounds().get(id)) {
+            continue;
+        }
         if let Some(b) = f
             .lower_bounds()
             .get(id)
@@ -135,6 +150,15 @@ pub(crate) fn finish_data_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuid_bounds_across_the_top_bit_are_dropped() {
+        let u = |v: u128| Datum::uuid(uuid::Uuid::from_u128(v));
+        assert!(uuid_bounds_ambiguous(Some(&u(1)), Some(&u(1 << 127))));
+        assert!(!uuid_bounds_ambiguous(Some(&u(1)), Some(&u(2))));
+        assert!(!uuid_bounds_ambiguous(Some(&u(1 << 127)), Some(&u(u128::MAX))));
+        assert!(!uuid_bounds_ambiguous(Some(&Datum::long(1)), Some(&Datum::long(2))));
+    }
 
     #[test]
     fn truncation() {

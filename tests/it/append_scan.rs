@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use floe::catalog::TableCreation;
-use floe::expr::parse_predicate;
+use floe::expr::parse_expr;
 use floe::scan::{Scan, SnapshotSelector};
 use floe::spec::{parse_partition_spec, parse_schema, parse_sort_order, FormatVersion};
 use floe::table::parse_ident;
@@ -61,7 +61,6 @@ async fn partitioned_append_scan_prune_and_time_travel() {
     assert_eq!(count(&old), 500);
 
     // Filters: partition pruning + residual filtering give exact results.
-    let schema = t.metadata().current_schema().clone();
     type Expect = Box<dyn Fn(i64) -> bool>;
     let cases: Vec<(&str, Expect)> = vec![
         ("id < 100", Box::new(|i| i < 100)),
@@ -81,7 +80,7 @@ async fn partitioned_append_scan_prune_and_time_travel() {
         ("k IS NULL", Box::new(|i| i % 17 == 0)),
     ];
     for (expr, want) in cases {
-        let pred = parse_predicate(expr, &schema).unwrap();
+        let pred = parse_expr(expr).unwrap();
         let scan = Scan::new(&t).filter(pred);
         let plan = scan.plan().await.unwrap();
         let rows = scan.to_batches().await.unwrap();

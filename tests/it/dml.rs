@@ -408,10 +408,7 @@ async fn long_runs_and_scattered_deletes_read_the_same() {
     assert_eq!((count(&rows), sum(&rows)), (want.len(), want.iter().sum()));
     assert_eq!(
         floe::scan::Scan::new(&r.table)
-            .filter(
-                floe::expr::parse_predicate("v = 'u'", r.table.metadata().current_schema())
-                    .unwrap()
-            )
+            .filter(floe::expr::parse_expr("v = 'u'").unwrap())
             .count()
             .await
             .unwrap() as usize,

@@ -6,6 +6,7 @@ mod catalog;
 mod cli;
 mod clone;
 mod common;
+mod differential;
 mod dml;
 mod fixture_maintenance;
 mod fixtures;

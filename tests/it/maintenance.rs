@@ -690,7 +690,7 @@ async fn rewrite_position_delete_files_merges_and_drops_dangling() {
     );
     // Compacting partition a leaves its partition-scoped delete files dangling.
     let opts: HashMap<String, String> = [("rewrite-all".to_string(), "true".to_string())].into();
-    let pred = floe::expr::parse_predicate("cat = 'a'", t.metadata().current_schema()).unwrap();
+    let pred = floe::expr::file_selection("cat = 'a'", t.metadata().current_schema()).unwrap();
     t = floe::maintenance::rewrite_data_files(&cat, &t, Some(pred), &opts, None)
         .await
         .unwrap()
@@ -1278,9 +1278,7 @@ async fn rewrite_with_output_spec_id_after_partition_evolution() {
         );
         // Partition pruning by the new files' partition values loses no row.
         for id in [0i64, 42, 333, 499] {
-            let pred =
-                floe::expr::parse_predicate(&format!("id = {id}"), t.metadata().current_schema())
-                    .unwrap();
+            let pred = floe::expr::parse_expr(&format!("id = {id}")).unwrap();
             let c = Scan::new(&t).filter(pred).count().await.unwrap();
             assert_eq!(c, 1, "round {round}: id {id}");
         }
@@ -1405,7 +1403,7 @@ async fn rewrite_removes_dangling_deletes_when_asked() {
     let before = work.path().join("on-before.parquet");
     assert_eq!(floe_expected(&t, None, &before).await, n);
     let snaps = t.metadata().snapshots().count();
-    let lt_400 = floe::expr::parse_predicate("id < 400", t.metadata().current_schema()).unwrap();
+    let lt_400 = floe::expr::file_selection("id < 400", t.metadata().current_schema()).unwrap();
     let r = floe::maintenance::rewrite_data_files(&cat, &t, Some(lt_400), &opts(true), None)
         .await
         .unwrap();

@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use floe::catalog::{Catalog, TableCreation};
-use floe::expr::parse_predicate;
 use floe::scan::Scan;
 use floe::spec::{parse_partition_spec, parse_schema, parse_sort_order, FormatVersion};
 use floe::storage::Storage;
@@ -417,9 +416,8 @@ async fn run(cli: Cli) -> Result<()> {
             let mut scan = Scan::new(&table);
             let sel = ingest::selector(*snapshot, reference.as_ref(), as_of.as_ref())?;
             scan = scan.snapshot(sel);
-            let schema = scan.schema()?;
             if let Some(f) = filter {
-                scan = scan.filter(parse_predicate(f, &schema)?);
+                scan = scan.filter(floe::expr::parse_expr(f)?);
             }
             if let Some(c) = columns {
                 scan = scan.select(c.clone());

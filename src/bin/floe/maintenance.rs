@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use floe::expr::parse_predicate;
 use floe::{Error, ErrorKind, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -130,7 +129,7 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
     let pred = match filter {
-        Some(f) => Some(parse_predicate(f, table.metadata().current_schema())?),
+        Some(f) => Some(floe::expr::file_selection(f, table.metadata().current_schema())?),
         None => None,
     };
     let mut options: HashMap<String, String> = options.iter().cloned().collect();

@@ -798,4 +798,79 @@ mod tests {
             "3.00"
         );
     }
+
+    fn on(b: &RecordBatch, s: &str) -> Vec<bool> {
+        let p = parse_expr(s).unwrap().bind_predicate(&b.schema()).unwrap();
+        p.evaluate_predicate(b).unwrap().iter().map(|v| v.unwrap()).collect()
+    }
+
+    #[test]
+    fn spark_float_order() {
+        let vals = [f64::NAN, -0.0, 0.0, 1.5, f64::INFINITY, -f64::NAN];
+        let b = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("d", DataType::Float64, true),
+                Field::new("f", DataType::Float32, true),
+            ])),
+            vec![
+                Arc::new(Float64Array::from(vals.to_vec())),
+                Arc::new(arrow_array::Float32Array::from(
+                    vals.iter().map(|v| *v as f32).collect::<Vec<_>>(),
+                )),
+            ],
+        )
+        .unwrap();
+        for c in ["d", "f"] {
+            // NaN above every number (also infinity) and equal to itself; -0.0 = 0.0.
+            assert_eq!(on(&b, &format!("{c} > 1.5")), [true, false, false, false, true, true]);
+            assert_eq!(on(&b, &format!("{c} = 0")), [false, true, true, false, false, false]);
+            assert_eq!(on(&b, &format!("{c} < 0")), [false; 6]);
+            assert_eq!(
+                on(&b, &format!("{c} = CAST('NaN' AS double)")),
+                [true, false, false, false, false, true]
+            );
+            assert_eq!(on(&b, &format!("{c} IN (0, 1.5)")), [false, true, true, true, false, false]);
+            assert_eq!(on(&b, &format!("isnan({c})")), [true, false, false, false, false, true]);
+        }
+    }
+
+    #[test]
+    fn decimal_literals_compare_by_value() {
+        // price: 1.50, 19.99, NULL, 0.05 (decimal(10,2)).
+        assert_eq!(pred("price > 1.499"), [true, true, false, false]);
+        assert_eq!(pred("price >= 1.501"), [false, true, false, false]);
+        assert_eq!(pred("price < 1.501"), [true, false, false, true]);
+        assert_eq!(pred("price = 1.505"), [false; 4]);
+        assert_eq!(pred("price != 1.505"), [true, true, false, true]);
+        assert_eq!(pred("NOT (price = 1.505)"), [true, true, false, true]);
+        assert_eq!(pred("price < 100000000000"), [true, true, false, true]);
+        assert_eq!(pred("price > -100000000000.5"), [true, true, false, true]);
+        assert_eq!(pred("price > 100000000000"), [false; 4]);
+        assert_eq!(pred("price IN (1.5, 2.5)"), [true, false, false, false]);
+        assert_eq!(pred("price BETWEEN 1 AND 2"), [true, false, false, false]);
+        assert_eq!(pred("1.505 < price"), [false, true, false, false]);
+    }
+
+    #[test]
+    fn long_chains_and_deep_nesting_are_errors_or_answers_not_crashes() {
+        // A small stack, as a tokio worker has: nothing here may overflow it.
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                let ors = (0..5000).map(|i| format!("id = {i}")).collect::<Vec<_>>();
+                assert_eq!(pred(&ors.join(" OR ")), [true, true, false, true]);
+                let ands = (0..20000).map(|_| "id > 0").collect::<Vec<_>>().join(" AND ");
+                assert_eq!(pred(&ands), [true, true, false, true]);
+                let sum = format!("id{} > 0", " + 1".repeat(5000));
+                assert!(parse_expr(&sum).is_err(), "a 5000-deep sum is refused");
+                let deep = format!("{}id = 1{}", "(".repeat(6000), ")".repeat(6000));
+                let e = parse_expr(&deep).unwrap_err().to_string();
+                assert!(e.contains("nested too deeply"), "{e}");
+                let nots = format!("{}id = 1", "NOT ".repeat(6000));
+                assert!(parse_expr(&nots).is_err());
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
 }

@@ -55,6 +55,8 @@ def run_spark(spec, out):
 
     spark = floe_peers.spark_session(app="floe-diff")
     spark.conf.set("spark.sql.session.timeZone", "UTC")
+    # The cache's own min/max pruning leaves NaN out; evaluate every cached row.
+    spark.conf.set("spark.sql.inMemoryColumnarStorage.partitionPruning", "false")
     plain = spark.read.parquet(spec["source"]).cache()
     plain.count()
     plain.createOrReplaceTempView("t")

@@ -345,7 +345,8 @@ fn gen_merge(rng: &mut StdRng) -> (Vec<Row>, Vec<Clause>) {
     let n = rng.gen_range(0..30);
     let mut source: Vec<Row> = Vec::new();
     for _ in 0..n {
-        let mut r = gen_row(rng, rng.gen_bool(0.1));
+        let fresh = rng.gen_bool(0.1);
+        let mut r = gen_row(rng, fresh);
         // Mostly unique source keys; sometimes a duplicate on purpose.
         while source.iter().any(|s| s.0 == r.0) && !rng.gen_bool(0.05) {
             r.0 = rng.gen_range(0..80);

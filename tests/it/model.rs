@@ -20,7 +20,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, ArrayRef, Date32Array, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{
+    Array, ArrayRef, Date32Array, Int32Array, Int64Array, RecordBatch, StringArray,
+};
 use arrow::datatypes::{DataType, Field, Schema};
 use futures::FutureExt;
 use rand::rngs::StdRng;
@@ -57,7 +59,12 @@ const P0: i32 = 18_993;
 
 /// A row as an op carries it (static strings, so a printed sequence is Rust source).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Row(pub i64, pub Option<i32>, pub Option<&'static str>, pub Option<i32>);
+pub struct Row(
+    pub i64,
+    pub Option<i32>,
+    pub Option<&'static str>,
+    pub Option<i32>,
+);
 
 /// A row of the model.
 type MRow = (i64, Option<i32>, Option<String>, Option<i32>);
@@ -267,8 +274,14 @@ fn gen_leaf(rng: &mut StdRng, side: Side) -> Pred {
     };
     match rng.gen_range(0..8) {
         0..=3 => {
-            let op = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge]
-                [rng.gen_range(0..6)];
+            let op = [
+                CmpOp::Eq,
+                CmpOp::Ne,
+                CmpOp::Lt,
+                CmpOp::Le,
+                CmpOp::Gt,
+                CmpOp::Ge,
+            ][rng.gen_range(0..6)];
             Pred::Cmp(side, col, op, lit(rng))
         }
         4 => {
@@ -277,7 +290,12 @@ fn gen_leaf(rng: &mut StdRng, side: Side) -> Pred {
         }
         5 | 6 => {
             let n = rng.gen_range(1..5);
-            Pred::In(side, col, (0..n).map(|_| lit(rng)).collect(), rng.gen_bool(0.3))
+            Pred::In(
+                side,
+                col,
+                (0..n).map(|_| lit(rng)).collect(),
+                rng.gen_bool(0.3),
+            )
         }
         _ => Pred::IsNull(side, col, rng.gen_bool(0.4)),
     }
@@ -310,7 +328,9 @@ fn gen_set(rng: &mut StdRng, merge: bool) -> Vec<Set> {
             1 => Set::KConst((!rng.gen_bool(0.3)).then(|| rng.gen_range(-5..20))),
             2 if merge => Set::KFromSource,
             2 => Set::KPlus(1),
-            3 => Set::VConst((!rng.gen_bool(0.2)).then(|| STRINGS[rng.gen_range(0..STRINGS.len())])),
+            3 => {
+                Set::VConst((!rng.gen_bool(0.2)).then(|| STRINGS[rng.gen_range(0..STRINGS.len())]))
+            }
             4 => Set::VAppend(["x", "-u"][rng.gen_range(0..2)]),
             5 => Set::PConst((!rng.gen_bool(0.2)).then(|| P0 + rng.gen_range(0..70))),
             6 => Set::IdPlus(rng.gen_range(1..100)),
@@ -356,9 +376,8 @@ fn gen_merge(rng: &mut StdRng) -> (Vec<Row>, Vec<Clause>) {
     let mut clauses = Vec::new();
     let n = rng.gen_range(1..4);
     for _ in 0..n {
-        let cond = |rng: &mut StdRng, sides: &[Side]| {
-            (rng.gen_bool(0.5)).then(|| gen_pred(rng, sides, 1))
-        };
+        let cond =
+            |rng: &mut StdRng, sides: &[Side]| (rng.gen_bool(0.5)).then(|| gen_pred(rng, sides, 1));
         clauses.push(match rng.gen_range(0..5) {
             0 | 1 => {
                 let c = cond(rng, &[Side::T, Side::S]);
@@ -384,7 +403,12 @@ fn gen_rewrite_options(rng: &mut StdRng) -> Vec<(&'static str, &'static str)> {
             o.push((k, vals[rng.gen_range(0..vals.len())]));
         }
     };
-    maybe(rng, 0.4, "target-file-size-bytes", &["600", "4000", "100000", "536870912"]);
+    maybe(
+        rng,
+        0.4,
+        "target-file-size-bytes",
+        &["600", "4000", "100000", "536870912"],
+    );
     maybe(rng, 0.5, "min-input-files", &["1", "2", "3"]);
     maybe(rng, 0.3, "rewrite-all", &["true", "false"]);
     maybe(rng, 0.3, "delete-file-threshold", &["1", "2"]);
@@ -522,7 +546,10 @@ fn sql_pred(p: &Pred) -> String {
             "{} {}IN ({})",
             col_name(*s, *c),
             if *neg { "NOT " } else { "" },
-            vs.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")
+            vs.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Pred::IsNull(s, c, neg) => format!(
             "{} IS {}NULL",
@@ -575,8 +602,8 @@ fn get_of(r: &MRow, c: Col) -> Option<i64> {
 }
 
 fn date_sql(d: i32) -> String {
-    let day = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap()
-        + chrono::Duration::days(i64::from(d));
+    let day =
+        chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap() + chrono::Duration::days(i64::from(d));
     format!("DATE '{}'", day.format("%Y-%m-%d"))
 }
 
@@ -671,7 +698,11 @@ fn model_merge(rows: &[MRow], source: &[MRow], clauses: &[Clause]) -> Result<Vec
     for r in rows {
         let hits: Vec<&MRow> = source.iter().filter(|s| s.0 == r.0).collect();
         if check_cardinality && hits.len() > 1 {
-            return Err(format!("target id {} matches {} source rows", r.0, hits.len()));
+            return Err(format!(
+                "target id {} matches {} source rows",
+                r.0,
+                hits.len()
+            ));
         }
         let mut done = false;
         for c in clauses {
@@ -740,12 +771,18 @@ fn arrow_schema() -> Arc<Schema> {
 
 fn to_batch(rows: &[MRow]) -> RecordBatch {
     let cols: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
-        Arc::new(Int32Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(
+            rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+        )),
+        Arc::new(Int32Array::from(
+            rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+        )),
         Arc::new(StringArray::from(
             rows.iter().map(|r| r.2.clone()).collect::<Vec<_>>(),
         )),
-        Arc::new(Date32Array::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())),
+        Arc::new(Date32Array::from(
+            rows.iter().map(|r| r.3).collect::<Vec<_>>(),
+        )),
     ];
     RecordBatch::try_new(arrow_schema(), cols).unwrap()
 }
@@ -885,10 +922,25 @@ impl Run<'_> {
 
     /// Records the snapshots `table` has and the model lacks as holding `rows` (at most
     /// `max_new` of them), and forgets the expired ones.
-    fn sync(&mut self, step: usize, t: usize, table: &Table, rows: &[MRow], max_new: usize) -> Result<(), Failure> {
-        let ids: HashSet<i64> = table.metadata().snapshots().map(|s| s.snapshot_id()).collect();
+    fn sync(
+        &mut self,
+        step: usize,
+        t: usize,
+        table: &Table,
+        rows: &[MRow],
+        max_new: usize,
+    ) -> Result<(), Failure> {
+        let ids: HashSet<i64> = table
+            .metadata()
+            .snapshots()
+            .map(|s| s.snapshot_id())
+            .collect();
         let m = &mut self.tables[t];
-        let new: Vec<i64> = ids.iter().filter(|i| !m.snaps.contains_key(i)).copied().collect();
+        let new: Vec<i64> = ids
+            .iter()
+            .filter(|i| !m.snaps.contains_key(i))
+            .copied()
+            .collect();
         if new.len() > max_new {
             return Err(fail(
                 step,
@@ -905,7 +957,13 @@ impl Run<'_> {
 
     /// floe's scan of table `t` at `snapshot` (current when `None`) equals the model; queues
     /// the peers' read.
-    async fn check(&mut self, step: usize, label: &str, t: usize, snapshot: Option<i64>) -> Result<(), Failure> {
+    async fn check(
+        &mut self,
+        step: usize,
+        label: &str,
+        t: usize,
+        snapshot: Option<i64>,
+    ) -> Result<(), Failure> {
         let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
         let sid = snapshot.or_else(|| table.current_snapshot().map(|s| s.snapshot_id()));
         let Some(sid) = sid else {
@@ -922,7 +980,13 @@ impl Run<'_> {
             .snapshot(SnapshotSelector::Id(sid))
             .to_batches()
             .await
-            .map_err(|e| fail(step, "floe-scan-error", format!("{} @{sid}: {e}", table.name())))?;
+            .map_err(|e| {
+                fail(
+                    step,
+                    "floe-scan-error",
+                    format!("{} @{sid}: {e}", table.name()),
+                )
+            })?;
         let actual = sorted(from_batches(&batches).map_err(|e| fail(step, "floe-scan", e))?);
         if actual != expected {
             return Err(fail(
@@ -974,7 +1038,9 @@ impl Run<'_> {
                 "engines": ["duckdb", "pyiceberg"],
             }));
         }
-        let file = self.work.join(format!("checks-{}.json", uuid::Uuid::new_v4()));
+        let file = self
+            .work
+            .join(format!("checks-{}.json", uuid::Uuid::new_v4()));
         std::fs::write(&file, serde_json::to_vec(&checks).unwrap()).unwrap();
         let out = Command::new(&py)
             .arg(repo().join("tools/peers/peer_check.py"))
@@ -1012,7 +1078,10 @@ impl Run<'_> {
                 &format!("peer-{engine}"),
                 format!(
                     "{}\n{}",
-                    bad.iter().map(|b| b.1.as_str()).collect::<Vec<_>>().join("\n"),
+                    bad.iter()
+                        .map(|b| b.1.as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
                     String::from_utf8_lossy(&out.stderr)
                         .lines()
                         .rev()
@@ -1099,7 +1168,9 @@ impl Run<'_> {
                 let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
                 self.sync(step, t, &table, &after, 1)?;
             }
-            Op::Merge { source, clauses, .. } => {
+            Op::Merge {
+                source, clauses, ..
+            } => {
                 let src: Vec<MRow> = source.iter().map(Row::model).collect();
                 let sql = merge_sql(&name, clauses);
                 let expected = model_merge(&before, &src, clauses);
@@ -1137,14 +1208,25 @@ impl Run<'_> {
                     .collect();
                 let pred = match filter {
                     Some(p) => Some(
-                        floe::expr::parse_predicate(&sql_pred(p), table.metadata().current_schema())
-                            .map_err(|e| fail(step, "rewrite-filter", format!("{}: {e}", sql_pred(p))))?,
+                        floe::expr::parse_predicate(
+                            &sql_pred(p),
+                            table.metadata().current_schema(),
+                        )
+                        .map_err(|e| {
+                            fail(step, "rewrite-filter", format!("{}: {e}", sql_pred(p)))
+                        })?,
                     ),
                     None => None,
                 };
                 rewrite_data_files(&self.cat, &table, pred, &opts, None)
                     .await
-                    .map_err(|e| fail(step, "rewrite-data-files-error", format!("{options:?}: {e}")))?;
+                    .map_err(|e| {
+                        fail(
+                            step,
+                            "rewrite-data-files-error",
+                            format!("{options:?}: {e}"),
+                        )
+                    })?;
                 let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
                 self.sync(step, t, &table, &before, 20)?;
             }
@@ -1194,7 +1276,9 @@ impl Run<'_> {
                     dry_run: true,
                 };
                 // Snapshots the peers have still to read are read before they go.
-                let dry = expire_snapshots(&self.cat, &table, &o).await.map_err(op_err)?;
+                let dry = expire_snapshots(&self.cat, &table, &o)
+                    .await
+                    .map_err(op_err)?;
                 if self
                     .pending
                     .iter()
@@ -1203,7 +1287,9 @@ impl Run<'_> {
                     self.flush_peers().await?;
                 }
                 o.dry_run = false;
-                let r = expire_snapshots(&self.cat, &table, &o).await.map_err(op_err)?;
+                let r = expire_snapshots(&self.cat, &table, &o)
+                    .await
+                    .map_err(op_err)?;
                 let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
                 if let Some(c) = current {
                     if r.expired_snapshot_ids.contains(&c)
@@ -1214,7 +1300,11 @@ impl Run<'_> {
                 }
                 for id in &r.expired_snapshot_ids {
                     if table.metadata().snapshot_by_id(*id).is_some() {
-                        return Err(fail(step, "expire", format!("{id} reported expired but kept")));
+                        return Err(fail(
+                            step,
+                            "expire",
+                            format!("{id} reported expired but kept"),
+                        ));
                     }
                 }
                 self.sync(step, t, &table, &before, 0)?;
@@ -1246,9 +1336,15 @@ impl Run<'_> {
                     return Ok(()); // nothing to clone (refused, tested elsewhere)
                 }
                 let target = format!("m.c{}", self.tables.len());
-                clone_table(&self.cat, &table, &sel, &parse_ident(&target).unwrap(), false)
-                    .await
-                    .map_err(op_err)?;
+                clone_table(
+                    &self.cat,
+                    &table,
+                    &sel,
+                    &parse_ident(&target).unwrap(),
+                    false,
+                )
+                .await
+                .map_err(op_err)?;
                 self.tables.push(ModelTable {
                     name: target,
                     snaps: HashMap::new(),
@@ -1305,7 +1401,9 @@ async fn create_table(cat: &Catalog, config: &Config) -> Table {
         props.insert("write.delete.granularity".into(), "partition".into());
     }
     c.properties = props;
-    cat.create_table(&parse_ident("m.t0").unwrap(), c).await.unwrap()
+    cat.create_table(&parse_ident("m.t0").unwrap(), c)
+        .await
+        .unwrap()
 }
 
 /// Runs `ops` on a fresh table from scratch; the first failure, if any.
@@ -1330,7 +1428,9 @@ async fn run_sequence(config: &Config, ops: &[Op], peers: bool) -> Result<(), Fa
     let mut earlier = StdRng::seed_from_u64(ops.len() as u64);
     for (i, op) in ops.iter().enumerate() {
         let step = i + 1;
-        let r = std::panic::AssertUnwindSafe(run.step(step, op)).catch_unwind().await;
+        let r = std::panic::AssertUnwindSafe(run.step(step, op))
+            .catch_unwind()
+            .await;
         match r {
             Ok(r) => r?,
             Err(p) => {
@@ -1460,7 +1560,10 @@ fn report(seed: u64, config: &Config, ops: &[Op], f: &Failure) -> String {
     for (i, op) in ops.iter().enumerate() {
         s.push_str(&format!("  {}: {op:?},\n", i + 1));
         if let Op::Merge { t, clauses, .. } = op {
-            s.push_str(&format!("     -- {}\n", merge_sql(&format!("t{t}"), clauses)));
+            s.push_str(&format!(
+                "     -- {}\n",
+                merge_sql(&format!("t{t}"), clauses)
+            ));
         }
     }
     s
@@ -1480,7 +1583,10 @@ async fn run_many(seed: u64, n: u64, len: usize, peers_every: u64) -> Vec<String
         if let Err(f) = run_sequence(&config, &ops, peers).await {
             let count = kinds.entry(f.kind.clone()).or_default();
             *count += 1;
-            eprintln!("model: seed {s} failed at step {} [{}]: {}", f.step, f.kind, f.detail);
+            eprintln!(
+                "model: seed {s} failed at step {} [{}]: {}",
+                f.step, f.kind, f.detail
+            );
             // Each new kind of failure is shrunk (the first few of a kind are reported).
             if *count <= 2 {
                 let (min, f) = shrink(&config, ops, f, peers).await;
@@ -1553,7 +1659,10 @@ fn model_merge_follows_spark() {
         Clause::NotMatched(None, None),
     ];
     assert!(model_merge(&t, &s, &upsert).is_err());
-    let del = [Clause::Matched(None, Action::Delete), Clause::NotMatched(None, None)];
+    let del = [
+        Clause::Matched(None, Action::Delete),
+        Clause::NotMatched(None, None),
+    ];
     let r = sorted(model_merge(&t, &s, &del).unwrap());
     assert_eq!(r.iter().map(|r| r.0).collect::<Vec<_>>(), vec![2, 3, 3]);
     let ins = [Clause::NotMatched(None, Some(1))];

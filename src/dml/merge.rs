@@ -1,6 +1,8 @@
 //! MERGE INTO: target rows joined to source rows on key equality; WHEN clauses decide, in
 //! order, which rows are updated, deleted or inserted. A target row matched by more than one
-//! source row is an error (nothing is committed), as in Spark.
+//! source row is an error (nothing is committed), as in Spark, unless the statement has no
+//! MATCHED clause or only one unconditional `WHEN MATCHED THEN DELETE` (Spark skips its
+//! cardinality check then: the row is deleted once, and no source row of its key is inserted).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -72,9 +74,13 @@ struct MergeChanger {
     target_keys: Vec<usize>,
     key_types: Vec<DataType>,
     converter: RowConverter,
-    /// Encoded key → first source row; `dup` marks keys held by several source rows.
+    /// Encoded key → first source row; `dups` lists the other source rows of a key held by
+    /// several.
     index: HashMap<Box<[u8]>, u32>,
-    dup: Vec<bool>,
+    dups: HashMap<u32, Vec<u32>>,
+    /// Whether a target row matched by several source rows is an error: as in Spark, unless
+    /// there is no MATCHED clause or the only one is an unconditional DELETE.
+    check_cardinality: bool,
     matched: Vec<bool>,
     clauses: Vec<Clause>,
     table: String,
@@ -141,14 +147,16 @@ pub async fn merge(
         .map_err(ctx)?;
     let rows = converter.convert_columns(&src_key_cols)?;
     let mut index: HashMap<Box<[u8]>, u32> = HashMap::with_capacity(source.num_rows());
-    let mut dup = vec![false; source.num_rows()];
+    let mut dups: HashMap<u32, Vec<u32>> = HashMap::new();
     let valid = |r: usize| src_key_cols.iter().all(|c| c.is_valid(r));
     for (r, row) in rows.iter().enumerate() {
         if !valid(r) {
             continue; // a NULL key matches nothing
         }
         match index.entry(row.as_ref().into()) {
-            std::collections::hash_map::Entry::Occupied(e) => dup[*e.get() as usize] = true,
+            std::collections::hash_map::Entry::Occupied(e) => {
+                dups.entry(*e.get()).or_default().push(r as u32)
+            }
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(r as u32);
             }
@@ -240,6 +248,15 @@ pub async fn merge(
     } else {
         key_range(&target, &target_keys, &src_key_cols)
     };
+    let matched_clauses: Vec<&Clause> = clauses
+        .iter()
+        .filter(|c| matches!(c, Clause::Matched(..)))
+        .collect();
+    let check_cardinality = match matched_clauses.as_slice() {
+        [] => false,
+        [Clause::Matched(None, Action::Delete)] => false,
+        _ => true,
+    };
     let n_source = source.num_rows();
     let mut changer = MergeChanger {
         target,
@@ -249,7 +266,8 @@ pub async fn merge(
         key_types,
         converter,
         index,
-        dup,
+        dups,
+        check_cardinality,
         matched: vec![false; n_source],
         clauses,
         table: table.name(),
@@ -364,7 +382,16 @@ impl RowChanger for MergeChanger {
                 None
             };
             if let Some(s) = hit {
-                if self.dup[s as usize] {
+                if let Some(others) = self.dups.get(&s) {
+                    if !self.check_cardinality {
+                        // Every source row of the key is matched (none is inserted).
+                        for o in others {
+                            self.matched[*o as usize] = true;
+                        }
+                        self.matched[s as usize] = true;
+                        hits.push(Some(s));
+                        continue;
+                    }
                     return Err(Error::invalid(format!(
                         "MERGE INTO {}: a target row matches more than one source row (source row {}); \
                          make the source keys unique",

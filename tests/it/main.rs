@@ -13,6 +13,7 @@ mod fixtures;
 mod ingest;
 mod interop;
 mod maintenance;
+mod model;
 mod postgres;
 mod rest;
 mod s3;

@@ -159,15 +159,43 @@ impl DeleteFileWriter {
             .map_err(|e| Error::io(format!("building delete file entry for '{path}': {e}")))
     }
 
-    /// Writes one Puffin file holding a deletion vector per data file (each `(data file,
-    /// positions)`), and returns one delete file entry per vector.
+    /// Writes a deletion vector per data file (each `(data file, spec id, positions)`) into
+    /// Puffin files, and returns one delete file entry per vector.
+    ///
+    /// The blobs of one file are stored by strictly increasing length, so vectors of equal
+    /// length go to separate files (see [`puffin_groups`]): DuckDB 1.5.5 reads a blob from
+    /// its cache of the file and, when that cached range starts at an earlier blob, decodes
+    /// the earlier blob instead; a range that starts at a blob never covers a longer one.
     pub async fn write_deletion_vectors(
         &mut self,
         vectors: &[(&DataFile, i32, RoaringTreemap)],
     ) -> Result<Vec<DataFile>> {
-        if vectors.is_empty() {
-            return Ok(vec![]);
+        let blobs = vectors
+            .iter()
+            .map(|(_, _, positions)| dv::encode(positions))
+            .collect::<Result<Vec<_>>>()?;
+        let lengths: Vec<usize> = blobs.iter().map(Vec::len).collect();
+        let mut blobs: Vec<Option<Vec<u8>>> = blobs.into_iter().map(Some).collect();
+        let mut entries = Vec::with_capacity(vectors.len());
+        for group in puffin_groups(&lengths) {
+            let mut members = Vec::with_capacity(group.len());
+            for i in group {
+                let bytes = blobs[i]
+                    .take()
+                    .ok_or_else(|| Error::io("a deletion vector was placed in two Puffin files"))?;
+                members.push((&vectors[i], bytes));
+            }
+            entries.extend(self.write_puffin(members).await?);
         }
+        Ok(entries)
+    }
+
+    /// Writes one Puffin file holding `blobs` (each a vector and its encoded
+    /// `deletion-vector-v1` blob) in the order given.
+    async fn write_puffin(
+        &mut self,
+        blobs: Vec<(&(&DataFile, i32, RoaringTreemap), Vec<u8>)>,
+    ) -> Result<Vec<DataFile>> {
         let path = self.location(None, "deletes.puffin");
         let out = self.table.storage().file_io().new_output(&path)?;
         let mut w = PuffinWriter::new(
@@ -181,10 +209,9 @@ impl DeleteFileWriter {
         .await?;
         // Blobs are stored uncompressed one after another after the 4-byte magic.
         let mut offset = 4i64;
-        let mut entries = Vec::with_capacity(vectors.len());
-        for (data, spec_id, positions) in vectors {
+        let mut entries = Vec::with_capacity(blobs.len());
+        for ((data, spec_id, positions), bytes) in blobs {
             let data_path = data.file_path().to_string();
-            let bytes = dv::encode(positions)?;
             let len = bytes.len() as i64;
             let blob = Blob::builder()
                 .r#type(dv::DELETION_VECTOR_V1.to_string())
@@ -284,6 +311,65 @@ impl DeleteFileWriter {
     pub async fn abort(&mut self) {
         for p in self.written.drain(..) {
             let _ = self.table.storage().delete(&p).await;
+        }
+    }
+}
+
+/// Splits blobs of `lengths` into Puffin files: indices per file, each file's blobs by strictly
+/// increasing length (the first file takes the first blob of each length, the second file the
+/// second, and so on), so no file holds two blobs of the same length.
+///
+/// Why: DuckDB 1.5.5 (iceberg extension 45163a28) grows a read of blob `k` up to the next
+/// range it has cached (the footer trailer, or a blob read earlier) when the gap is at most the
+/// blob's own length, and later decodes any blob inside that grown range from the range's
+/// start, that is as blob `k`. The grown range ends before blob `k + 1` ends unless `k + 1` is
+/// no longer than `k`, so with strictly increasing lengths no blob is misread, whatever order
+/// the blobs are read in.
+fn puffin_groups(lengths: &[usize]) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..lengths.len()).collect();
+    order.sort_by_key(|&i| (lengths[i], i));
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for i in order {
+        let open = groups
+            .iter_mut()
+            .find(|g| g.last().is_some_and(|&j| lengths[j] < lengths[i]));
+        match open {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::puffin_groups;
+
+    #[test]
+    fn puffin_files_hold_strictly_increasing_blob_lengths() {
+        assert!(puffin_groups(&[]).is_empty());
+        assert_eq!(puffin_groups(&[30]), vec![vec![0]]);
+        // The repro's shape: a long blob before a shorter one is reordered, not split.
+        assert_eq!(puffin_groups(&[28_032, 8_232]), vec![vec![1, 0]]);
+        assert_eq!(puffin_groups(&[26_902, 8_232, 16_432]), vec![vec![1, 2, 0]]);
+        // Equal lengths never share a file.
+        assert_eq!(puffin_groups(&[59, 59]), vec![vec![0], vec![1]]);
+        assert_eq!(
+            puffin_groups(&[40, 8_232, 40, 40, 9_000, 8_232]),
+            vec![vec![0, 1, 4], vec![2, 5], vec![3]]
+        );
+        for lengths in [
+            vec![5, 5, 5, 1, 2, 3, 3, 9],
+            vec![7; 6],
+            (0..50).rev().collect(),
+        ] {
+            let groups = puffin_groups(&lengths);
+            let mut all: Vec<usize> = groups.iter().flatten().copied().collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..lengths.len()).collect::<Vec<_>>());
+            for g in &groups {
+                assert!(g.windows(2).all(|w| lengths[w[0]] < lengths[w[1]]), "{g:?}");
+            }
         }
     }
 }

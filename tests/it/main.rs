@@ -15,6 +15,7 @@ mod interop;
 mod maintenance;
 mod model;
 mod postgres;
+mod regress_dv;
 mod rest;
 mod s3;
 mod scale_out;

@@ -68,7 +68,7 @@ impl SnapshotPartitions {
                     )));
                 }
             }
-            let batch = conformer.conform(&batch)?;
+            let batch = conformer.conform_from(&batch, "the snapshot", out.rows + 1)?;
             out.rows += batch.num_rows() as u64;
             for (key, rows) in partitioner.split(&batch)? {
                 out.push(key.data().clone(), rows)?;

@@ -50,12 +50,33 @@ pub fn parse_schema(ddl: &str) -> Result<Schema> {
 }
 
 /// Converts an Arrow schema (for example a Parquet file's) into an Iceberg schema with fresh
-/// field ids; field ids present in the Arrow metadata are ignored.
+/// field ids in Iceberg's order (a struct's fields, then their nested fields); field ids
+/// present in the Arrow metadata are ignored.
 pub fn schema_from_arrow(schema: &arrow_schema::Schema) -> Result<Schema> {
-    let plain = iceberg::arrow::strip_metadata_from_schema(schema)
-        .map_err(|e| Error::invalid(format!("arrow schema: {e}")))?;
+    let plain = arrow_schema::Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| plain_field(f))
+            .collect::<Vec<_>>(),
+    );
     iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&plain)
         .map_err(|e| Error::invalid(format!("arrow schema cannot be an Iceberg schema: {e}")))
+}
+
+/// `f` without metadata at any nesting level.
+fn plain_field(f: &arrow_schema::Field) -> arrow_schema::Field {
+    use arrow_schema::{DataType, Field};
+    let nested = |f: &Arc<Field>| Arc::new(plain_field(f));
+    let ty = match f.data_type() {
+        DataType::List(e) => DataType::List(nested(e)),
+        DataType::LargeList(e) => DataType::LargeList(nested(e)),
+        DataType::FixedSizeList(e, n) => DataType::FixedSizeList(nested(e), *n),
+        DataType::Map(e, sorted) => DataType::Map(nested(e), *sorted),
+        DataType::Struct(fs) => DataType::Struct(fs.iter().map(nested).collect()),
+        t => t.clone(),
+    };
+    Field::new(f.name(), ty, f.is_nullable())
 }
 
 struct Parser<'a> {
@@ -252,5 +273,77 @@ mod tests {
         assert!(e.to_string().contains("unknown type 'strng'"), "{e}");
         assert!(parse_schema("id long id2").is_err());
         assert!(parse_schema("p decimal(50,2)").is_err());
+    }
+
+    /// Regression (issue 14): list and map columns failed with "Field stack underflow".
+    #[test]
+    fn arrow_schemas_with_nested_types() {
+        use arrow_schema::{DataType, Field, Fields};
+        let meta = |f: Field, id: &str| {
+            f.with_metadata([("PARQUET:field_id".to_string(), id.to_string())].into())
+        };
+        let entries = Field::new(
+            "key_value",
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", DataType::Utf8, false),
+                Field::new(
+                    "value",
+                    DataType::Struct(Fields::from(vec![Field::new("n", DataType::Int64, true)])),
+                    true,
+                ),
+            ])),
+            false,
+        );
+        let item = meta(Field::new("item", DataType::Int32, true), "99");
+        let arrow = arrow_schema::Schema::new(vec![
+            meta(Field::new("id", DataType::Int64, false), "7"),
+            Field::new(
+                "s",
+                DataType::Struct(Fields::from(vec![
+                    Field::new("a", DataType::Utf8, true),
+                    Field::new("l", DataType::List(Arc::new(item)), true),
+                ])),
+                true,
+            ),
+            Field::new("m", DataType::Map(Arc::new(entries), false), true),
+        ]);
+        let s = schema_from_arrow(&arrow).unwrap();
+        let want = parse_schema(
+            "id long not null, s struct<a:string, l:list<int>>, m map<string, struct<n:long>>",
+        )
+        .unwrap();
+        // Iceberg's order: top-level fields 1..3, then s's members 4, 5, the list element 6,
+        // the map's key 7 and value 8, the value's member 9.
+        let ids = |s: &Schema, name: &str| s.field_id_by_name(name).unwrap();
+        for (name, id) in [
+            ("id", 1),
+            ("s", 2),
+            ("m", 3),
+            ("s.a", 4),
+            ("s.l", 5),
+            ("s.l.element", 6),
+            ("m.key", 7),
+            ("m.value", 8),
+            ("m.value.n", 9),
+        ] {
+            assert_eq!(ids(&s, name), id, "{name}");
+        }
+        fn shape(t: &Type) -> String {
+            let field =
+                |f: &NestedField| format!("{}:{}:{}", f.name, f.required, shape(&f.field_type));
+            match t {
+                Type::Primitive(p) => p.to_string(),
+                Type::Struct(s) => s
+                    .fields()
+                    .iter()
+                    .map(|f| field(f))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Type::List(l) => format!("list<{}>", field(&l.element_field)),
+                Type::Map(m) => format!("map<{},{}>", field(&m.key_field), field(&m.value_field)),
+            }
+        }
+        let root = |s: &Schema| shape(&Type::Struct(s.as_struct().clone()));
+        assert_eq!(root(&s), root(&want));
     }
 }

@@ -332,7 +332,9 @@ impl DataWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let batch = self.conformer.conform(&batch)?;
+        let batch = self
+            .conformer
+            .conform_from(&batch, "the input", self.rows + 1)?;
         self.rows += batch.num_rows() as u64;
         if self.pending.is_none() {
             return self.dispatch(batch).await;

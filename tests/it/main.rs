@@ -16,6 +16,7 @@ mod maintenance;
 mod model;
 mod postgres;
 mod regress_dv;
+mod regress_types;
 mod rest;
 mod s3;
 mod scale_out;

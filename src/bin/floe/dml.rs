@@ -152,7 +152,7 @@ pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
 /// Reads a MERGE source file whole (CSV columns typed by the target's columns of that name).
 fn read_source(table: &Table, path: &str) -> Result<Vec<arrow::array::RecordBatch>> {
     let schema = Arc::new(iceberg_arrow_schema(table)?);
-    input::read_file(path, &schema)?.collect()
+    input::read_raw(path, &schema, false)?.collect()
 }
 
 /// Runs a DML statement with a spinner and prints what it did.

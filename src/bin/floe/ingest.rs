@@ -111,11 +111,11 @@ pub struct IngestSnapshotArgs {
 /// `floe ingest-snapshot`.
 pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     let (cat, staging) = catalog_and_table(cli, &a.staging).await?;
-    let schema = std::sync::Arc::new(super::iceberg_arrow_schema(&staging)?);
+    let conformer = super::table_conformer(&staging)?;
     // Open every input first: a missing file fails before anything is written.
     let mut readers = Vec::new();
     for f in &a.files {
-        readers.push(super::input::read_file(f, &schema)?);
+        readers.push(super::input::read_file(f, &conformer)?);
     }
     let mut o = floe::ingest::IngestOptions::new(a.key.clone(), a.version.clone());
     o.strategy = a.strategy.parse()?;

@@ -4,13 +4,35 @@ use std::fs::File;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use floe::write::Conformer;
 use floe::{Error, Result};
 
-/// Batches of one input file, typed for CSV by the table's schema.
+/// Batches of one input file conformed to the table's schema (`conformer`'s): a value that does
+/// not fit its column exactly is refused, naming the file and the row.
 pub fn read_file(
     path: &str,
+    conformer: &Conformer,
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
+    let conformer = conformer.clone();
+    let source = format!("'{path}'");
+    let mut next_row = 1u64;
+    Ok(Box::new(read_raw(path, conformer.schema(), true)?.map(
+        move |b| {
+            let b = b?;
+            let first = next_row;
+            next_row += b.num_rows() as u64;
+            conformer.conform_from(&b, &source, first)
+        },
+    )))
+}
+
+/// Batches of one input file as stored, typed for CSV by the table's schema (decimal columns
+/// as text when `decimals_as_text`: the CSV reader drops digits beyond a column's scale).
+pub fn read_raw(
+    path: &str,
     table_schema: &SchemaRef,
+    decimals_as_text: bool,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
     let file = File::open(path).map_err(|e| {
         Error::new(
@@ -44,7 +66,13 @@ pub fn read_file(
                     format!("{path}: CSV column '{name}' is not in the table schema"),
                 )
             })?;
-            fields.push(Arc::new(f.as_ref().clone().with_nullable(true)));
+            let f = match f.data_type() {
+                DataType::Decimal128(..) if decimals_as_text => {
+                    Field::new(name, DataType::Utf8, true)
+                }
+                _ => f.as_ref().clone().with_nullable(true),
+            };
+            fields.push(Arc::new(f));
         }
         let schema = Arc::new(Schema::new(fields));
         let reader = arrow::csv::ReaderBuilder::new(schema)

@@ -362,11 +362,11 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Append { name, files } => {
             let (cat, table) = catalog_and_table(&cli, name).await?;
-            let schema = Arc::new(iceberg_arrow_schema(&table)?);
+            let conformer = table_conformer(&table)?;
             // Open every input first: a bad file fails before anything is written.
             let mut readers = Vec::new();
             for f in files {
-                readers.push(input::read_file(f, &schema)?);
+                readers.push(input::read_file(f, &conformer)?);
             }
             let started = Instant::now();
             let pb = spinner(&format!("appending to {name}"));
@@ -543,6 +543,11 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Conforms input rows to the table's current schema.
+fn table_conformer(t: &Table) -> Result<floe::write::Conformer> {
+    floe::write::Conformer::new(t.metadata().current_schema(), &t.name())
 }
 
 fn iceberg_arrow_schema(t: &Table) -> Result<arrow::datatypes::Schema> {

@@ -9,7 +9,7 @@
 //! `FLOE_DIFF_CASES` (default 2000), `FLOE_DIFF_SEED` (default 1), `FLOE_DIFF_ROWS` (default
 //! 3000), `FLOE_DIFF_DML` (`all`: every predicate through all four DML tables; default: each
 //! predicate through DELETE on one and UPDATE on another, in rotation), `FLOE_DIFF_SPARK`
-//! (Spark sample size, default 200; 0 skips). Regressions found earlier are kept in
+//! (Spark sample size, default 100; 0 skips). Regressions found earlier are kept in
 //! `spec-fixtures/differential/regressions.json` and replayed first.
 
 use std::collections::HashMap;
@@ -1123,7 +1123,7 @@ async fn predicates_agree_with_duckdb_and_spark() {
     let spark_n = if std::env::var("FLOE_PEERS_NO_SPARK").as_deref() == Ok("1") {
         0
     } else {
-        env_usize("FLOE_DIFF_SPARK", 200)
+        env_usize("FLOE_DIFF_SPARK", 100)
     };
     let all_dml = std::env::var("FLOE_DIFF_DML").as_deref() == Ok("all");
     let started = std::time::Instant::now();

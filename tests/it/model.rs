@@ -1208,7 +1208,7 @@ impl Run<'_> {
                     .collect();
                 let pred = match filter {
                     Some(p) => Some(
-                        floe::expr::parse_predicate(
+                        floe::expr::file_selection(
                             &sql_pred(p),
                             table.metadata().current_schema(),
                         )

@@ -233,13 +233,22 @@ pub fn parse_metadata(location: &str, bytes: &Bytes) -> Result<TableMetadata> {
     } else {
         bytes
     };
-    serde_json::from_slice(data).map_err(|e| {
-        Error::corrupt(format!(
-            "metadata file '{location}' is malformed or truncated ({e}); restore it from a backup or \
-             point the catalog at the previous metadata file"
-        ))
-        .with_source(e)
-    })
+    // The iceberg crate validates while deserializing; its arithmetic on timestamps can
+    // overflow (a panic in debug builds) on corrupt values.
+    std::panic::catch_unwind(|| serde_json::from_slice::<TableMetadata>(data))
+        .map_err(|_| {
+            Error::corrupt(format!(
+                "metadata file '{location}' is malformed (its values are out of range); restore \
+                 it from a backup or point the catalog at the previous metadata file"
+            ))
+        })?
+        .map_err(|e| {
+            Error::corrupt(format!(
+                "metadata file '{location}' is malformed or truncated ({e}); restore it from a \
+                 backup or point the catalog at the previous metadata file"
+            ))
+            .with_source(e)
+        })
 }
 
 /// Finds the current metadata file of a table directory.

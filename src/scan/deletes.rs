@@ -389,8 +389,17 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 
 /// The record batches of a (small) delete file's bytes. Column chunk offsets and sizes are
 /// checked against the file first (the parquet crate asserts on negative ones); a panic in
-/// the decoder still becomes a corrupt-file error.
+/// the decoders (parquet, or arrow-ipc reading the embedded Arrow schema) still becomes a
+/// corrupt-file error.
 fn parquet_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
+    std::panic::catch_unwind(|| read_batches(bytes, path)).unwrap_or_else(|_| {
+        Err(Error::corrupt(format!(
+            "delete file '{path}' is malformed: the Parquet decoder failed on it"
+        )))
+    })
+}
+
+fn read_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
     let corrupt = |e: parquet::errors::ParquetError| {
         Error::corrupt(format!("delete file '{path}' cannot be read: {e}"))
     };
@@ -409,17 +418,33 @@ fn parquet_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
             }
         }
     }
-    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        builder
-            .with_batch_size(65536)
-            .build()
-            .map_err(corrupt)?
-            .map(|b| b.map_err(|e| Error::corrupt(format!("delete file '{path}': {e}"))))
-            .collect::<Result<Vec<_>>>()
-    }));
-    read.unwrap_or_else(|_| {
-        Err(Error::corrupt(format!(
-            "delete file '{path}' is malformed: the Parquet decoder failed on it"
-        )))
-    })
+    builder
+        .with_batch_size(65536)
+        .build()
+        .map_err(corrupt)?
+        .map(|b| b.map_err(|e| Error::corrupt(format!("delete file '{path}': {e}"))))
+        .collect::<Result<Vec<_>>>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_dv_ranges_are_corrupt() {
+        // Found by the fuzzer (target puffin): -1 or an end past i64::MAX overflowed `off + len`.
+        assert_eq!(dv_range("p", Some(4), Some(10)).unwrap(), 4..14);
+        for (off, len) in [(-1, 10), (4, -1), (i64::MAX, 1), (1, i64::MAX)] {
+            let e = dv_range("p", Some(off), Some(len)).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt, "{off} {len}");
+        }
+        assert!(dv_range("p", None, Some(1)).is_err());
+        assert!(decode_dv(&[0; 3], 0..4, 0, "p").is_err());
+    }
+
+    #[test]
+    fn parquet_garbage_is_corrupt() {
+        let e = decode_position_deletes(Bytes::from_static(b"PAR1xxxxPAR1"), "p").unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt);
+    }
 }

@@ -441,7 +441,7 @@ const AVRO_MAX_DECLARED_LEN: usize = 8 << 20;
 /// process-wide and fixed by its first use), so every Avro read in floe goes through here.
 #[doc(hidden)]
 pub fn limit_avro_allocations() {
-    apache_avro::max_allocation_bytes(AVRO_MAX_DECLARED_LEN);
+    apache_avro::util::max_allocation_bytes(AVRO_MAX_DECLARED_LEN);
 }
 
 #[cfg(test)]

@@ -1,13 +1,17 @@
 //! [`Table`]: an identifier, its current metadata, where that metadata lives, and storage.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::FutureExt;
 
 use crate::error::{Error, ErrorKind, Result};
 use iceberg::spec::{Manifest, ManifestList};
 
-use crate::spec::{ManifestFile, Snapshot, TableIdent, TableMetadata, TableProperties};
+use crate::spec::{
+    FormatVersion, ManifestFile, Snapshot, TableIdent, TableMetadata, TableProperties,
+};
 use crate::storage::{self, Storage};
 
 /// A loaded table (immutable view of one metadata version).
@@ -76,37 +80,39 @@ impl Table {
             .get(path)
             .await
             .map_err(|e| e.context(format!("table {}", self.name())))?;
-        let list = ManifestList::parse_with_version(&bytes, self.metadata.format_version())
-            .map_err(|e| {
-                Error::corrupt(format!(
-                    "manifest list '{path}' of table {} is malformed: {e}",
-                    self.name()
-                ))
-            })?;
-        Ok(list.consume_entries().into_iter().collect())
+        let what = format!("manifest list '{path}' of table {}", self.name());
+        parse_manifest_list(&bytes, self.metadata.format_version(), &what)
     }
 
     /// Reads one manifest (entries inherit sequence numbers and snapshot ids from `mf`).
     pub async fn load_manifest(&self, mf: &ManifestFile) -> Result<Manifest> {
-        mf.load_manifest(&self.storage.file_io())
+        let read = AssertUnwindSafe(mf.load_manifest(&self.storage.file_io()))
+            .catch_unwind()
             .await
-            .map_err(|e| {
-                let kind = if e.message().contains("missing") || e.message().contains("NotFound") {
-                    ErrorKind::NotFound
-                } else {
-                    ErrorKind::Corrupt
-                };
-                Error::new(
-                    kind,
-                    format!(
-                        "manifest '{}' of table {} cannot be read: {}",
-                        mf.manifest_path,
-                        self.name(),
-                        e.message()
-                    ),
-                )
-                .with_source(e)
-            })
+            .map_err(|_| {
+                Error::corrupt(format!(
+                    "manifest '{}' of table {} is malformed: the Avro decoder failed on it",
+                    mf.manifest_path,
+                    self.name()
+                ))
+            })?;
+        read.map_err(|e| {
+            let kind = if e.message().contains("missing") || e.message().contains("NotFound") {
+                ErrorKind::NotFound
+            } else {
+                ErrorKind::Corrupt
+            };
+            Error::new(
+                kind,
+                format!(
+                    "manifest '{}' of table {} cannot be read: {}",
+                    mf.manifest_path,
+                    self.name(),
+                    e.message()
+                ),
+            )
+            .with_source(e)
+        })
     }
 
     /// Opens a table without a catalog from a `*.metadata.json` path or a table directory
@@ -139,6 +145,36 @@ impl Table {
         let ident = TableIdent::from_strs(["static", name.as_str()]).map_err(Error::from)?;
         Ok(Table::new(ident, metadata, meta_loc, st))
     }
+}
+
+/// Parses a manifest list's bytes; `what` names it in errors. Declared lengths are bounded
+/// and a panic in the Avro decoder becomes a corrupt-file error.
+#[doc(hidden)]
+pub fn parse_manifest_list(
+    bytes: &[u8],
+    version: FormatVersion,
+    what: &str,
+) -> Result<Vec<ManifestFile>> {
+    let list = guard_avro(what, || ManifestList::parse_with_version(bytes, version))?;
+    Ok(list.consume_entries().into_iter().collect())
+}
+
+/// Parses a manifest's bytes (without inheriting from its manifest list entry), guarded as
+/// [`parse_manifest_list`] is.
+#[doc(hidden)]
+pub fn parse_manifest(bytes: &[u8], what: &str) -> Result<Manifest> {
+    guard_avro(what, || Manifest::parse_avro(bytes))
+}
+
+fn guard_avro<T>(what: &str, f: impl FnOnce() -> iceberg::Result<T>) -> Result<T> {
+    storage::limit_avro_allocations();
+    std::panic::catch_unwind(AssertUnwindSafe(f))
+        .map_err(|_| {
+            Error::corrupt(format!(
+                "{what} is malformed: the Avro decoder failed on it"
+            ))
+        })?
+        .map_err(|e| Error::corrupt(format!("{what} is malformed: {e}")).with_source(e))
 }
 
 /// `ns1.ns2.table`.
@@ -179,7 +215,9 @@ pub async fn read_metadata(storage: &Storage, location: &str) -> Result<TableMet
     parse_metadata(location, &bytes)
 }
 
-fn parse_metadata(location: &str, bytes: &Bytes) -> Result<TableMetadata> {
+/// Parses the bytes of a metadata JSON file (plain or gzip) read from `location`.
+#[doc(hidden)]
+pub fn parse_metadata(location: &str, bytes: &Bytes) -> Result<TableMetadata> {
     let raw: Vec<u8>;
     let data: &[u8] = if location.ends_with(".gz") || bytes.starts_with(&[0x1f, 0x8b]) {
         use std::io::Read;
@@ -195,13 +233,22 @@ fn parse_metadata(location: &str, bytes: &Bytes) -> Result<TableMetadata> {
     } else {
         bytes
     };
-    serde_json::from_slice(data).map_err(|e| {
-        Error::corrupt(format!(
-            "metadata file '{location}' is malformed or truncated ({e}); restore it from a backup or \
-             point the catalog at the previous metadata file"
-        ))
-        .with_source(e)
-    })
+    // The iceberg crate validates while deserializing; its arithmetic on timestamps can
+    // overflow (a panic in debug builds) on corrupt values.
+    std::panic::catch_unwind(|| serde_json::from_slice::<TableMetadata>(data))
+        .map_err(|_| {
+            Error::corrupt(format!(
+                "metadata file '{location}' is malformed (its values are out of range); restore \
+                 it from a backup or point the catalog at the previous metadata file"
+            ))
+        })?
+        .map_err(|e| {
+            Error::corrupt(format!(
+                "metadata file '{location}' is malformed or truncated ({e}); restore it from a \
+                 backup or point the catalog at the previous metadata file"
+            ))
+            .with_source(e)
+        })
 }
 
 /// Finds the current metadata file of a table directory.

@@ -752,6 +752,31 @@ fn check_features(schema: &Schema, fv: FormatVersion) -> Result<()> {
 /// The database path of a SQLite catalog URI: SQLAlchemy/pyiceberg form `sqlite:////abs.db`
 /// (absolute), `sqlite:///rel.db` (relative); also `sqlite:/abs.db`, `sqlite:rel.db` and a
 /// bare `*.db` path.
+/// Parses a catalog URI as [`Catalog::open`] does (form, host, credentials, database or
+/// warehouse path) without opening, creating or contacting anything.
+#[doc(hidden)]
+pub fn check_uri(uri: &str) -> Result<()> {
+    if rest::is_rest_uri(uri) {
+        if let (_, Some(userinfo)) = rest::parse_uri(uri)? {
+            let (id, secret) = userinfo.split_once(':').unwrap_or(("", userinfo));
+            rest::percent_decode(id);
+            rest::percent_decode(secret);
+        }
+    } else if sql::is_postgres_uri(uri) {
+        sql::PgTarget::parse(uri)?;
+    } else if uri.starts_with("sqlite:") || uri.ends_with(".db") {
+        abs(sqlite_path(uri))?;
+    } else if uri.starts_with("file:") || uri.starts_with("fs:") || uri.starts_with('/') {
+        let p = uri.strip_prefix("fs:").unwrap_or(uri);
+        abs(storage::local_path(p).unwrap_or(p))?;
+    } else {
+        return Err(Error::unsupported(format!(
+            "catalog URI '{uri}' is not supported"
+        )));
+    }
+    Ok(())
+}
+
 fn sqlite_path(u: &str) -> &str {
     u.strip_prefix("sqlite:///")
         .or_else(|| u.strip_prefix("sqlite://"))

@@ -26,6 +26,33 @@ pub(crate) fn is_rest_uri(uri: &str) -> bool {
     uri.starts_with("rest+http://") || uri.starts_with("rest+https://")
 }
 
+/// `(http[s]://host[:port][/path], userinfo)` of a `rest+http[s]://[userinfo@]host…` URI.
+pub(crate) fn parse_uri(uri: &str) -> Result<(String, Option<&str>)> {
+    let rest = uri
+        .strip_prefix("rest+")
+        .filter(|r| r.starts_with("http://") || r.starts_with("https://"))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "'{uri}' is not a REST catalog URI; write rest+http://host:port or rest+https://host"
+            ))
+        })?;
+    let (scheme, after) = rest.split_once("://").unwrap_or(("http", rest));
+    let (authority, path) = match after.find('/') {
+        Some(i) => (&after[..i], after[i..].trim_end_matches('/')),
+        None => (after, ""),
+    };
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    if host.is_empty() {
+        return Err(Error::invalid(format!(
+            "REST catalog URI '{uri}' names no host; write rest+http://host:port"
+        )));
+    }
+    Ok((format!("{scheme}://{host}{path}"), userinfo))
+}
+
 #[derive(Debug, Clone)]
 enum Auth {
     None,
@@ -110,29 +137,7 @@ impl RestBackend {
     /// Parses `rest+http://[id:secret@]host:port[/path]`; `warehouse` is sent to
     /// `GET /v1/config`. Nothing is contacted yet.
     pub(crate) fn new(uri: &str, warehouse: Option<&str>) -> Result<Self> {
-        let rest = uri
-            .strip_prefix("rest+")
-            .filter(|r| r.starts_with("http://") || r.starts_with("https://"))
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "'{uri}' is not a REST catalog URI; write rest+http://host:port or rest+https://host"
-                ))
-            })?;
-        let (scheme, after) = rest.split_once("://").unwrap_or(("http", rest));
-        let (authority, path) = match after.find('/') {
-            Some(i) => (&after[..i], after[i..].trim_end_matches('/')),
-            None => (after, ""),
-        };
-        let (userinfo, host) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
-        if host.is_empty() {
-            return Err(Error::invalid(format!(
-                "REST catalog URI '{uri}' names no host; write rest+http://host:port"
-            )));
-        }
-        let base = format!("{scheme}://{host}{path}");
+        let (base, userinfo) = parse_uri(uri)?;
         let credential = userinfo
             .map(|u| u.to_string())
             .or_else(|| env("FLOE_REST_CREDENTIAL"));
@@ -613,7 +618,7 @@ fn error_message(body: &str) -> String {
         .unwrap_or_else(|| body.chars().take(300).collect())
 }
 
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

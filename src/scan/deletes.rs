@@ -3,6 +3,7 @@
 //! read once per scan, however many data files it applies to.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::row::{RowConverter, SortField};
@@ -209,62 +210,18 @@ async fn load_one(
     let path = f.file_path();
     match (f.content_type(), f.file_format()) {
         (DataContentType::PositionDeletes, DataFileFormat::Puffin) => {
-            let (Some(off), Some(len)) = (f.content_offset(), f.content_size_in_bytes()) else {
-                return Err(Error::corrupt(format!(
-                    "deletion vector in '{path}' has no content_offset/content_size_in_bytes"
-                )));
-            };
-            let (off, len) = (off as u64, len as u64);
+            let range = dv_range(path, f.content_offset(), f.content_size_in_bytes())?;
             let blob = storage
-                .get_range(path, off..off + len)
+                .get_range(path, range.clone())
                 .await
                 .map_err(|err| err.context(format!("deletion vector file '{path}'")))?;
-            if blob.len() as u64 != len {
-                return Err(Error::corrupt(format!(
-                    "deletion vector file '{path}' is truncated (wanted {len} bytes at {off})"
-                )));
-            }
-            let what = format!("at offset {off} of '{path}'");
-            let bm = dv::decode(&blob, Some(f.record_count()), &what)?;
+            let bm = decode_dv(&blob, range, f.record_count(), path)?;
             Ok(Loaded::Vector(bm))
         }
         (DataContentType::PositionDeletes, _) => {
-            let batches = read_parquet(storage, path).await?;
-            let mut m: HashMap<String, RoaringTreemap> = HashMap::new();
-            // Rows are sorted by file path: collect each file's run before looking it up.
-            let mut cur: Option<(String, RoaringTreemap)> = None;
-            for b in batches {
-                let files = column_by_field_id(&b, FILE_PATH_FIELD_ID)
-                    .or_else(|_| by_name(&b, "file_path"))?;
-                let files = arrow_cast::cast(&files, &DataType::Utf8)?;
-                let files = files
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .ok_or_else(|| bad_pos(path))?;
-                let pos = column_by_field_id(&b, POS_FIELD_ID).or_else(|_| by_name(&b, "pos"))?;
-                let pos = pos
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .ok_or_else(|| bad_pos(path))?;
-                for i in 0..b.num_rows() {
-                    if files.is_null(i) || pos.is_null(i) || pos.value(i) < 0 {
-                        return Err(bad_pos(path));
-                    }
-                    let fp = canonical_path(files.value(i));
-                    if cur.as_ref().map(|(f, _)| f.as_str()) != Some(fp) {
-                        if let Some((f, bm)) = cur.take() {
-                            *m.entry(f).or_default() |= bm;
-                        }
-                        cur = Some((fp.to_string(), RoaringTreemap::new()));
-                    }
-                    if let Some((_, bm)) = &mut cur {
-                        bm.insert(pos.value(i) as u64);
-                    }
-                }
-            }
-            if let Some((f, bm)) = cur.take() {
-                *m.entry(f).or_default() |= bm;
-            }
+            let bytes = read_bytes(storage, path).await?;
+            let p = path.to_string();
+            let m = blocking(move || decode_position_deletes(bytes, &p)).await?;
             Ok(Loaded::Positions(m))
         }
         (DataContentType::EqualityDeletes, _) => {
@@ -302,7 +259,9 @@ async fn load_one(
                 converter,
                 keys: HashSet::new(),
             };
-            for b in read_parquet(storage, path).await? {
+            let bytes = read_bytes(storage, path).await?;
+            let p = path.to_string();
+            for b in blocking(move || parquet_batches(bytes, &p)).await? {
                 let cols = set
                     .columns(&b)
                     .map_err(|err| err.context(format!("equality delete file '{path}'")))?;
@@ -319,6 +278,90 @@ async fn load_one(
     }
 }
 
+/// The byte range of a deletion vector from its manifest entry's `content_offset` and
+/// `content_size_in_bytes` (both required, non-negative, the end within 2^63).
+#[doc(hidden)]
+pub fn dv_range(path: &str, offset: Option<i64>, size: Option<i64>) -> Result<Range<u64>> {
+    let (Some(off), Some(len)) = (offset, size) else {
+        return Err(Error::corrupt(format!(
+            "deletion vector in '{path}' has no content_offset/content_size_in_bytes"
+        )));
+    };
+    match (u64::try_from(off), u64::try_from(len), off.checked_add(len)) {
+        (Ok(off), Ok(len), Some(_)) => Ok(off..off + len),
+        _ => Err(Error::corrupt(format!(
+            "deletion vector in '{path}' has an impossible content_offset {off} / \
+             content_size_in_bytes {len}"
+        ))),
+    }
+}
+
+/// Decodes the deletion vector `blob` read from `range` of the Puffin file `path`; its
+/// cardinality must be the manifest entry's `record_count`.
+#[doc(hidden)]
+pub fn decode_dv(
+    blob: &[u8],
+    range: Range<u64>,
+    record_count: u64,
+    path: &str,
+) -> Result<RoaringTreemap> {
+    let (off, len) = (range.start, range.end - range.start);
+    if blob.len() as u64 != len {
+        return Err(Error::corrupt(format!(
+            "deletion vector file '{path}' is truncated (wanted {len} bytes at {off})"
+        )));
+    }
+    dv::decode(
+        blob,
+        Some(record_count),
+        &format!("at offset {off} of '{path}'"),
+    )
+}
+
+/// The positions a position delete file's bytes delete, by canonical data file path.
+#[doc(hidden)]
+pub fn decode_position_deletes(
+    bytes: Bytes,
+    path: &str,
+) -> Result<HashMap<String, RoaringTreemap>> {
+    let mut m: HashMap<String, RoaringTreemap> = HashMap::new();
+    // Rows are sorted by file path: collect each file's run before looking it up.
+    let mut cur: Option<(String, RoaringTreemap)> = None;
+    for b in parquet_batches(bytes, path)? {
+        let files =
+            column_by_field_id(&b, FILE_PATH_FIELD_ID).or_else(|_| by_name(&b, "file_path"))?;
+        let files = arrow_cast::cast(&files, &DataType::Utf8)?;
+        let files = files
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad_pos(path))?;
+        let pos = column_by_field_id(&b, POS_FIELD_ID).or_else(|_| by_name(&b, "pos"))?;
+        let pos = pos
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| bad_pos(path))?;
+        for i in 0..b.num_rows() {
+            if files.is_null(i) || pos.is_null(i) || pos.value(i) < 0 {
+                return Err(bad_pos(path));
+            }
+            let fp = canonical_path(files.value(i));
+            if cur.as_ref().map(|(f, _)| f.as_str()) != Some(fp) {
+                if let Some((f, bm)) = cur.take() {
+                    *m.entry(f).or_default() |= bm;
+                }
+                cur = Some((fp.to_string(), RoaringTreemap::new()));
+            }
+            if let Some((_, bm)) = &mut cur {
+                bm.insert(pos.value(i) as u64);
+            }
+        }
+    }
+    if let Some((f, bm)) = cur.take() {
+        *m.entry(f).or_default() |= bm;
+    }
+    Ok(m)
+}
+
 fn bad_pos(path: &str) -> Error {
     Error::corrupt(format!(
         "position delete file '{path}' is malformed: it needs non-null file_path (string) and pos (long) columns"
@@ -331,25 +374,77 @@ fn by_name(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
         .ok_or_else(|| Error::corrupt(format!("position delete file has no '{name}' column")))
 }
 
-/// Reads a (small) delete file whole.
-async fn read_parquet(storage: &Storage, path: &str) -> Result<Vec<RecordBatch>> {
-    let bytes: Bytes = storage
+async fn read_bytes(storage: &Storage, path: &str) -> Result<Bytes> {
+    storage
         .get(path)
         .await
-        .map_err(|e| e.context(format!("delete file '{path}'")))?;
-    let p = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        let corrupt = |e: parquet::errors::ParquetError| {
-            Error::corrupt(format!("delete file '{p}' cannot be read: {e}"))
-        };
-        ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .map_err(corrupt)?
-            .with_batch_size(65536)
-            .build()
-            .map_err(corrupt)?
-            .map(|b| b.map_err(|e| Error::corrupt(format!("delete file '{p}': {e}"))))
-            .collect::<Result<Vec<_>>>()
+        .map_err(|e| e.context(format!("delete file '{path}'")))
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::io("delete file reader task failed").with_source(e))?
+}
+
+/// The record batches of a (small) delete file's bytes. Column chunk offsets and sizes are
+/// checked against the file first (the parquet crate asserts on negative ones); a panic in
+/// the decoders (parquet, or arrow-ipc reading the embedded Arrow schema) still becomes a
+/// corrupt-file error.
+fn parquet_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
+    std::panic::catch_unwind(|| read_batches(bytes, path)).unwrap_or_else(|_| {
+        Err(Error::corrupt(format!(
+            "delete file '{path}' is malformed: the Parquet decoder failed on it"
+        )))
     })
-    .await
-    .map_err(|e| Error::io("delete file reader task failed").with_source(e))?
+}
+
+fn read_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
+    let corrupt = |e: parquet::errors::ParquetError| {
+        Error::corrupt(format!("delete file '{path}' cannot be read: {e}"))
+    };
+    let size = bytes.len() as i64;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(corrupt)?;
+    for rg in builder.metadata().row_groups() {
+        for c in rg.columns() {
+            let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
+            let len = c.compressed_size();
+            if start < 0 || len < 0 || start.checked_add(len).is_none_or(|end| end > size) {
+                return Err(Error::corrupt(format!(
+                    "delete file '{path}' is malformed: column chunk '{}' claims bytes \
+                     {start}..+{len} of a {size}-byte file",
+                    c.column_path()
+                )));
+            }
+        }
+    }
+    builder
+        .with_batch_size(65536)
+        .build()
+        .map_err(corrupt)?
+        .map(|b| b.map_err(|e| Error::corrupt(format!("delete file '{path}': {e}"))))
+        .collect::<Result<Vec<_>>>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_dv_ranges_are_corrupt() {
+        // Found by the fuzzer (target puffin): -1 or an end past i64::MAX overflowed `off + len`.
+        assert_eq!(dv_range("p", Some(4), Some(10)).unwrap(), 4..14);
+        for (off, len) in [(-1, 10), (4, -1), (i64::MAX, 1), (1, i64::MAX)] {
+            let e = dv_range("p", Some(off), Some(len)).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt, "{off} {len}");
+        }
+        assert!(dv_range("p", None, Some(1)).is_err());
+        assert!(decode_dv(&[0; 3], 0..4, 0, "p").is_err());
+    }
+
+    #[test]
+    fn parquet_garbage_is_corrupt() {
+        let e = decode_position_deletes(Bytes::from_static(b"PAR1xxxxPAR1"), "p").unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt);
+    }
 }

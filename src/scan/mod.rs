@@ -19,6 +19,8 @@ use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
 pub use delete_index::{
     canonical_path, is_file_scoped, DeleteEntry, DeleteIndex, FILE_PATH_FIELD_ID, POS_FIELD_ID,
 };
+#[doc(hidden)]
+pub use deletes::{decode_dv, decode_position_deletes, dv_range};
 pub use deletes::{read_positions, EqualityDeletes, FileDeletes, LoadedDeletes};
 pub use plan::{plan_files, PartitionFilters, PlanStats, PlannedFile};
 pub use read_file::{

@@ -144,8 +144,8 @@ impl Parser<'_> {
     }
     fn keyword(&mut self, kw: &str) -> bool {
         let r = self.rest();
-        if r.len() >= kw.len()
-            && r[..kw.len()].eq_ignore_ascii_case(kw)
+        if r.get(..kw.len())
+            .is_some_and(|h| h.eq_ignore_ascii_case(kw))
             && !r[kw.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
         {
             self.pos += kw.len();
@@ -247,6 +247,13 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_ascii_where_a_keyword_is_expected_is_an_error() {
+        // Found by the fuzzer (tests/it/fuzz, target sql): the keyword check sliced inside '€'.
+        assert!(parse_schema("x a\u{20ac}").is_err());
+        assert!(parse_schema("x \u{7f}\u{fffd}db").is_err());
+    }
 
     #[test]
     fn parses_all_kinds() {

@@ -51,6 +51,19 @@ pub(crate) fn resolve(location: &str) -> Result<Resolved> {
     Ok(Resolved::Local(path.trim_start_matches('/').to_string()))
 }
 
+/// Parses a location as storage does before any I/O: its form, then the object key.
+#[doc(hidden)]
+pub fn check(location: &str) -> Result<()> {
+    let key = match resolve(location)? {
+        Resolved::Local(k) => k,
+        Resolved::S3 { key, .. } => key,
+    };
+    object_store::path::Path::parse(&key)
+        .map_err(|e| Error::invalid(format!("invalid location '{location}': {e}")))?;
+    relocate(location, location, "/moved");
+    Ok(())
+}
+
 /// The absolute local path of a `file:` / plain location, or `None` for other schemes.
 pub fn local_path(location: &str) -> Option<&str> {
     if let Some(rest) = location.strip_prefix("file://") {

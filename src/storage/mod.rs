@@ -22,6 +22,8 @@ use crate::error::{Error, ErrorKind, Result};
 #[cfg(test)]
 use std::collections::HashMap;
 
+#[doc(hidden)]
+pub use location::check as check_location;
 pub use location::{join, local_path, s3_parts, to_uri};
 pub use s3::{S3Options, CONDITIONAL_PUT_ENV};
 pub use stats::RequestStats;
@@ -424,8 +426,22 @@ impl Storage {
 
     /// An `iceberg` crate `FileIO` backed by this storage.
     pub fn file_io(&self) -> iceberg::io::FileIO {
+        limit_avro_allocations();
         iceberg_io::file_io(self.clone())
     }
+}
+
+/// The largest Avro string, bytes or array/map length that manifests and manifest lists may
+/// declare. `apache-avro` reserves memory for a declared length before reading the items
+/// (512 MiB of elements by default, which a corrupt file turns into many GiB); real Iceberg
+/// metadata stays far below this (the largest value is a table schema in a header).
+const AVRO_MAX_DECLARED_LEN: usize = 8 << 20;
+
+/// Sets the Avro declared-length limit; must run before the first Avro read (the limit is
+/// process-wide and fixed by its first use), so every Avro read in floe goes through here.
+#[doc(hidden)]
+pub fn limit_avro_allocations() {
+    apache_avro::util::max_allocation_bytes(AVRO_MAX_DECLARED_LEN);
 }
 
 #[cfg(test)]

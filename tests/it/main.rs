@@ -10,6 +10,7 @@ mod differential;
 mod dml;
 mod fixture_maintenance;
 mod fixtures;
+mod fuzz;
 mod ingest;
 mod interop;
 mod maintenance;
@@ -21,3 +22,7 @@ mod rest;
 mod s3;
 mod scale_out;
 mod tidy;
+
+/// Records over-large allocations on fuzz worker threads only (see `fuzz::engine`).
+#[global_allocator]
+static ALLOC: fuzz::engine::CappedAlloc = fuzz::engine::CappedAlloc;

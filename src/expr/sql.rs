@@ -237,7 +237,7 @@ fn first_words(s: &str) -> String {
 /// The deepest expression tree floe accepts (after chains of AND / OR are balanced).
 pub const MAX_EXPR_DEPTH: usize = 256;
 /// The most tokens (words, literals, operators) one expression or statement may have.
-pub const MAX_EXPR_TOKENS: usize = 200_000;
+pub const MAX_EXPR_TOKENS: usize = 100_000;
 
 /// Parses a scalar or boolean expression: every `--where`, `--set` value and DML condition
 /// goes through this one grammar. Chains of `AND` / `OR` (thousands of terms) become balanced
@@ -863,6 +863,16 @@ fn binary_chain(e: &sql::Expr) -> Result<Expr> {
         leaf = left;
     }
     spine.reverse();
+    let chained = spine
+        .iter()
+        .filter(|(op, _)| !matches!(op, BinaryOp::And | BinaryOp::Or))
+        .count();
+    if chained > MAX_EXPR_DEPTH {
+        return Err(Error::invalid(format!(
+            "expression nested too deeply ({chained} chained operators; floe accepts \
+             {MAX_EXPR_DEPTH})"
+        )));
+    }
     let mut acc = expr(leaf)?;
     let mut i = 0;
     while i < spine.len() {

@@ -181,7 +181,6 @@ fn harness_catches_panics_hangs_and_huge_allocations() {
 /// stack overflow. Each input runs in a child process (an overflow aborts the process) on
 /// an 8 MiB stack, as the CLI's main thread has.
 #[test]
-#[ignore = "the --where and SQL parsers have no depth limit yet: 10k OR terms overflow the stack (issue 14)"]
 fn deep_nesting_does_not_overflow_the_stack() {
     let exe = std::env::current_exe().expect("test binary");
     let mut failed = Vec::new();

@@ -1620,7 +1620,7 @@ fn run_where(d: &[u8]) {
     let text = String::from_utf8_lossy(d);
     let (schema, arrow) = where_schema();
     let schema = std::sync::Arc::new(schema.clone());
-    let _ = floe::expr::bind_predicate(&text, &schema);
+    let _ = floe::expr::file_selection(&text, &schema);
     if let Ok(e) = floe::expr::parse_expr(&text) {
         let _ = e.bind_predicate(arrow);
         let _ = e.to_string();

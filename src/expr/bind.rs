@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use arrow_array::{
-    new_empty_array, new_null_array, Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array,
-    BinaryArray, FixedSizeBinaryArray, Float64Array, Int64Array, StringArray,
+    new_empty_array, new_null_array, Array, ArrayRef, BinaryArray, BooleanArray, Date32Array,
+    Decimal128Array, FixedSizeBinaryArray, Float64Array, Int64Array, StringArray,
     TimestampMicrosecondArray,
 };
 use arrow_cast::{can_cast_types, cast_with_options, CastOptions};
@@ -803,7 +803,9 @@ fn balanced_or(mut nodes: Vec<Node>) -> Node {
         }
         nodes = next;
     }
-    nodes.pop().unwrap_or_else(|| scalar(Arc::new(BooleanArray::from(vec![false]))))
+    nodes
+        .pop()
+        .unwrap_or_else(|| scalar(Arc::new(BooleanArray::from(vec![false]))))
 }
 
 /// The bytes a string literal stands for against a binary (its UTF-8), a `uuid` / fixed(16)
@@ -839,17 +841,30 @@ fn bytes_literal(s: &str, other: &DataType, e: &Expr) -> Result<Option<ArrayRef>
 /// the column's scale that keeps the same rows (`x > 1.005` is `x > 1.00` at scale 2); one
 /// beyond the column's range becomes a comparison with the range's end that is TRUE (or
 /// FALSE) for every non-NULL row. `None` when the literal is not an exact number.
-fn decimal_literal(op: BinaryOp, p: u8, s: i8, lit: &ArrayRef) -> Result<Option<(BinaryOp, ArrayRef)>> {
+fn decimal_literal(
+    op: BinaryOp,
+    p: u8,
+    s: i8,
+    lit: &ArrayRef,
+) -> Result<Option<(BinaryOp, ArrayRef)>> {
     use arrow_array::cast::AsArray;
     if lit.is_null(0) || s < 0 {
         return Ok(None);
     }
     let (v, t): (i128, i8) = match lit.data_type() {
-        DataType::Int64 => (lit.as_primitive::<arrow_array::types::Int64Type>().value(0) as i128, 0),
-        DataType::Int32 => (lit.as_primitive::<arrow_array::types::Int32Type>().value(0) as i128, 0),
-        DataType::Decimal128(_, t) if *t >= 0 => {
-            (lit.as_primitive::<arrow_array::types::Decimal128Type>().value(0), *t)
-        }
+        DataType::Int64 => (
+            lit.as_primitive::<arrow_array::types::Int64Type>().value(0) as i128,
+            0,
+        ),
+        DataType::Int32 => (
+            lit.as_primitive::<arrow_array::types::Int32Type>().value(0) as i128,
+            0,
+        ),
+        DataType::Decimal128(_, t) if *t >= 0 => (
+            lit.as_primitive::<arrow_array::types::Decimal128Type>()
+                .value(0),
+            *t,
+        ),
         _ => return Ok(None),
     };
     let pow = |n: i8| 10i128.checked_pow(n as u32);

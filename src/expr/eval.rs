@@ -801,7 +801,11 @@ mod tests {
 
     fn on(b: &RecordBatch, s: &str) -> Vec<bool> {
         let p = parse_expr(s).unwrap().bind_predicate(&b.schema()).unwrap();
-        p.evaluate_predicate(b).unwrap().iter().map(|v| v.unwrap()).collect()
+        p.evaluate_predicate(b)
+            .unwrap()
+            .iter()
+            .map(|v| v.unwrap())
+            .collect()
     }
 
     #[test]
@@ -822,15 +826,27 @@ mod tests {
         .unwrap();
         for c in ["d", "f"] {
             // NaN above every number (also infinity) and equal to itself; -0.0 = 0.0.
-            assert_eq!(on(&b, &format!("{c} > 1.5")), [true, false, false, false, true, true]);
-            assert_eq!(on(&b, &format!("{c} = 0")), [false, true, true, false, false, false]);
+            assert_eq!(
+                on(&b, &format!("{c} > 1.5")),
+                [true, false, false, false, true, true]
+            );
+            assert_eq!(
+                on(&b, &format!("{c} = 0")),
+                [false, true, true, false, false, false]
+            );
             assert_eq!(on(&b, &format!("{c} < 0")), [false; 6]);
             assert_eq!(
                 on(&b, &format!("{c} = CAST('NaN' AS double)")),
                 [true, false, false, false, false, true]
             );
-            assert_eq!(on(&b, &format!("{c} IN (0, 1.5)")), [false, true, true, true, false, false]);
-            assert_eq!(on(&b, &format!("isnan({c})")), [true, false, false, false, false, true]);
+            assert_eq!(
+                on(&b, &format!("{c} IN (0, 1.5)")),
+                [false, true, true, true, false, false]
+            );
+            assert_eq!(
+                on(&b, &format!("isnan({c})")),
+                [true, false, false, false, false, true]
+            );
         }
     }
 
@@ -859,7 +875,10 @@ mod tests {
             .spawn(|| {
                 let ors = (0..5000).map(|i| format!("id = {i}")).collect::<Vec<_>>();
                 assert_eq!(pred(&ors.join(" OR ")), [true, true, false, true]);
-                let ands = (0..20000).map(|_| "id > 0").collect::<Vec<_>>().join(" AND ");
+                let ands = (0..20000)
+                    .map(|_| "id > 0")
+                    .collect::<Vec<_>>()
+                    .join(" AND ");
                 assert_eq!(pred(&ands), [true, true, false, true]);
                 let sum = format!("id{} > 0", " + 1".repeat(5000));
                 assert!(parse_expr(&sum).is_err(), "a 5000-deep sum is refused");

@@ -850,7 +850,9 @@ fn balanced(mut items: Vec<Expr>, op: BinaryOp) -> Expr {
         }
         items = next;
     }
-    items.pop().unwrap_or(Expr::Literal(Literal::Bool(op == BinaryOp::And)))
+    items
+        .pop()
+        .unwrap_or(Expr::Literal(Literal::Bool(op == BinaryOp::And)))
 }
 
 /// A left-deep chain of binary operators (`a OR b OR c …`, `x + 1 + 1 …`), converted without

@@ -153,7 +153,12 @@ fn convert(e: &Expr, s: &Schema) -> Option<(Predicate, bool)> {
 /// A float comparison loosened so Iceberg's metrics pruning (IEEE order, NaN outside the
 /// bounds, -0.0 and 0.0 possibly ordered) keeps every row Spark's order selects: NaN is
 /// above every number and -0.0 = 0.0.
-fn float_comparison(r: Reference, op: BinaryOp, d: &Datum, ty: &PrimitiveType) -> Option<Predicate> {
+fn float_comparison(
+    r: Reference,
+    op: BinaryOp,
+    d: &Datum,
+    ty: &PrimitiveType,
+) -> Option<Predicate> {
     use iceberg::spec::PrimitiveLiteral as L;
     let v = match d.literal() {
         L::Float(f) => f.0 as f64,
@@ -295,7 +300,10 @@ mod tests {
         assert_eq!(conv("f > 0.1"), None);
         // NaN is above every number: a float `>` keeps the files holding NaN.
         let gt = conv("f > 0.5").unwrap();
-        assert!(gt.contains("f > 0.5") && gt.to_lowercase().contains("nan"), "{gt}");
+        assert!(
+            gt.contains("f > 0.5") && gt.to_lowercase().contains("nan"),
+            "{gt}"
+        );
         assert_eq!(conv("f < 0.5").unwrap(), "f < 0.5");
         assert!(conv("d = '2024-01-01'").unwrap().starts_with("d = "));
     }

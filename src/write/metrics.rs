@@ -156,8 +156,14 @@ mod tests {
         let u = |v: u128| Datum::uuid(uuid::Uuid::from_u128(v));
         assert!(uuid_bounds_ambiguous(Some(&u(1)), Some(&u(1 << 127))));
         assert!(!uuid_bounds_ambiguous(Some(&u(1)), Some(&u(2))));
-        assert!(!uuid_bounds_ambiguous(Some(&u(1 << 127)), Some(&u(u128::MAX))));
-        assert!(!uuid_bounds_ambiguous(Some(&Datum::long(1)), Some(&Datum::long(2))));
+        assert!(!uuid_bounds_ambiguous(
+            Some(&u(1 << 127)),
+            Some(&u(u128::MAX))
+        ));
+        assert!(!uuid_bounds_ambiguous(
+            Some(&Datum::long(1)),
+            Some(&Datum::long(2))
+        ));
     }
 
     #[test]

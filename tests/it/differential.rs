@@ -64,25 +64,82 @@ struct Col {
 }
 
 const COLS: &[Col] = &[
-    Col { name: "id", ty: Ty::Long },
-    Col { name: "i", ty: Ty::Int },
-    Col { name: "l", ty: Ty::Long },
-    Col { name: "f", ty: Ty::Float },
-    Col { name: "d", ty: Ty::Double },
-    Col { name: "dec", ty: Ty::Dec10 },
-    Col { name: "big", ty: Ty::Dec38 },
-    Col { name: "s", ty: Ty::Str },
-    Col { name: "b", ty: Ty::Bin },
-    Col { name: "flag", ty: Ty::Bool },
-    Col { name: "dt", ty: Ty::Date },
-    Col { name: "tm", ty: Ty::Time },
-    Col { name: "ts", ty: Ty::Ts },
-    Col { name: "tz", ty: Ty::Tstz },
-    Col { name: "tsn", ty: Ty::Tsn },
-    Col { name: "u", ty: Ty::Uuid },
-    Col { name: "fx", ty: Ty::Fixed4 },
-    Col { name: "st.a", ty: Ty::Int },
-    Col { name: "st.b", ty: Ty::Str },
+    Col {
+        name: "id",
+        ty: Ty::Long,
+    },
+    Col {
+        name: "i",
+        ty: Ty::Int,
+    },
+    Col {
+        name: "l",
+        ty: Ty::Long,
+    },
+    Col {
+        name: "f",
+        ty: Ty::Float,
+    },
+    Col {
+        name: "d",
+        ty: Ty::Double,
+    },
+    Col {
+        name: "dec",
+        ty: Ty::Dec10,
+    },
+    Col {
+        name: "big",
+        ty: Ty::Dec38,
+    },
+    Col {
+        name: "s",
+        ty: Ty::Str,
+    },
+    Col {
+        name: "b",
+        ty: Ty::Bin,
+    },
+    Col {
+        name: "flag",
+        ty: Ty::Bool,
+    },
+    Col {
+        name: "dt",
+        ty: Ty::Date,
+    },
+    Col {
+        name: "tm",
+        ty: Ty::Time,
+    },
+    Col {
+        name: "ts",
+        ty: Ty::Ts,
+    },
+    Col {
+        name: "tz",
+        ty: Ty::Tstz,
+    },
+    Col {
+        name: "tsn",
+        ty: Ty::Tsn,
+    },
+    Col {
+        name: "u",
+        ty: Ty::Uuid,
+    },
+    Col {
+        name: "fx",
+        ty: Ty::Fixed4,
+    },
+    Col {
+        name: "st.a",
+        ty: Ty::Int,
+    },
+    Col {
+        name: "st.b",
+        ty: Ty::Str,
+    },
 ];
 
 const DDL: &str = "id long not null, i int, l long, f float, d double, dec decimal(10,2), \
@@ -246,11 +303,14 @@ fn gen_value(rng: &mut StdRng, ty: Ty) -> V {
             (BASE_US + rng.gen_range(0..5) * DAY_US) * 1000 + rng.gen_range(0..3) * 500
         }),
         Ty::Uuid => V::B(if special {
-            pick(rng, &[vec![0u8; 16], vec![0xffu8; 16], {
-                let mut v = vec![0u8; 16];
-                v[0] = 0x80;
-                v
-            }])
+            pick(
+                rng,
+                &[vec![0u8; 16], vec![0xffu8; 16], {
+                    let mut v = vec![0u8; 16];
+                    v[0] = 0x80;
+                    v
+                }],
+            )
         } else {
             (0..16).map(|_| rng.gen_range(0..3u8) * 0x7f).collect()
         }),
@@ -344,8 +404,7 @@ impl Data {
         let fixed = |c: &str, w: i32| -> ArrayRef {
             let vals = self.bins(c, r.clone());
             Arc::new(
-                FixedSizeBinaryArray::try_from_sparse_iter_with_size(vals.into_iter(), w)
-                    .unwrap(),
+                FixedSizeBinaryArray::try_from_sparse_iter_with_size(vals.into_iter(), w).unwrap(),
             )
         };
         let i32s = |c: &str| -> Int32Array {
@@ -370,9 +429,17 @@ impl Data {
         );
         let ls = ListArray::from_iter_primitive::<Int32Type, _, _>(self.list[r.clone()].to_vec());
         let mut cols: Vec<(&str, ArrayRef, bool)> = vec![
-            ("id", Arc::new(Int64Array::from_iter_values(r.clone().map(|i| i as i64))), false),
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(r.clone().map(|i| i as i64))),
+                false,
+            ),
             ("i", Arc::new(i32s("i")), true),
-            ("l", Arc::new(Int64Array::from(self.ints("l", r.clone()))), true),
+            (
+                "l",
+                Arc::new(Int64Array::from(self.ints("l", r.clone()))),
+                true,
+            ),
             (
                 "f",
                 Arc::new(
@@ -383,7 +450,11 @@ impl Data {
                 ),
                 true,
             ),
-            ("d", Arc::new(Float64Array::from(self.floats("d", r.clone()))), true),
+            (
+                "d",
+                Arc::new(Float64Array::from(self.floats("d", r.clone()))),
+                true,
+            ),
             (
                 "dec",
                 Arc::new(
@@ -402,7 +473,11 @@ impl Data {
                 ),
                 true,
             ),
-            ("s", Arc::new(StringArray::from(self.strs("s", r.clone()))), true),
+            (
+                "s",
+                Arc::new(StringArray::from(self.strs("s", r.clone()))),
+                true,
+            ),
             (
                 "b",
                 Arc::new(BinaryArray::from_iter(self.bins("b", r.clone()))),
@@ -431,10 +506,18 @@ impl Data {
                 ),
                 true,
             ),
-            ("tm", Arc::new(Time64MicrosecondArray::from(self.ints("tm", r.clone()))), true),
+            (
+                "tm",
+                Arc::new(Time64MicrosecondArray::from(self.ints("tm", r.clone()))),
+                true,
+            ),
             ("ts", Arc::new(ts("ts")), true),
             ("tz", Arc::new(ts("tz").with_timezone("+00:00")), true),
-            ("tsn", Arc::new(TimestampNanosecondArray::from(self.ints("tsn", r.clone()))), true),
+            (
+                "tsn",
+                Arc::new(TimestampNanosecondArray::from(self.ints("tsn", r.clone()))),
+                true,
+            ),
             ("u", fixed("u", 16), true),
             ("fx", fixed("fx", 4), true),
             ("st", Arc::new(st), true),
@@ -537,7 +620,11 @@ fn float_lit(x: f64) -> Lit {
         } else {
             "-Infinity"
         };
-        return Lit::three(format!("CAST('{word}' AS double)"), format!("'{word}'::DOUBLE"), format!("CAST('{word}' AS DOUBLE)"));
+        return Lit::three(
+            format!("CAST('{word}' AS double)"),
+            format!("'{word}'::DOUBLE"),
+            format!("CAST('{word}' AS DOUBLE)"),
+        );
     }
     let t = if x == 0.0 && x.is_sign_negative() {
         "-0.0".to_string()
@@ -575,8 +662,17 @@ fn gen_lit(rng: &mut StdRng, data: &Data, col: usize, ty: Ty) -> Lit {
     match (ty, v) {
         (Ty::Int | Ty::Long, V::I(i)) => {
             let extra = if rng.gen_bool(0.05) {
-                pick(rng, &["3000000000", "-3000000000", "9223372036854775808", "1.5", "-0.5"])
-                    .to_string()
+                pick(
+                    rng,
+                    &[
+                        "3000000000",
+                        "-3000000000",
+                        "9223372036854775808",
+                        "1.5",
+                        "-0.5",
+                    ],
+                )
+                .to_string()
             } else {
                 i.to_string()
             };
@@ -605,7 +701,11 @@ fn gen_lit(rng: &mut StdRng, data: &Data, col: usize, ty: Ty) -> Lit {
             Lit::same(t)
         }
         (Ty::Str, V::S(s)) => Lit::three(quote(&s), quote(&s), spark_quote(&s)),
-        (Ty::Bin | Ty::Fixed4, V::B(b)) => Lit::three(format!("X'{}'", hex(&b)), format!("from_hex('{}')", hex(&b)), format!("X'{}'", hex(&b))),
+        (Ty::Bin | Ty::Fixed4, V::B(b)) => Lit::three(
+            format!("X'{}'", hex(&b)),
+            format!("from_hex('{}')", hex(&b)),
+            format!("X'{}'", hex(&b)),
+        ),
         (Ty::Uuid, V::B(b)) => Lit {
             floe: quote(&uuid_text(&b)),
             duck: format!("from_hex('{}')", hex(&b)),
@@ -632,11 +732,19 @@ fn gen_lit(rng: &mut StdRng, data: &Data, col: usize, ty: Ty) -> Lit {
         }
         (Ty::Ts, V::I(us)) => {
             let t = ts_text(us);
-            Lit::three(format!("TIMESTAMP '{t}'"), format!("TIMESTAMP '{t}'"), format!("TIMESTAMP_NTZ '{t}'"))
+            Lit::three(
+                format!("TIMESTAMP '{t}'"),
+                format!("TIMESTAMP '{t}'"),
+                format!("TIMESTAMP_NTZ '{t}'"),
+            )
         }
         (Ty::Tstz, V::I(us)) => {
             let t = ts_text(us);
-            Lit::three(quote(&format!("{t}+00:00")), format!("TIMESTAMPTZ '{t}+00'"), format!("TIMESTAMP '{t}+00:00'"))
+            Lit::three(
+                quote(&format!("{t}+00:00")),
+                format!("TIMESTAMPTZ '{t}+00'"),
+                format!("TIMESTAMP '{t}+00:00'"),
+            )
         }
         (Ty::Tsn, V::I(ns)) => {
             let t = ts_text(ns.div_euclid(1000));
@@ -706,7 +814,11 @@ fn gen_pred(rng: &mut StdRng, data: &Data, depth: u32) -> P {
                 .collect();
             match others.is_empty() {
                 true => P::IsNull(c, rng.gen_bool(0.5)),
-                false => P::Cmp(Operand::Col(c), pick(rng, OPS), Operand::Col(pick(rng, &others))),
+                false => P::Cmp(
+                    Operand::Col(c),
+                    pick(rng, OPS),
+                    Operand::Col(pick(rng, &others)),
+                ),
             }
         }
         10..=12 => {
@@ -783,7 +895,13 @@ fn render(p: &P, d: Dialect) -> String {
                 .join(", ")
         ),
         P::Between(c, lo, hi, neg) => {
-            format!("{} {}BETWEEN {} AND {}", COLS[*c].name, not(*neg), lit(lo), lit(hi))
+            format!(
+                "{} {}BETWEEN {} AND {}",
+                COLS[*c].name,
+                not(*neg),
+                lit(lo),
+                lit(hi)
+            )
         }
         P::IsNull(c, neg) => format!("{} IS {}NULL", COLS[*c].name, not(*neg)),
         P::IsNan(c, neg) => match d {
@@ -857,7 +975,9 @@ fn decode_answers(path: &Path, rows: usize) -> HashMap<String, Answer> {
                     let bytes: Vec<u8> = (0..hexs.len() / 2)
                         .map(|i| u8::from_str_radix(&hexs[2 * i..2 * i + 2], 16).unwrap())
                         .collect();
-                    Ok((0..rows).map(|i| bytes[i / 8] & (1 << (i % 8)) != 0).collect())
+                    Ok((0..rows)
+                        .map(|i| bytes[i / 8] & (1 << (i % 8)) != 0)
+                        .collect())
                 }
                 None => Err(v["error"].as_str().unwrap_or("?").to_string()),
             };
@@ -965,8 +1085,18 @@ const SCAN_LAYOUTS: &[Layout] = &[
 /// The DML tables: (name, version, mode, partitioning).
 const DML_TABLES: &[(&str, FormatVersion, &str, &str)] = &[
     ("cow_v2", FormatVersion::V2, "copy-on-write", "bucket(2, l)"),
-    ("mor_v2", FormatVersion::V2, "merge-on-read", "truncate(1, s)"),
-    ("cow_v3", FormatVersion::V3, "copy-on-write", "truncate(50000, dec)"),
+    (
+        "mor_v2",
+        FormatVersion::V2,
+        "merge-on-read",
+        "truncate(1, s)",
+    ),
+    (
+        "cow_v3",
+        FormatVersion::V3,
+        "copy-on-write",
+        "truncate(50000, dec)",
+    ),
     ("mor_v3", FormatVersion::V3, "merge-on-read", "day(ts)"),
 ];
 
@@ -1010,10 +1140,15 @@ async fn make_table(
     // Three appends: several files (and snapshots) per partition.
     let cuts = [0, data.rows / 3, 2 * data.rows / 3, data.rows];
     for w in cuts.windows(2) {
-        t = floe::txn::append(&cat.clone(), &t, vec![Ok(data.batch(w[0]..w[1], dropped))], None)
-            .await
-            .unwrap()
-            .table;
+        t = floe::txn::append(
+            &cat.clone(),
+            &t,
+            vec![Ok(data.batch(w[0]..w[1], dropped))],
+            None,
+        )
+        .await
+        .unwrap()
+        .table;
     }
     t
 }
@@ -1093,7 +1228,14 @@ impl Mismatches {
                 let shown: Vec<String> = diff
                     .iter()
                     .take(3)
-                    .map(|&i| format!("    row {i} (duckdb {}, floe {}): {}", a[i], b[i], data.describe(i)))
+                    .map(|&i| {
+                        format!(
+                            "    row {i} (duckdb {}, floe {}): {}",
+                            a[i],
+                            b[i],
+                            data.describe(i)
+                        )
+                    })
                     .collect();
                 format!(
                     "duckdb {} rows, floe {} rows, {} differ\n{}",
@@ -1194,9 +1336,19 @@ async fn predicates_agree_with_duckdb_and_spark() {
         .await;
         for case in &cases {
             let got = floe_ids(&t, &case.floe, rows).await;
-            bad.check(&format!("scan {}", layout.name), case, &duck[&case.name], &got, &data);
+            bad.check(
+                &format!("scan {}", layout.name),
+                case,
+                &duck[&case.name],
+                &got,
+                &data,
+            );
         }
-        eprintln!("differential: scans of {} done at {:.1?}", layout.name, started.elapsed());
+        eprintln!(
+            "differential: scans of {} done at {:.1?}",
+            layout.name,
+            started.elapsed()
+        );
     }
 
     // 2. The CLI, on a sample: `floe scan --where … --count --json`.
@@ -1205,14 +1357,23 @@ async fn predicates_agree_with_duckdb_and_spark() {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
             .arg("--warehouse")
             .arg(dir.path())
-            .args(["scan", cli_table, "--where", &case.floe, "--count", "--json"])
+            .args([
+                "scan", cli_table, "--where", &case.floe, "--count", "--json",
+            ])
             .output()
             .unwrap();
         let got: Answer = if o.status.success() {
             let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
             let n = v["count"].as_u64().unwrap() as usize;
             // The CLI gives a count: compare it with the library's rows.
-            let lib = floe_ids(&cat.load_table(&parse_ident(cli_table).unwrap()).await.unwrap(), &case.floe, rows).await;
+            let lib = floe_ids(
+                &cat.load_table(&parse_ident(cli_table).unwrap())
+                    .await
+                    .unwrap(),
+                &case.floe,
+                rows,
+            )
+            .await;
             match lib {
                 Ok(ids) if ids.iter().filter(|x| **x).count() == n => Ok(ids),
                 _ => Err(format!("CLI counted {n}")),
@@ -1279,7 +1440,8 @@ async fn predicates_agree_with_duckdb_and_spark() {
                         } else {
                             let mut marked = vec![false; rows];
                             for b in &batches {
-                                let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                                let ids =
+                                    b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
                                 let m = b.column(1).as_any().downcast_ref::<Int32Array>().unwrap();
                                 for i in 0..b.num_rows() {
                                     marked[ids.value(i) as usize] = m.value(i) == 1;
@@ -1298,7 +1460,13 @@ async fn predicates_agree_with_duckdb_and_spark() {
                         })
                     }
                 };
-                bad.check(&format!("{kind} {name}"), case, &Ok(want.clone()), &got, &data);
+                bad.check(
+                    &format!("{kind} {name}"),
+                    case,
+                    &Ok(want.clone()),
+                    &got,
+                    &data,
+                );
             }
         }
     }

@@ -1208,13 +1208,10 @@ impl Run<'_> {
                     .collect();
                 let pred = match filter {
                     Some(p) => Some(
-                        floe::expr::file_selection(
-                            &sql_pred(p),
-                            table.metadata().current_schema(),
-                        )
-                        .map_err(|e| {
-                            fail(step, "rewrite-filter", format!("{}: {e}", sql_pred(p)))
-                        })?,
+                        floe::expr::file_selection(&sql_pred(p), table.metadata().current_schema())
+                            .map_err(|e| {
+                                fail(step, "rewrite-filter", format!("{}: {e}", sql_pred(p)))
+                            })?,
                     ),
                     None => None,
                 };

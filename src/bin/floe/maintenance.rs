@@ -129,7 +129,10 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
     let pred = match filter {
-        Some(f) => Some(floe::expr::file_selection(f, table.metadata().current_schema())?),
+        Some(f) => Some(floe::expr::file_selection(
+            f,
+            table.metadata().current_schema(),
+        )?),
         None => None,
     };
     let mut options: HashMap<String, String> = options.iter().cloned().collect();

@@ -24,6 +24,8 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Conformer {
     target: SchemaRef,
+    /// The Iceberg type of each target column, for error messages (`decimal(10,2)`).
+    types: Vec<String>,
     table: String,
 }
 
@@ -64,8 +66,19 @@ impl Conformer {
     /// A conformer for the table's current schema.
     pub fn new(schema: &iceberg::spec::Schema, table: &str) -> Result<Self> {
         let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
+        let types = target
+            .fields()
+            .iter()
+            .map(
+                |f| match schema.field_by_name(f.name()).map(|n| &*n.field_type) {
+                    Some(t @ iceberg::spec::Type::Primitive(_)) => t.to_string(),
+                    _ => f.data_type().to_string(),
+                },
+            )
+            .collect();
         Ok(Self {
             target,
+            types,
             table: table.to_string(),
         })
     }
@@ -100,11 +113,11 @@ impl Conformer {
             }
         }
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.target.fields().len());
-        for tf in self.target.fields() {
+        for (n, tf) in self.target.fields().iter().enumerate() {
             let col = match input.index_of(tf.name()) {
                 Ok(i) => {
                     let a = batch.column(i);
-                    fit_field(a, tf).map_err(|m| self.misfit(a, tf, m, source, first_row))?
+                    fit_field(a, tf).map_err(|m| self.misfit(a, n, m, source, first_row))?
                 }
                 Err(_) if tf.is_nullable() => new_null_array(tf.data_type(), batch.num_rows()),
                 Err(_) => {
@@ -121,22 +134,22 @@ impl Conformer {
             .map_err(|e| Error::invalid(format!("table {}: {e}", self.table)))
     }
 
-    /// The error for column `a` that does not fit `tf`.
-    fn misfit(&self, a: &ArrayRef, tf: &FieldRef, m: Misfit, source: &str, first: u64) -> Error {
+    /// The error for column `a` that does not fit target column `n`.
+    fn misfit(&self, a: &ArrayRef, n: usize, m: Misfit, source: &str, first: u64) -> Error {
+        let tf = self.target.field(n);
+        let ty = self.types.get(n).map(String::as_str).unwrap_or("?");
         let column = format!("{}{}", tf.name(), m.member);
         match m.row {
             Some(r) => Error::invalid(format!(
-                "column '{column}' of table {} ({}): row {} of {source} {}",
+                "column '{column}' of table {} ({ty}): row {} of {source} {}",
                 self.table,
-                tf.data_type(),
                 first + r as u64,
                 m.why
             )),
             None => Error::invalid(format!(
-                "column '{column}' of type {} does not fit table {} column of type {}: {}",
+                "column '{column}' of type {} does not fit table {} column of type {ty}: {}",
                 a.data_type(),
                 self.table,
-                tf.data_type(),
                 m.why
             )),
         }

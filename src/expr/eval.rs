@@ -364,37 +364,27 @@ impl BoundExpr {
 fn normalize_float(v: Val) -> Result<Val> {
     use arrow_array::types::{Float32Type, Float64Type};
     let a = v.array();
+    // One body for both widths: zero to +0.0, any NaN to the positive NaN.
+    macro_rules! normalized {
+        ($t:ty, $nan:expr) => {{
+            let p = a.as_primitive::<$t>();
+            if !p.values().iter().any(|x| *x == 0.0 || x.is_nan()) {
+                return Ok(v);
+            }
+            Arc::new(p.unary::<_, $t>(|x| {
+                if x == 0.0 {
+                    0.0
+                } else if x.is_nan() {
+                    $nan
+                } else {
+                    x
+                }
+            })) as ArrayRef
+        }};
+    }
     let out: ArrayRef = match a.data_type() {
-        DataType::Float32 => {
-            let p = a.as_primitive::<Float32Type>();
-            if !p.values().iter().any(|x| *x == 0.0 || x.is_nan()) {
-                return Ok(v);
-            }
-            Arc::new(p.unary::<_, Float32Type>(|x| {
-                if x == 0.0 {
-                    0.0
-                } else if x.is_nan() {
-                    f32::NAN
-                } else {
-                    x
-                }
-            }))
-        }
-        DataType::Float64 => {
-            let p = a.as_primitive::<Float64Type>();
-            if !p.values().iter().any(|x| *x == 0.0 || x.is_nan()) {
-                return Ok(v);
-            }
-            Arc::new(p.unary::<_, Float64Type>(|x| {
-                if x == 0.0 {
-                    0.0
-                } else if x.is_nan() {
-                    f64::NAN
-                } else {
-                    x
-                }
-            }))
-        }
+        DataType::Float32 => normalized!(Float32Type, f32::NAN),
+        DataType::Float64 => normalized!(Float64Type, f64::NAN),
         _ => return Ok(v),
     };
     Ok(Val::wrap(out, v.is_scalar()))

@@ -22,7 +22,7 @@ use crate::error::{Error, ErrorKind, Result};
 #[cfg(test)]
 use std::collections::HashMap;
 
-pub use location::{join, local_path, s3_parts, to_uri};
+pub use location::{check_store, join, local_path, s3_parts, scheme, to_uri};
 pub use s3::{S3Options, CONDITIONAL_PUT_ENV};
 pub use stats::RequestStats;
 

@@ -13,6 +13,7 @@ mod ingest;
 mod interop;
 mod maintenance;
 mod postgres;
+mod regress_cli;
 mod rest;
 mod s3;
 mod scale_out;

@@ -185,19 +185,60 @@ pub fn ident_name(ident: &TableIdent) -> String {
 }
 
 /// Parses `ns.table` (the last dot separates the table name); a bare name goes to `default`.
+/// A part that [`check_ident`] refuses is an error.
 pub fn parse_ident(name: &str) -> Result<TableIdent> {
     let parts: Vec<&str> = name.split('.').collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err(Error::invalid(format!(
-            "table name '{name}' has an empty part"
-        )));
-    }
     let parts = if parts.len() == 1 {
         vec!["default", parts[0]]
     } else {
         parts
     };
+    for p in &parts {
+        check_name_part("table name", name, p)?;
+    }
     TableIdent::from_strs(parts).map_err(Error::from)
+}
+
+/// Refuses an identifier whose namespace or table name could alias or escape a table
+/// location (`<warehouse>/<ns…>/<table>`) or a SQL catalog's dotted namespace: an empty part,
+/// or one holding `/`, `\`, `.` (`..` included) or a control character. Tables with such
+/// names written by other engines still load; floe does not create them.
+pub fn check_ident(ident: &TableIdent) -> Result<()> {
+    let name = ident_name(ident);
+    for p in ident.namespace().iter() {
+        check_name_part("table name", &name, p)?;
+    }
+    check_name_part("table name", &name, ident.name())
+}
+
+/// [`check_ident`] for a dotted namespace name (`db`, `a.b`).
+pub fn check_namespace(ns: &str) -> Result<()> {
+    for p in ns.split('.') {
+        check_name_part("namespace", ns, p)?;
+    }
+    Ok(())
+}
+
+fn check_name_part(what: &str, whole: &str, part: &str) -> Result<()> {
+    let bad = if part.is_empty() {
+        Some("an empty part".to_string())
+    } else if let Some(c) = part
+        .chars()
+        .find(|c| matches!(c, '/' | '\\' | '.') || c.is_control())
+    {
+        Some(format!("'{}' in '{part}'", c.escape_default()))
+    } else {
+        None
+    };
+    match bad {
+        Some(b) => Err(Error::invalid(format!(
+            "{what} '{}' has {b}: a namespace or table name must not be empty nor contain '/', \
+             '\\', '.' or control characters (it would alias or escape another table's \
+             location); use letters, digits and '_'",
+            whole.escape_default()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Reads and parses a metadata JSON file (plain or gzip), naming the file on failure.
@@ -302,6 +343,25 @@ mod tests {
         assert_eq!(ident_name(&parse_ident("a.b.c").unwrap()), "a.b.c");
         assert_eq!(ident_name(&parse_ident("t").unwrap()), "default.t");
         assert!(parse_ident("a..b").is_err());
+    }
+
+    #[test]
+    fn names_that_alias_or_escape_a_location_are_refused() {
+        for bad in [
+            "db.a/b", "db.a\\b", "a/b", "db..t", ".t", "t.", "", "db.t\n", "a/..", "db./x",
+        ] {
+            let e = parse_ident(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{bad:?}");
+            assert!(e.to_string().contains("alias"), "{e}");
+        }
+        for bad in [vec!["db", "a/b"], vec!["..", "t"], vec!["a.b", "t"]] {
+            let id = TableIdent::from_strs(bad.clone()).unwrap();
+            assert!(check_ident(&id).is_err(), "{bad:?}");
+        }
+        check_ident(&parse_ident("db.a_b-1 ü").unwrap()).unwrap();
+        assert!(check_namespace("a/b").is_err());
+        assert!(check_namespace("a..b").is_err());
+        check_namespace("a.b").unwrap();
     }
 
     #[test]

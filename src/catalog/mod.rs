@@ -20,7 +20,7 @@ use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
 use crate::error::{Error, ErrorKind, Result};
 use crate::spec::{FormatVersion, Schema, SortOrder, TableIdent, TableMetadata};
 use crate::storage::{self, Storage};
-use crate::table::{ident_name, read_metadata, Table};
+use crate::table::{check_ident, check_namespace, ident_name, read_metadata, Table};
 
 /// The outcome of one attempt to swap a table's metadata pointer.
 #[derive(Debug)]
@@ -29,7 +29,14 @@ pub enum CommitOutcome {
     Committed(Table),
     /// Another writer moved the pointer first; nothing changed. Reload, re-validate, retry.
     Conflict(String),
-    /// The swap may or may not have happened (for example the catalog became unreachable).
+    /// The swap definitely did not happen and nothing changed, for a reason other than a
+    /// conflict: the new metadata file could not be written (disk full, permission denied),
+    /// the catalog refused the update (a read-only database), or a REST catalog answered a
+    /// 4xx other than 409. Retrying the same commit will fail the same way until the cause
+    /// is fixed.
+    Failed(Error),
+    /// The swap may or may not have happened (for example the catalog became unreachable
+    /// after the update was sent).
     Unknown(Error),
 }
 
@@ -151,6 +158,9 @@ impl Catalog {
                 backend: Backend::Rest(backend),
             });
         }
+        if let Some(w) = warehouse {
+            storage::check_store("warehouse", w)?;
+        }
         if let Some(w) = warehouse.filter(|w| storage::s3_parts(w).is_some()) {
             return Self::open_remote(uri, w, name, storage);
         }
@@ -175,6 +185,7 @@ impl Catalog {
             }
             Some(u) if u.starts_with("file:") || u.starts_with("fs:") || u.starts_with('/') => {
                 let p = u.strip_prefix("fs:").unwrap_or(u);
+                storage::check_store("filesystem catalog warehouse", p)?;
                 let p = storage::local_path(p).map(str::to_string).unwrap_or_else(|| p.to_string());
                 let wh = abs(&p)?;
                 std::fs::create_dir_all(&wh).map_err(|e| Error::io(format!("creating warehouse {}", wh.display())).with_source(e))?;
@@ -285,6 +296,7 @@ impl Catalog {
 
     /// Creates a namespace (no error if it exists).
     pub async fn create_namespace(&self, ns: &str, props: &[(String, String)]) -> Result<()> {
+        check_namespace(ns)?;
         match &self.backend {
             Backend::Sql(b) => {
                 let (b, ns, props) = (b.clone(), ns.to_string(), props.to_vec());
@@ -379,6 +391,7 @@ impl Catalog {
 
     /// Creates a table (and its namespace when missing).
     pub async fn create_table(&self, ident: &TableIdent, creation: TableCreation) -> Result<Table> {
+        check_ident(ident)?;
         let name = ident_name(ident);
         if self.table_exists(ident).await? {
             return Err(Error::new(
@@ -402,7 +415,13 @@ impl Catalog {
         }
         crate::spec::TableProperties::parse(&props)
             .map_err(|e| e.context(format!("creating {name}")))?;
+        if let Some(l) = &creation.location {
+            storage::check_store("table location", l)
+                .map_err(|e| e.context(format!("creating {name}")))?;
+        }
         check_features(&creation.schema, fv).map_err(|e| e.context(format!("creating {name}")))?;
+        crate::spec::check_layout(&creation.partition_spec, creation.sort_order.as_ref())
+            .map_err(|e| e.context(format!("creating {name}")))?;
         if let Backend::Rest(r) = &self.backend {
             return self.create_rest_table(r, ident, creation, fv, props).await;
         }
@@ -480,6 +499,7 @@ impl Catalog {
         ident: &TableIdent,
         md: TableMetadata,
     ) -> Result<Table> {
+        check_ident(ident)?;
         let name = ident_name(ident);
         if self.table_exists(ident).await? {
             return Err(Error::new(
@@ -553,6 +573,7 @@ impl Catalog {
         ident: &TableIdent,
         metadata_location: &str,
     ) -> Result<Table> {
+        check_ident(ident)?;
         let md = read_metadata(&self.storage, metadata_location).await?;
         match &self.backend {
             Backend::Sql(b) => {
@@ -617,7 +638,11 @@ impl Catalog {
             Backend::Sql(b) => {
                 let loc = sql_metadata_location(new.location(), Some(base.metadata_location()));
                 if let Err(e) = self.write_metadata(&loc, &new).await {
-                    return CommitOutcome::Unknown(e.context("writing the new metadata file"));
+                    // The pointer was never swapped: nothing is committed (a timed-out put
+                    // that landed after all is an orphan for remove-orphan-files).
+                    return CommitOutcome::Failed(
+                        e.context(format!("writing the new metadata file '{loc}'")),
+                    );
                 }
                 let (b2, ns, n, old, l) = (
                     b.clone(),
@@ -637,6 +662,10 @@ impl Catalog {
                             ident_name(&ident)
                         ))
                     }
+                    Ok(sql::Swap::Refused(e)) => {
+                        let _ = self.storage.delete(&loc).await;
+                        CommitOutcome::Failed(e)
+                    }
                     Err(e) => CommitOutcome::Unknown(e),
                 }
             }
@@ -645,11 +674,12 @@ impl Catalog {
                     CommitOutcome::Committed(Table::new(ident, *md, loc, self.storage.clone()))
                 }
                 rest::RestCommit::Conflict(msg) => CommitOutcome::Conflict(msg),
+                rest::RestCommit::Failed(e) => CommitOutcome::Failed(e),
                 rest::RestCommit::Unknown(e) => CommitOutcome::Unknown(e),
             },
             Backend::Fs => {
                 let Some(v) = fs::version_of(base.metadata_location()) else {
-                    return CommitOutcome::Unknown(Error::invalid(format!(
+                    return CommitOutcome::Failed(Error::invalid(format!(
                         "'{}' is not a vN.metadata.json file",
                         base.metadata_location()
                     )));
@@ -657,7 +687,7 @@ impl Catalog {
                 let loc = fs::version_location(new.location(), v + 1);
                 let bytes = match serde_json::to_vec(&new) {
                     Ok(b) => Bytes::from(b),
-                    Err(e) => return CommitOutcome::Unknown(e.into()),
+                    Err(e) => return CommitOutcome::Failed(e.into()),
                 };
                 match self.storage.put_if_absent(&loc, bytes).await {
                     Ok(()) => {
@@ -668,6 +698,11 @@ impl Catalog {
                     Err(e) if e.kind() == ErrorKind::AlreadyExists => CommitOutcome::Conflict(
                         format!("table {} was changed by another writer", ident_name(&ident)),
                     ),
+                    // A local create-only put that failed created nothing (it writes a staging
+                    // file, then links it into place); elsewhere the put may have landed.
+                    Err(e) if storage::local_path(&loc).is_some() => CommitOutcome::Failed(
+                        e.context(format!("writing the new metadata file '{loc}'")),
+                    ),
                     Err(e) => CommitOutcome::Unknown(e),
                 }
             }
@@ -676,6 +711,7 @@ impl Catalog {
 
     /// Renames a table (SQL catalog only; Hadoop tables are named by their directory).
     pub async fn rename_table(&self, from: &TableIdent, to: &TableIdent) -> Result<()> {
+        check_ident(to)?;
         match &self.backend {
             Backend::Sql(b) => {
                 let (b, a, an, z, zn) = (

@@ -97,8 +97,30 @@ pub(crate) enum RestCommit {
     Committed(String, Box<TableMetadata>),
     /// A requirement failed (409): nothing changed.
     Conflict(String),
-    /// The outcome is not known (5xx, timeout, connection lost).
+    /// The request was refused (a 4xx other than 409, 501) or never sent: nothing changed.
+    Failed(Error),
+    /// The outcome is not known (500, 502, 503, 504, other 5xx, timeout, connection lost).
     Unknown(Error),
+}
+
+/// How a commit answered with a non-success `status` ended, as the REST spec and Iceberg
+/// Java's commit error handler read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CommitStatus {
+    /// 409: a requirement failed.
+    Conflict,
+    /// A 4xx other than 409 (and 501 Not Implemented): the server did not apply the change.
+    Failed,
+    /// Any other status: the change may have been applied.
+    Unknown,
+}
+
+fn commit_status(status: u16) -> CommitStatus {
+    match status {
+        409 => CommitStatus::Conflict,
+        400..=499 | 501 => CommitStatus::Failed,
+        _ => CommitStatus::Unknown,
+    }
 }
 
 fn env(name: &str) -> Option<String> {
@@ -541,13 +563,14 @@ impl RestBackend {
         base: &TableMetadata,
         new: &TableMetadata,
     ) -> RestCommit {
+        // Until the request is sent, a failure commits nothing.
         let c = match changes::diff(base, new) {
             Ok(c) => c,
-            Err(e) => return RestCommit::Unknown(e),
+            Err(e) => return RestCommit::Failed(e),
         };
         let url = match self.url(&Self::table_path(ident)).await {
             Ok(u) => u,
-            Err(e) => return RestCommit::Unknown(e),
+            Err(e) => return RestCommit::Failed(e),
         };
         let body = json!({
             "identifier": ident_json(ident),
@@ -567,18 +590,18 @@ impl RestBackend {
                 Err(e) => RestCommit::Unknown(e),
             };
         }
-        match status.as_u16() {
-            409 => RestCommit::Conflict(format!(
+        match commit_status(status.as_u16()) {
+            CommitStatus::Conflict => RestCommit::Conflict(format!(
                 "table {} was changed by another writer ({})",
                 ident_name(ident),
                 error_message(&text)
             )),
+            CommitStatus::Failed => RestCommit::Failed(
+                self.status_error(status, &text, &url)
+                    .context(format!("commit to table {} refused", ident_name(ident))),
+            ),
             // The spec's "commit state unknown" answers: the change may have been applied.
-            500 | 502 | 503 | 504 => RestCommit::Unknown(self.status_error(status, &text, &url)),
-            _ => RestCommit::Unknown(Error::new(
-                ErrorKind::CommitStateUnknown,
-                self.status_error(status, &text, &url).to_string(),
-            )),
+            CommitStatus::Unknown => RestCommit::Unknown(self.status_error(status, &text, &url)),
         }
     }
 
@@ -665,5 +688,16 @@ mod tests {
             error_message(r#"{"error":{"message":"m","type":"T","code":409}}"#),
             "T: m"
         );
+    }
+
+    #[test]
+    fn commit_answers_per_the_spec() {
+        assert_eq!(commit_status(409), CommitStatus::Conflict);
+        for s in [400, 401, 403, 404, 406, 419, 422, 501] {
+            assert_eq!(commit_status(s), CommitStatus::Failed, "{s}");
+        }
+        for s in [500, 502, 503, 504, 507, 302] {
+            assert_eq!(commit_status(s), CommitStatus::Unknown, "{s}");
+        }
     }
 }

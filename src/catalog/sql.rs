@@ -37,13 +37,20 @@ enum Db {
 
 /// Result of a pointer swap.
 pub(crate) enum Swap {
+    /// The pointer moved.
     Done,
+    /// The pointer was not at the expected location (another writer moved it).
     Stale,
+    /// The database refused the update (read-only, disk full, locked, unreachable before
+    /// the statement was sent): the pointer did not move.
+    Refused(Error),
 }
 
-/// A failed statement: a unique-key violation (something already exists) or anything else.
+/// A failed statement: a unique-key violation (something already exists), a refusal the
+/// database answered (the statement was not applied), or anything else (it may have been).
 pub(crate) enum DbError {
     Unique,
+    Refused(Error),
     Other(Error),
 }
 
@@ -142,7 +149,7 @@ impl SqlBackend {
                 "{}: {what}: unexpected duplicate key",
                 self.describe()
             )),
-            DbError::Other(e) => self.ctx(what, e),
+            DbError::Refused(e) | DbError::Other(e) => self.ctx(what, e),
         }
     }
 
@@ -248,17 +255,26 @@ impl SqlBackend {
         }
     }
 
-    /// The compare-and-swap: one `UPDATE … WHERE metadata_location = <old>`.
+    /// The compare-and-swap: one `UPDATE … WHERE metadata_location = <old>`. An error means
+    /// the outcome is unknown (the statement may have been applied); [`Swap::Refused`] that
+    /// it was not.
     pub(crate) fn swap(&self, ns: &str, name: &str, old: &str, new: &str) -> Result<Swap> {
-        let mut c = self.conn()?;
-        let n = c
-            .execute(
-                "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
-                 WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5 AND metadata_location = ?2",
-                &[new, old, &self.catalog, ns, name],
-            )
-            .map_err(|e| self.fail("commit", e))?;
-        Ok(if n == 1 { Swap::Done } else { Swap::Stale })
+        // No connection: the statement was never sent.
+        let mut c = match self.conn() {
+            Ok(c) => c,
+            Err(e) => return Ok(Swap::Refused(e.context("commit: not sent"))),
+        };
+        let r = c.execute(
+            "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2
+             WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5 AND metadata_location = ?2",
+            &[new, old, &self.catalog, ns, name],
+        );
+        match r {
+            Ok(1) => Ok(Swap::Done),
+            Ok(_) => Ok(Swap::Stale),
+            Err(DbError::Other(e)) => Err(self.ctx("commit", e)),
+            Err(e) => Ok(Swap::Refused(self.fail("commit refused", e))),
+        }
     }
 
     pub(crate) fn rename(&self, ns: &str, name: &str, to_ns: &str, to_name: &str) -> Result<()> {
@@ -308,7 +324,9 @@ fn create_tables(c: &mut dyn Conn) -> Result<()> {
             if !c.table_exists(table)? {
                 return Err(match e {
                     DbError::Unique => Error::io(format!("creating catalog table {table} failed")),
-                    DbError::Other(e) => e.context(format!("creating catalog table {table}")),
+                    DbError::Refused(e) | DbError::Other(e) => {
+                        e.context(format!("creating catalog table {table}"))
+                    }
                 });
             }
         }
@@ -325,6 +343,29 @@ fn sqlite_err(e: rusqlite::Error) -> Error {
     Error::io(e.to_string()).with_source(e)
 }
 
+/// Whether SQLite refused a statement before applying it: a single statement in autocommit
+/// mode is rolled back when it fails with one of these (read-only database, disk full,
+/// locked, a constraint or trigger). An I/O error or corruption may strike while the
+/// transaction commits, so its outcome is unknown.
+fn sqlite_refused(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    matches!(
+        e.sqlite_error_code(),
+        Some(
+            C::ReadOnly
+                | C::DiskFull
+                | C::DatabaseBusy
+                | C::DatabaseLocked
+                | C::CannotOpen
+                | C::PermissionDenied
+                | C::ConstraintViolation
+                | C::TooBig
+                | C::AuthorizationForStatementDenied
+                | C::ApiMisuse
+        )
+    )
+}
+
 impl Conn for SqliteConn {
     fn execute(&mut self, sql: &str, params: &[&str]) -> std::result::Result<u64, DbError> {
         match self
@@ -333,9 +374,13 @@ impl Conn for SqliteConn {
         {
             Ok(n) => Ok(n as u64),
             Err(rusqlite::Error::SqliteFailure(f, _))
-                if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+                if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                    || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
             {
                 Err(DbError::Unique)
+            }
+            Err(e @ rusqlite::Error::SqliteFailure(..)) if sqlite_refused(&e) => {
+                Err(DbError::Refused(sqlite_err(e)))
             }
             Err(e) => Err(DbError::Other(sqlite_err(e))),
         }
@@ -401,6 +446,41 @@ mod tests {
         assert_eq!(b.pointer("db", "t").unwrap().as_deref(), Some("/m2"));
         assert_eq!(b.tables("db").unwrap(), vec!["t".to_string()]);
         assert_eq!(b.namespaces().unwrap(), vec!["db".to_string()]);
+    }
+
+    #[test]
+    fn refused_statements_are_told_from_unknown_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.db");
+        let b = SqlBackend::open(p.clone(), "default".into()).unwrap();
+        b.insert("db", "t", "/m1").unwrap();
+        // A read-only database (as a file without write permission opens) refuses the swap.
+        let ro =
+            Connection::open_with_flags(&p, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let mut c = SqliteConn { c: ro };
+        let r = c.execute(
+            "UPDATE iceberg_tables SET metadata_location = ?1 WHERE table_name = ?2",
+            &["/m2", "t"],
+        );
+        assert!(matches!(r, Err(DbError::Refused(_))));
+        // A duplicate key is still a duplicate; a trigger's abort is a refusal, not one.
+        assert!(matches!(
+            b.conn().unwrap().execute(
+                "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name) VALUES ('default', 'db', 't')",
+                &[]
+            ),
+            Err(DbError::Unique)
+        ));
+        let c = Connection::open(&p).unwrap();
+        c.execute_batch(
+            "CREATE TRIGGER ro BEFORE UPDATE ON iceberg_tables BEGIN SELECT RAISE(ABORT, 'ro'); END;",
+        )
+        .unwrap();
+        assert!(matches!(
+            b.swap("db", "t", "/m1", "/m2").unwrap(),
+            Swap::Refused(_)
+        ));
+        assert_eq!(b.pointer("db", "t").unwrap().as_deref(), Some("/m1"));
     }
 
     #[test]

@@ -38,6 +38,13 @@ pub struct ExpireResult {
     pub deleted_manifest_files_count: usize,
     /// `deleted_manifest_lists_count`.
     pub deleted_manifest_lists_count: usize,
+    /// The metadata file the expiry committed (`None` when nothing was committed: a dry run,
+    /// or no snapshot to expire).
+    pub metadata_location: Option<String>,
+    /// What failed after the commit (reading the expired snapshots' manifests, deleting
+    /// files): the snapshots are expired all the same, and files only they referenced may
+    /// remain (`remove-orphan-files` deletes them). `None` when the cleanup finished.
+    pub cleanup_error: Option<String>,
 }
 
 /// The snapshot ids to expire from `t`'s metadata.
@@ -109,17 +116,22 @@ fn choose(t: &Table, o: &ExpireOptions) -> Result<Vec<i64>> {
 }
 
 /// Expires snapshots of `table` and deletes the files only they referenced.
+///
+/// An error means nothing was committed. Once the commit is done, a failure of the cleanup
+/// (an unreadable manifest of an expired snapshot, a file that cannot be deleted) is no
+/// error: it is reported in [`ExpireResult::cleanup_error`], and no file is deleted unless
+/// every manifest that decides whether it is still live was read.
 pub async fn expire_snapshots(
     catalog: &Catalog,
     table: &Table,
     o: &ExpireOptions,
 ) -> Result<ExpireResult> {
     let mut base = table.clone();
-    let (expired, before) = loop {
+    let (expired, before, committed) = loop {
         let ids = choose(&base, o)?;
         let before = base.clone();
         if ids.is_empty() || o.dry_run {
-            break (ids, before);
+            break (ids, before, None);
         }
         let next = TableMetadataBuilder::new_from_metadata(
             base.metadata().clone(),
@@ -130,8 +142,16 @@ pub async fn expire_snapshots(
         .map_err(|e| Error::invalid(format!("expiring snapshots of {}: {e}", base.name())))?
         .metadata;
         match catalog.commit(&base, next).await {
-            CommitOutcome::Committed(_) => break (ids, before),
+            CommitOutcome::Committed(t) => {
+                break (ids, before, Some(t.metadata_location().to_string()))
+            }
             CommitOutcome::Conflict(_) => base = catalog.load_table(base.ident()).await?,
+            CommitOutcome::Failed(e) => {
+                return Err(e.context(format!(
+                    "expiring snapshots of {}: nothing was committed",
+                    base.name()
+                )))
+            }
             CommitOutcome::Unknown(e) => {
                 return Err(Error::new(
                     ErrorKind::CommitStateUnknown,
@@ -150,10 +170,35 @@ pub async fn expire_snapshots(
         deleted_delete_files_count: 0,
         deleted_manifest_files_count: 0,
         deleted_manifest_lists_count: 0,
+        metadata_location: committed.clone(),
+        cleanup_error: None,
     };
     if expired.is_empty() {
         return Ok(result);
     }
+    match clean_up(catalog, &before, &expired, o.dry_run, &mut result).await {
+        Err(e) if committed.is_some() => {
+            result.cleanup_error = Some(format!(
+                "snapshots {expired:?} of {} were expired, but deleting the files only they \
+                 referenced failed: {e}; run remove-orphan-files once the cause is fixed",
+                before.name()
+            ));
+            Ok(result)
+        }
+        Err(e) => Err(e),
+        Ok(()) => Ok(result),
+    }
+}
+
+/// Counts (and unless `dry_run` or `gc.enabled=false`, deletes) the files only the `expired`
+/// snapshots of `before` referenced.
+async fn clean_up(
+    catalog: &Catalog,
+    before: &Table,
+    expired: &[i64],
+    dry_run: bool,
+    result: &mut ExpireResult,
+) -> Result<()> {
     let md = before.metadata();
     let gone: Vec<_> = md
         .snapshots()
@@ -165,9 +210,9 @@ pub async fn expire_snapshots(
         .filter(|s| !expired.contains(&s.snapshot_id()))
         .map(|s| s.as_ref())
         .collect();
-    let gone_files = Reachable::of_snapshots(&before, gone).await?;
-    let mut live = Reachable::of_snapshots(&before, kept).await?;
-    live.extend(Reachable::of_tables(&other_tables(catalog, &before).await?).await?);
+    let gone_files = Reachable::of_snapshots(before, gone).await?;
+    let mut live = Reachable::of_snapshots(before, kept).await?;
+    live.extend(Reachable::of_tables(&other_tables(catalog, before).await?).await?);
     let gc = before.properties()?.gc_enabled;
     let storage = before.storage();
     let unreferenced = |paths: &HashSet<String>| -> Vec<String> {
@@ -181,15 +226,33 @@ pub async fn expire_snapshots(
     let manifests = unreferenced(&gone_files.manifests);
     let data = unreferenced(&gone_files.data_files);
     let deletes = unreferenced(&gone_files.delete_files);
-    result.deleted_manifest_lists_count = lists.len();
-    result.deleted_manifest_files_count = manifests.len();
-    result.deleted_data_files_count = data.len();
-    result.deleted_delete_files_count = deletes.len();
-    if !gc || o.dry_run {
-        return Ok(result);
+    if !gc || dry_run {
+        result.deleted_manifest_lists_count = lists.len();
+        result.deleted_manifest_files_count = manifests.len();
+        result.deleted_data_files_count = data.len();
+        result.deleted_delete_files_count = deletes.len();
+        return Ok(());
     }
-    for p in lists.iter().chain(&manifests).chain(&data).chain(&deletes) {
-        let _ = storage.delete(p).await;
+    let mut failed: Vec<Error> = Vec::new();
+    for (paths, count) in [
+        (&lists, &mut result.deleted_manifest_lists_count),
+        (&manifests, &mut result.deleted_manifest_files_count),
+        (&data, &mut result.deleted_data_files_count),
+        (&deletes, &mut result.deleted_delete_files_count),
+    ] {
+        for p in paths {
+            match storage.delete(p).await {
+                Ok(()) => *count += 1,
+                Err(e) => failed.push(e),
+            }
+        }
     }
-    Ok(result)
+    match failed.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::io(format!(
+            "{} of {} files could not be deleted (first: {first})",
+            failed.len(),
+            lists.len() + manifests.len() + data.len() + deletes.len()
+        ))),
+    }
 }

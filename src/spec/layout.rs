@@ -6,6 +6,33 @@ use iceberg::spec::{
 
 use crate::error::{Error, Result};
 
+/// Refuses a transform the spec does not allow: `bucket[N]` and `truncate[W]` need N, W > 0
+/// (0 would divide by zero on every write).
+pub fn check_transform(t: &Transform) -> Result<()> {
+    match t {
+        Transform::Bucket(0) => Err(Error::invalid(
+            "bucket[0]: the number of buckets must be at least 1 (bucket(N, col) with N > 0)",
+        )),
+        Transform::Truncate(0) => Err(Error::invalid(
+            "truncate[0]: the truncation width must be at least 1 (truncate(W, col) with W > 0)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a partition spec or sort order with a transform [`check_transform`] refuses.
+pub fn check_layout(spec: &UnboundPartitionSpec, order: Option<&SortOrder>) -> Result<()> {
+    for f in spec.fields() {
+        check_transform(&f.transform)
+            .map_err(|e| e.context(format!("partition field '{}'", f.name)))?;
+    }
+    for f in order.map(|o| o.fields.as_slice()).unwrap_or_default() {
+        check_transform(&f.transform)
+            .map_err(|e| e.context(format!("sort field of source id {}", f.source_id)))?;
+    }
+    Ok(())
+}
+
 /// One `transform(args)` or bare column term.
 fn parse_term(term: &str) -> Result<(Transform, String)> {
     let t = term.trim();
@@ -36,7 +63,7 @@ fn parse_term(term: &str) -> Result<(Transform, String)> {
             _ => Err(Error::invalid(format!("'{t}' needs one column argument"))),
         }
     };
-    Ok(match name.as_str() {
+    let (transform, col) = match name.as_str() {
         "identity" => (Transform::Identity, one(&args)?),
         "bucket" => {
             let (n, c) = two(&args)?;
@@ -56,7 +83,9 @@ fn parse_term(term: &str) -> Result<(Transform, String)> {
                 "unknown transform '{other}' in '{t}'"
             )))
         }
-    })
+    };
+    check_transform(&transform).map_err(|e| e.context(format!("'{t}'")))?;
+    Ok((transform, col))
 }
 
 /// Splits at top-level commas (not inside parentheses).
@@ -196,6 +225,30 @@ mod tests {
         assert!(parse_partition_spec("day(nope)", &s).is_err());
         assert!(parse_partition_spec("day(name)", &s).is_err());
         assert!(parse_partition_spec("zorder(id)", &s).is_err());
+    }
+
+    #[test]
+    fn zero_buckets_and_widths_are_refused() {
+        let s = parse_schema("id long, name string").unwrap();
+        for (text, want) in [
+            ("bucket(0, id)", "number of buckets"),
+            ("bucket(id, 0)", "number of buckets"),
+            ("truncate(0, name)", "truncation width"),
+            ("id, truncate(name, 0)", "truncation width"),
+        ] {
+            let e = parse_partition_spec(text, &s).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput, "{text}");
+            assert!(e.to_string().contains(want), "{text}: {e}");
+            let e = parse_sort_order(text, &s).unwrap_err();
+            assert!(e.to_string().contains(want), "sort {text}: {e}");
+        }
+        assert!(parse_partition_spec("bucket(1, id), truncate(1, name)", &s).is_ok());
+        let zero = UnboundPartitionSpec::builder()
+            .add_partition_field(1, "id_bucket", Transform::Bucket(0))
+            .unwrap()
+            .build();
+        assert!(check_layout(&zero, None).is_err());
+        assert!(check_layout(&UnboundPartitionSpec::builder().build(), None).is_ok());
     }
 
     #[test]

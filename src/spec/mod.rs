@@ -6,7 +6,7 @@ mod layout;
 mod properties;
 
 pub use ddl::{parse_schema, schema_from_arrow};
-pub use layout::{parse_partition_spec, parse_sort_order};
+pub use layout::{check_layout, check_transform, parse_partition_spec, parse_sort_order};
 pub use properties::{DeleteGranularity, IsolationLevel, MetricsMode, TableProperties, WriteMode};
 
 pub use iceberg::spec::{

@@ -42,11 +42,11 @@ pub(crate) fn resolve(location: &str) -> Result<Resolved> {
             key: key.trim_end_matches('/').to_string(),
         });
     }
-    let path = local_path(location).ok_or_else(|| {
-        Error::unsupported(format!(
-            "location '{location}' uses a scheme floe cannot open; use a local path, a file:// \
-             URI or s3://bucket/path"
-        ))
+    let path = local_path(location).ok_or_else(|| match scheme(location) {
+        Some(_) => unsupported_store("location", location),
+        None => Error::unsupported(format!(
+            "location '{location}' is not absolute; use an absolute path, a {SUPPORTED}"
+        )),
     })?;
     Ok(Resolved::Local(path.trim_start_matches('/').to_string()))
 }
@@ -62,6 +62,48 @@ pub fn check(location: &str) -> Result<()> {
         .map_err(|e| Error::invalid(format!("invalid location '{location}': {e}")))?;
     relocate(location, location, "/moved");
     Ok(())
+}
+
+/// The stores floe opens, for messages.
+const SUPPORTED: &str =
+    "file:///path URI or s3://bucket/path (also s3a:// and s3n://); a plain path is local";
+
+/// The URI scheme of `location` (`abfs` in `abfs://c@a/p`, `file` in `file:/p`); `None` for
+/// a plain path. A scheme is at least two characters (`C:` is a drive letter)
+/// followed by `:/`.
+pub fn scheme(location: &str) -> Option<&str> {
+    let (head, rest) = location.split_once(':')?;
+    let mut chars = head.chars();
+    let first = chars.next()?;
+    let valid = head.len() >= 2
+        && first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        && rest.starts_with('/');
+    valid.then_some(head)
+}
+
+/// Whether floe can open locations of `scheme` (`file`, `s3`, `s3a`, `s3n`; lowercase, as
+/// the location parsers match them).
+fn supported_scheme(scheme: &str) -> bool {
+    matches!(scheme, "file" | "s3" | "s3a" | "s3n")
+}
+
+/// The "unsupported store" error for `what` (`warehouse`, `location`) at `location`.
+fn unsupported_store(what: &str, location: &str) -> Error {
+    let scheme = scheme(location).unwrap_or_default();
+    Error::unsupported(format!(
+        "{what} '{location}' is on an unsupported store ('{scheme}://'): floe opens a local \
+         path, a {SUPPORTED}"
+    ))
+}
+
+/// Refuses a `what` (`warehouse`, `table location`) whose URI scheme floe cannot open (for
+/// example `abfs://`, `gs://`, `hdfs://`), instead of taking it for a relative local path.
+pub fn check_store(what: &str, location: &str) -> Result<()> {
+    match scheme(location) {
+        Some(s) if !supported_scheme(s) => Err(unsupported_store(what, location)),
+        _ => Ok(()),
+    }
 }
 
 /// The absolute local path of a `file:` / plain location, or `None` for other schemes.
@@ -118,6 +160,41 @@ mod tests {
         assert!(resolve("gs://b/k").is_err());
         assert!(resolve("relative/x").is_err());
         assert!(resolve("s3:///k").is_err());
+    }
+
+    #[test]
+    fn unknown_schemes_are_unsupported_stores() {
+        for l in [
+            "abfs://c@acct.dfs.core.windows.net/wh",
+            "abfss://c@acct.dfs.core.windows.net/wh",
+            "gs://bucket/wh",
+            "az://c/wh",
+            "hdfs://nn:8020/wh",
+            "wasbs://c@a/wh",
+            "HDFS:/wh",
+            "S3://b/wh",
+        ] {
+            let e = check_store("warehouse", l).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Unsupported, "{l}");
+            let m = e.to_string();
+            assert!(m.contains(l) && m.contains("unsupported store"), "{m}");
+            assert!(m.contains("s3://") && m.contains("file://"), "{m}");
+            let e = resolve(&format!("{l}/t/data/a.parquet")).unwrap_err();
+            assert!(e.to_string().contains("unsupported store"), "{e}");
+        }
+        for l in [
+            "warehouse",
+            "./w",
+            "/abs/w",
+            "file:///abs/w",
+            "file:/abs/w",
+            "s3://b/w",
+            "s3n://b",
+            "c:/x",
+            "my:dir",
+        ] {
+            check_store("warehouse", l).unwrap();
+        }
     }
 
     #[test]

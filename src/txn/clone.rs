@@ -199,6 +199,10 @@ pub async fn clone_table(
                     continue;
                 }
                 CommitOutcome::Conflict(msg) => Err(Error::new(ErrorKind::Conflict, msg)),
+                CommitOutcome::Failed(e) => Err(e.context(format!(
+                    "clone onto {} failed and nothing was committed",
+                    result.target
+                ))),
                 CommitOutcome::Unknown(e) => Err(Error::new(
                     ErrorKind::CommitStateUnknown,
                     format!(

@@ -159,6 +159,13 @@ pub async fn commit(
                 }
                 return Ok(t);
             }
+            CommitOutcome::Failed(e) => {
+                producer.abort(&storage).await;
+                return Err(e.context(format!(
+                    "commit to table {} failed and nothing was committed (the table is unchanged)",
+                    table.name()
+                )));
+            }
             CommitOutcome::Unknown(e) => {
                 return Err(Error::new(
                     ErrorKind::CommitStateUnknown,

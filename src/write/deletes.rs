@@ -14,6 +14,7 @@ use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterB
 use roaring::RoaringTreemap;
 
 use super::data::writer_properties;
+use super::failed::write_failed;
 use crate::codec::dv;
 use crate::error::{Error, Result};
 use crate::scan::{FILE_PATH_FIELD_ID, POS_FIELD_ID};
@@ -128,10 +129,19 @@ impl DeleteFileWriter {
         )?;
         let props = writer_properties(&self.table.properties()?, &[])?;
         let path = self.location(Some((spec, partition)), "deletes.parquet");
-        let out = self.table.storage().file_io().new_output(&path)?;
-        let mut w = ParquetWriterBuilder::new(props, schema).build(out).await?;
-        w.write(&batch).await?;
-        let mut built = w.close().await?;
+        let failed = |e: iceberg::Error| write_failed("position delete file", &path, e);
+        let out = self
+            .table
+            .storage()
+            .file_io()
+            .new_output(&path)
+            .map_err(failed)?;
+        let mut w = ParquetWriterBuilder::new(props, schema)
+            .build(out)
+            .await
+            .map_err(failed)?;
+        w.write(&batch).await.map_err(failed)?;
+        let mut built = w.close().await.map_err(failed)?;
         let mut fb = built
             .pop()
             .ok_or_else(|| Error::io(format!("position delete file '{path}' was not written")))?;
@@ -197,7 +207,13 @@ impl DeleteFileWriter {
         blobs: Vec<(&(&DataFile, i32, RoaringTreemap), Vec<u8>)>,
     ) -> Result<Vec<DataFile>> {
         let path = self.location(None, "deletes.puffin");
-        let out = self.table.storage().file_io().new_output(&path)?;
+        let failed = |e: iceberg::Error| write_failed("deletion vector file", &path, e);
+        let out = self
+            .table
+            .storage()
+            .file_io()
+            .new_output(&path)
+            .map_err(failed)?;
         let mut w = PuffinWriter::new(
             &out,
             HashMap::from([(
@@ -206,7 +222,8 @@ impl DeleteFileWriter {
             )]),
             false,
         )
-        .await?;
+        .await
+        .map_err(failed)?;
         // Blobs are stored uncompressed one after another after the 4-byte magic.
         let mut offset = 4i64;
         let mut entries = Vec::with_capacity(blobs.len());
@@ -227,7 +244,7 @@ impl DeleteFileWriter {
                     ),
                 ]))
                 .build();
-            w.add(blob, CompressionCodec::None).await?;
+            w.add(blob, CompressionCodec::None).await.map_err(failed)?;
             let mut fb = DataFileBuilder::default();
             fb.content(DataContentType::PositionDeletes)
                 .file_path(path.clone())
@@ -241,7 +258,7 @@ impl DeleteFileWriter {
             offset += len;
             entries.push(fb);
         }
-        w.close().await?;
+        w.close().await.map_err(failed)?;
         let size = self.table.storage().size(&path).await?;
         entries
             .into_iter()
@@ -289,13 +306,20 @@ impl DeleteFileWriter {
         let batch = RecordBatch::try_new(arrow, cols)?;
         let props = writer_properties(&self.table.properties()?, &[])?;
         let path = self.location(Some((spec, partition)), "eq-deletes.parquet");
-        let out = self.table.storage().file_io().new_output(&path)?;
+        let failed = |e: iceberg::Error| write_failed("equality delete file", &path, e);
+        let out = self
+            .table
+            .storage()
+            .file_io()
+            .new_output(&path)
+            .map_err(failed)?;
         let mut w = ParquetWriterBuilder::new(props, eq_schema)
             .build(out)
-            .await?;
-        w.write(&batch).await?;
+            .await
+            .map_err(failed)?;
+        w.write(&batch).await.map_err(failed)?;
         let mut fb =
-            w.close().await?.pop().ok_or_else(|| {
+            w.close().await.map_err(failed)?.pop().ok_or_else(|| {
                 Error::io(format!("equality delete file '{path}' was not written"))
             })?;
         fb.content(DataContentType::EqualityDeletes)

@@ -15,6 +15,7 @@ use iceberg::writer::CurrentFileStatus;
 use tokio::sync::mpsc;
 
 use super::data::writer_properties_sized;
+use super::failed::write_failed;
 use super::gather::{BufferPool, Gather};
 use super::metrics::finish_data_file;
 use crate::error::{Error, Result};
@@ -107,6 +108,8 @@ struct LaneState {
 struct PartitionWriter {
     key: Option<PartitionKey>,
     current: Option<ParquetWriter>,
+    /// Where the open file is written (for errors).
+    current_path: String,
     /// The row group size the open file caps at.
     row_group_cap: usize,
     /// Pending batches in arrival order (slices of batches the lane has whole, and gathered
@@ -123,6 +126,7 @@ impl PartitionWriter {
         Self {
             key,
             current: None,
+            current_path: String::new(),
             row_group_cap: 0,
             pending: Vec::new(),
             gather: Gather::new(schema),
@@ -348,6 +352,8 @@ fn sort_batch(
                 "sorting by nested column '{name}' is not supported"
             ))
         })?;
+        crate::spec::check_transform(&f.transform)
+            .map_err(|e| e.context(format!("sort order field '{name}'")))?;
         let func = iceberg::transform::create_transform_function(&f.transform)?;
         let values: ArrayRef = func.transform(batch.column(idx).clone())?;
         cols.push(SortColumn {
@@ -411,15 +417,26 @@ async fn write_chunk(
             ),
         );
         ls.file_seq += 1;
-        let out = s.storage.file_io().new_output(&path)?;
+        let out = s
+            .storage
+            .file_io()
+            .new_output(&path)
+            .map_err(|e| write_failed("data file", &path, e))?;
         let (builder, cap) = s.builder_for(ls.partitions)?;
-        pw.current = Some(builder.build(out).await?);
+        let w = builder
+            .build(out)
+            .await
+            .map_err(|e| write_failed("data file", &path, e))?;
+        pw.current = Some(w);
+        pw.current_path = path;
         pw.row_group_cap = cap;
     }
     let Some(w) = pw.current.as_mut() else {
         return Err(Error::io("data file writer was not opened"));
     };
-    w.write(b).await?;
+    w.write(b)
+        .await
+        .map_err(|e| write_failed("data file", &pw.current_path, e))?;
     if w.current_written_size() as u64 >= s.props.target_file_size_bytes {
         close_current(s, pw).await?;
     }
@@ -430,7 +447,12 @@ async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
     let Some(w) = pw.current.take() else {
         return Ok(());
     };
-    for mut fb in w.close().await? {
+    let path = &pw.current_path;
+    let built = w
+        .close()
+        .await
+        .map_err(|e| write_failed("data file", path, e))?;
+    for mut fb in built {
         fb.content(iceberg::spec::DataContentType::Data)
             .file_format(DataFileFormat::Parquet);
         match &pw.key {

@@ -4,6 +4,7 @@
 mod conform;
 mod data;
 mod deletes;
+mod failed;
 mod gather;
 mod lane;
 mod metrics;

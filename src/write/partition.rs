@@ -31,6 +31,16 @@ pub(crate) struct Partitioner {
 
 impl Partitioner {
     pub(crate) fn new(spec: &PartitionSpec, schema: SchemaRef) -> Result<Self> {
+        // A spec written elsewhere may hold bucket[0] / truncate[0]: refuse, do not divide by 0.
+        for f in spec.fields() {
+            crate::spec::check_transform(&f.transform).map_err(|e| {
+                e.context(format!(
+                    "partition spec {} field '{}' cannot be written",
+                    spec.spec_id(),
+                    f.name
+                ))
+            })?;
+        }
         let calc = PartitionValueCalculator::try_new(spec, &schema)?;
         let partition_type = spec.partition_type(&schema)?;
         Ok(Self {
@@ -232,6 +242,7 @@ mod tests {
     use super::*;
     use crate::spec::{parse_partition_spec, parse_schema};
     use arrow_array::{Int64Array, StringArray};
+    use iceberg::spec::Transform;
 
     #[test]
     fn groups_list_each_partitions_rows_in_input_order() {
@@ -274,6 +285,22 @@ mod tests {
         let one = p.groups(&batch.slice(1, 1)).unwrap();
         assert!(one.order.is_none());
         assert_eq!(one.parts[0].1, 0..1);
+    }
+
+    #[test]
+    fn zero_buckets_or_width_from_elsewhere_are_refused_not_divided_by() {
+        let schema = Arc::new(parse_schema("id long, s string").unwrap());
+        for (source, t) in [(1, Transform::Bucket(0)), (2, Transform::Truncate(0))] {
+            let spec = iceberg::spec::UnboundPartitionSpec::builder()
+                .add_partition_field(source, "p", t)
+                .unwrap()
+                .build()
+                .bind(schema.clone())
+                .unwrap();
+            let e = Partitioner::new(&spec, schema.clone()).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("cannot be written"), "{e}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod interop;
 mod maintenance;
 mod model;
 mod postgres;
+mod regress_cli;
 mod regress_dv;
 mod regress_types;
 mod rest;

@@ -190,8 +190,8 @@ async fn run_dml(
         return Ok(());
     }
     match r.snapshot_id {
-        None => println!("no rows matched; {} unchanged", r.table.name()),
-        Some(id) => println!(
+        None => outln!("no rows matched; {} unchanged", r.table.name()),
+        Some(id) => outln!(
             "{}: snapshot {id} ({mode}): {} rows removed, {} rows written; {} data files dropped, \
              {} data files and {} delete files added ({:.1} MB) in {secs:.2}s",
             r.table.name(),

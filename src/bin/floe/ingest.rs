@@ -61,7 +61,7 @@ pub async fn clone(cli: &Cli, a: &CloneArgs) -> Result<()> {
     if a.json {
         print_json(&serde_json::to_value(&r)?);
     } else {
-        println!(
+        outln!(
             "{} {} as a clone of {} snapshot {} ({} data files shared, {} manifests copied, {} reused) in {:.0} ms",
             if r.replaced { "replaced" } else { "created" },
             r.target,
@@ -135,11 +135,11 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
         return Ok(());
     }
     let c = &r.changes;
-    println!(
+    outln!(
         "{}: {} snapshot rows in {} partitions ({:?}, {:?}): {} unchanged, {} updated, {} inserted, {} stale, {} duplicates",
         a.staging, r.snapshot_rows, r.partitions, r.strategy, r.mode, c.unchanged, c.updated, c.inserted, c.stale, c.duplicates
     );
-    println!(
+    outln!(
         "wrote {} rows ({:.2} MB) in {} data and {} delete files, removed {} data files, in {:.2}s",
         r.written_rows,
         r.written_bytes as f64 / 1e6,
@@ -149,10 +149,10 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
         r.ingest_seconds
     );
     if r.expired_data_files > 0 {
-        println!("retention dropped {} data files", r.expired_data_files);
+        outln!("retention dropped {} data files", r.expired_data_files);
     }
     if let Some(p) = &r.published {
-        println!(
+        outln!(
             "published {} (snapshot {}) in {:.0} ms",
             p.target,
             p.snapshot_id,

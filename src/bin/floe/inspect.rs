@@ -50,11 +50,11 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
     if a.json {
         print_json(&v);
     } else {
-        println!("table         {}", t.name());
-        println!("location      {}", md.location());
-        println!("metadata      {}", t.metadata_location());
-        println!("format        v{}", md.format_version() as u8);
-        println!("schema        {}", schema_text(md.current_schema()));
+        outln!("table         {}", t.name());
+        outln!("location      {}", md.location());
+        outln!("metadata      {}", t.metadata_location());
+        outln!("format        v{}", md.format_version() as u8);
+        outln!("schema        {}", schema_text(md.current_schema()));
         let spec = md.default_partition_spec();
         let spec_text: Vec<String> = spec
             .fields()
@@ -70,7 +70,7 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
                 )
             })
             .collect();
-        println!(
+        outln!(
             "partitioned   {}",
             if spec_text.is_empty() {
                 "no".into()
@@ -94,7 +94,7 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
                 )
             })
             .collect();
-        println!(
+        outln!(
             "sorted        {}",
             if so_text.is_empty() {
                 "no".into()
@@ -102,7 +102,7 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
                 so_text.join(", ")
             }
         );
-        println!(
+        outln!(
             "snapshot      {}",
             md.current_snapshot_id()
                 .map(|s| s.to_string())
@@ -111,7 +111,7 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
         let mut props: Vec<_> = md.properties().iter().collect();
         props.sort();
         for (k, v) in props {
-            println!("property      {k}={v}");
+            outln!("property      {k}={v}");
         }
     }
     Ok(())

@@ -1,5 +1,13 @@
 //! `floe`: the command-line front of the floe library (uses only its public API).
 
+/// `println!` that ends the process quietly when stdout is closed (`floe files … | head`)
+/// instead of panicking.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        $crate::output::line(format_args!($($t)*))
+    };
+}
+
 mod dml;
 mod ingest;
 mod input;
@@ -54,9 +62,9 @@ struct Cli {
 enum Cmd {
     /// Build a demo warehouse (a partitioned v2 table and a v3 table) and show how to open it.
     Quickstart {
-        /// Where to build it.
-        #[arg(long, default_value = "warehouse")]
-        dir: String,
+        /// Where to build it (default: the global --warehouse, else ./warehouse).
+        #[arg(long)]
+        dir: Option<String>,
         /// Rows per table.
         #[arg(long, default_value_t = 200_000)]
         rows: usize,
@@ -307,7 +315,10 @@ fn parse_time_ms(s: &str) -> Result<i64> {
 
 async fn run(cli: Cli) -> Result<()> {
     match &cli.cmd {
-        Cmd::Quickstart { dir, rows } => quickstart::run(dir, *rows).await,
+        Cmd::Quickstart { dir, rows } => {
+            let dir = dir.as_deref().or(cli.warehouse.as_deref());
+            quickstart::run(dir.unwrap_or("warehouse"), *rows).await
+        }
         Cmd::Create {
             name,
             schema,
@@ -353,7 +364,7 @@ async fn run(cli: Cli) -> Result<()> {
             };
             c.location = location.clone();
             let t = cat.create_table(&ident, c).await?;
-            println!(
+            outln!(
                 "created {} at {}",
                 ident_name(&ident),
                 t.metadata().location()
@@ -385,7 +396,7 @@ async fn run(cli: Cli) -> Result<()> {
             pb.finish_and_clear();
             let r = r?;
             let secs = started.elapsed().as_secs_f64();
-            println!(
+            outln!(
                 "appended {} rows in {} files ({:.1} MB) to {} as snapshot {} in {:.2}s",
                 r.added_records,
                 r.added_files,
@@ -427,7 +438,7 @@ async fn run(cli: Cli) -> Result<()> {
                 if *json {
                     print_json(&json!({"count": n}))
                 } else {
-                    println!("{n}")
+                    outln!("{n}")
                 }
                 return Ok(());
             }
@@ -467,18 +478,18 @@ async fn run(cli: Cli) -> Result<()> {
             let cat = catalog(&cli)?;
             if let Some(ns) = create {
                 cat.create_namespace(ns, &[]).await?;
-                println!("created namespace {ns}");
+                outln!("created namespace {ns}");
             }
             if let Some(ns) = drop {
                 cat.drop_namespace(ns).await?;
-                println!("dropped namespace {ns}");
+                outln!("dropped namespace {ns}");
             }
             if create.is_none() && drop.is_none() {
                 let ns = cat.list_namespaces().await?;
                 if *json {
                     print_json(&json!(ns))
                 } else {
-                    ns.iter().for_each(|n| println!("{n}"))
+                    ns.iter().for_each(|n| outln!("{n}"))
                 }
             }
             Ok(())
@@ -498,7 +509,7 @@ async fn run(cli: Cli) -> Result<()> {
             if *json {
                 print_json(&json!(names))
             } else {
-                names.iter().for_each(|n| println!("{n}"))
+                names.iter().for_each(|n| outln!("{n}"))
             }
             Ok(())
         }
@@ -506,19 +517,19 @@ async fn run(cli: Cli) -> Result<()> {
             catalog(&cli)?
                 .rename_table(&parse_ident(from)?, &parse_ident(to)?)
                 .await?;
-            println!("renamed {from} to {to}");
+            outln!("renamed {from} to {to}");
             Ok(())
         }
         Cmd::Drop { name, purge } => {
             let r =
                 floe::maintenance::drop_table(&catalog(&cli)?, &parse_ident(name)?, *purge).await?;
             if *purge {
-                println!(
+                outln!(
                     "dropped {name}: {} files deleted, {} kept (another table still references them)",
                     r.deleted_files, r.kept_shared_files
                 );
             } else {
-                println!("dropped {name} (files kept; --purge deletes them)");
+                outln!("dropped {name} (files kept; --purge deletes them)");
             }
             Ok(())
         }
@@ -539,7 +550,7 @@ async fn run(cli: Cli) -> Result<()> {
             let t = catalog(&cli)?
                 .register_table(&parse_ident(name)?, metadata)
                 .await?;
-            println!("registered {} at {}", t.name(), t.metadata_location());
+            outln!("registered {} at {}", t.name(), t.metadata_location());
             Ok(())
         }
     }

@@ -193,7 +193,7 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
         v["seconds"] = json!(started.elapsed().as_secs_f64());
         print_json(&v);
     } else {
-        println!(
+        outln!(
             "{name}: rewrote {} data files ({:.1} MB) in {} groups into {} files, removed {} delete files{} in {:.2}s",
             r.rewritten_data_files_count,
             r.rewritten_bytes_count as f64 / 1e6,
@@ -226,7 +226,7 @@ pub async fn rewrite_position_delete_files(
     if *json {
         print_json(&serde_json::to_value(&r)?);
     } else {
-        println!(
+        outln!(
             "{name}: replaced {} delete files ({:.2} MB) with {} ({:.2} MB){}",
             r.rewritten_delete_files_count,
             r.rewritten_bytes_count as f64 / 1e6,
@@ -252,9 +252,10 @@ pub async fn rewrite_manifests(cli: &Cli, a: &RewriteManifestsArgs) -> Result<()
     if *json {
         print_json(&serde_json::to_value(&r)?);
     } else {
-        println!(
+        outln!(
             "{name}: replaced {} manifests with {}",
-            r.rewritten_manifests_count, r.added_manifests_count
+            r.rewritten_manifests_count,
+            r.added_manifests_count
         );
     }
     Ok(())
@@ -284,7 +285,7 @@ pub async fn expire_snapshots(cli: &Cli, a: &ExpireSnapshotsArgs) -> Result<()> 
     if *json {
         print_json(&serde_json::to_value(&r)?);
     } else {
-        println!(
+        outln!(
             "{name}: {} {} snapshots; {} data files, {} delete files, {} manifests, {} manifest lists {}",
             if *dry_run { "would expire" } else { "expired" },
             r.expired_snapshot_ids.len(),
@@ -294,6 +295,13 @@ pub async fn expire_snapshots(cli: &Cli, a: &ExpireSnapshotsArgs) -> Result<()> 
             r.deleted_manifest_lists_count,
             if *dry_run { "to delete" } else { "deleted (none if gc.enabled=false)" }
         );
+        if let Some(m) = &r.metadata_location {
+            outln!("committed: metadata {m}");
+        }
+    }
+    // The expiry committed; only the cleanup after it failed: a warning, not a failure.
+    if let Some(e) = &r.cleanup_error {
+        eprintln!("warning: {e}");
     }
     Ok(())
 }
@@ -316,9 +324,9 @@ pub async fn remove_orphan_files(cli: &Cli, a: &RemoveOrphanFilesArgs) -> Result
         print_json(&serde_json::to_value(&r)?);
     } else {
         for p in &r.orphan_file_locations {
-            println!("{p}");
+            outln!("{p}");
         }
-        println!(
+        outln!(
             "{name}: {} orphan files {}",
             r.orphan_file_locations.len(),
             if r.deleted {

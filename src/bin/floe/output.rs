@@ -18,6 +18,36 @@ pub enum Format {
     Parquet,
 }
 
+/// Ends the process when writing to stdout failed: quietly (status 0) when the reader went
+/// away (`floe files … | head`), else with the error (status 1).
+fn stdout_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("error: writing to stdout: {e}");
+    std::process::exit(1);
+}
+
+/// Writes one line to stdout (see [`stdout_failed`] for a closed or failing stdout).
+pub fn line(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{args}") {
+        stdout_failed(&e);
+    }
+}
+
+/// stdout as a [`Write`] that ends the process as [`stdout_failed`] does.
+struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::io::stdout().write(buf).map_err(|e| stdout_failed(&e))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stdout().flush().map_err(|e| stdout_failed(&e))
+    }
+}
+
 fn io_err(e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Io, format!("writing output: {e}"))
 }
@@ -33,7 +63,7 @@ pub fn write_batches(
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?,
         )),
-        None => Box::new(std::io::stdout()),
+        None => Box::new(std::io::BufWriter::new(Stdout)),
     };
     match format {
         Format::Table => {
@@ -78,7 +108,7 @@ pub fn write_batches(
 
 /// Prints a JSON value.
 pub fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
 /// Prints rows as an aligned table.
@@ -99,8 +129,8 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
             .collect::<Vec<_>>()
             .join("  ")
     };
-    println!("{}", line(header.iter().map(|s| s.to_string()).collect()));
+    outln!("{}", line(header.iter().map(|s| s.to_string()).collect()));
     for r in rows {
-        println!("{}", line(r.clone()));
+        outln!("{}", line(r.clone()));
     }
 }

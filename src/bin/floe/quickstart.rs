@@ -121,19 +121,19 @@ pub async fn run(dir: &str, rows: usize) -> Result<()> {
         made.push((name, table));
     }
     pb.finish_and_clear();
-    println!(
+    outln!(
         "floe quickstart: built {} tables with {} rows each in {:.1}s\n",
         made.len(),
         rows,
         started.elapsed().as_secs_f64()
     );
-    println!("warehouse: {}", cat.warehouse());
-    println!(
+    outln!("warehouse: {}", cat.warehouse());
+    outln!(
         "catalog:   {}/catalog.db (SQLite, pyiceberg SqlCatalog schema, catalog name 'default')\n",
         cat.warehouse().trim_start_matches("file://")
     );
     for (name, t) in &made {
-        println!(
+        outln!(
             "{name}: v{} table, {} snapshots, metadata {}",
             t.metadata().format_version() as u8,
             t.metadata().snapshots().len(),
@@ -142,20 +142,20 @@ pub async fn run(dir: &str, rows: usize) -> Result<()> {
     }
     let (_, v2) = &made[0];
     let wh = cat.warehouse().trim_start_matches("file://");
-    println!("\nRead it with floe:");
-    println!("  floe --warehouse {wh} scan demo.events --where \"city = 'Paris' AND amount > 100\" --limit 5");
-    println!("  floe --warehouse {wh} snapshots demo.events");
-    println!("\nRead it with DuckDB (iceberg extension):");
-    println!(
+    outln!("\nRead it with floe:");
+    outln!("  floe --warehouse {wh} scan demo.events --where \"city = 'Paris' AND amount > 100\" --limit 5");
+    outln!("  floe --warehouse {wh} snapshots demo.events");
+    outln!("\nRead it with DuckDB (iceberg extension):");
+    outln!(
         "  SELECT city, count(*) FROM iceberg_scan('{}') GROUP BY city;",
         v2.metadata_location()
     );
-    println!("\nRead it with pyiceberg:");
-    println!("  from pyiceberg.catalog.sql import SqlCatalog");
-    println!(
+    outln!("\nRead it with pyiceberg:");
+    outln!("  from pyiceberg.catalog.sql import SqlCatalog");
+    outln!(
         "  cat = SqlCatalog('default', uri='sqlite:///{wh}/catalog.db', warehouse='{}')",
         cat.warehouse()
     );
-    println!("  cat.load_table('demo.events').scan().to_arrow()");
+    outln!("  cat.load_table('demo.events').scan().to_arrow()");
     Ok(())
 }

@@ -230,6 +230,9 @@ impl Conn for PgConn {
         {
             Ok(n) => Ok(n),
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(DbError::Unique),
+            // The server answered with an error: the (autocommit) statement was not applied.
+            // A lost connection leaves that unknown.
+            Err(e) if e.as_db_error().is_some() => Err(DbError::Refused(pg_err(e))),
             Err(e) => Err(DbError::Other(pg_err(e))),
         }
     }

@@ -155,7 +155,9 @@ pub fn parse_manifest_list(
     version: FormatVersion,
     what: &str,
 ) -> Result<Vec<ManifestFile>> {
-    let list = guard_avro(what, || ManifestList::parse_with_version(bytes, version))?;
+    let list = guard_avro(bytes, what, || {
+        ManifestList::parse_with_version(bytes, version)
+    })?;
     Ok(list.consume_entries().into_iter().collect())
 }
 
@@ -163,11 +165,20 @@ pub fn parse_manifest_list(
 /// [`parse_manifest_list`] is.
 #[doc(hidden)]
 pub fn parse_manifest(bytes: &[u8], what: &str) -> Result<Manifest> {
-    guard_avro(what, || Manifest::parse_avro(bytes))
+    guard_avro(bytes, what, || Manifest::parse_avro(bytes))
 }
 
-fn guard_avro<T>(what: &str, f: impl FnOnce() -> iceberg::Result<T>) -> Result<T> {
+/// Decodes an Avro container with `f`: declared lengths bounded, the writer schema checked
+/// first ([`crate::codec::avro::check_writer_schema`]), decoder panics turned into errors.
+fn guard_avro<T>(bytes: &[u8], what: &str, f: impl FnOnce() -> iceberg::Result<T>) -> Result<T> {
     storage::limit_avro_allocations();
+    let header = std::panic::catch_unwind(|| {
+        apache_avro::Reader::new(bytes).map(|r| r.writer_schema().clone())
+    });
+    // A header the reader rejects is reported by the decoder below, with its own message.
+    if let Ok(Ok(schema)) = header {
+        crate::codec::avro::check_writer_schema(&schema, what)?;
+    }
     std::panic::catch_unwind(AssertUnwindSafe(f))
         .map_err(|_| {
             Error::corrupt(format!(

@@ -1,3 +1,4 @@
 //! Binary codecs of the spec that the `iceberg` crate lacks. Pure: no I/O.
 
+pub mod avro;
 pub mod dv;

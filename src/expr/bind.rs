@@ -470,14 +470,22 @@ impl Binder<'_> {
         };
         if let (DataType::Decimal128(p, s), Kind::Scalar(a)) = (&ln.ty, &rn.kind) {
             if !matches!(ln.kind, Kind::Scalar(_)) {
-                if let Some((op, lit)) = decimal_literal(op, *p, *s, a)? {
+                let exact = match long_decimal_text(r) {
+                    Some(text) => decimal_text_literal(op, *p, *s, &text)?,
+                    None => decimal_literal(op, *p, *s, a)?,
+                };
+                if let Some((op, lit)) = exact {
                     return Ok(cmp(op, ln, scalar(lit)));
                 }
             }
         }
         if let (Kind::Scalar(a), DataType::Decimal128(p, s)) = (&ln.kind, &rn.ty) {
             if !matches!(rn.kind, Kind::Scalar(_)) {
-                if let Some((op, lit)) = decimal_literal(op.flipped(), *p, *s, a)? {
+                let exact = match long_decimal_text(l) {
+                    Some(text) => decimal_text_literal(op.flipped(), *p, *s, &text)?,
+                    None => decimal_literal(op.flipped(), *p, *s, a)?,
+                };
+                if let Some((op, lit)) = exact {
                     return Ok(cmp(op, rn, scalar(lit)));
                 }
             }
@@ -868,7 +876,6 @@ fn decimal_literal(
         _ => return Ok(None),
     };
     let pow = |n: i8| 10i128.checked_pow(n as u32);
-    let max = pow(p as i8).map(|m| m - 1).unwrap_or(i128::MAX);
     // The literal at scale s: exact, or (floor, true) when digits are cut.
     let (q, cut): (Option<i128>, bool) = if t <= s {
         (pow(s - t).and_then(|m| v.checked_mul(m)), false)
@@ -878,16 +885,77 @@ fn decimal_literal(
             None => (Some(if v < 0 { -1 } else { 0 }), v != 0),
         }
     };
-    // q: None means beyond i128 (so beyond the range on the side of v's sign).
-    let above = |q: Option<i128>| q.is_none_or(|q| q > max) && v > 0;
-    let below = |q: Option<i128>| q.is_none_or(|q| q < -max) && v < 0;
+    decimal_bound(op, p, s, v.signum() as i8, q, cut).map(Some)
+}
+
+/// [`decimal_literal`] for a decimal literal's text, exactly, however many digits it has
+/// (a literal of more than 38 digits is otherwise a double). `None` if `text` is not a plain
+/// decimal number.
+fn decimal_text_literal(
+    op: BinaryOp,
+    p: u8,
+    s: i8,
+    text: &str,
+) -> Result<Option<(BinaryOp, ArrayRef)>> {
+    let (negative, t) = match text.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    let digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
+    if s < 0 || (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
+        return Ok(None);
+    }
+    let s = s as usize;
+    // The digits down to scale s (frac padded with zeros), and whether any below are cut.
+    let kept: String = frac.chars().chain(std::iter::repeat('0')).take(s).collect();
+    let cut = frac.len() > s && frac[s..].bytes().any(|b| b != b'0');
+    let whole = format!("{int}{kept}");
+    let whole = whole.trim_start_matches('0');
+    let zero = whole.is_empty() && !cut;
+    let sign = if zero {
+        0
+    } else if negative {
+        -1
+    } else {
+        1
+    };
+    // |value| at scale s, truncated; None beyond 38 digits (beyond every column's range).
+    let n: Option<i128> = match whole.len() {
+        0 => Some(0),
+        1..=38 => whole.parse().ok(),
+        _ => None,
+    };
+    // floor(value at scale s).
+    let q = match (n, negative) {
+        (Some(n), false) => Some(n),
+        (Some(n), true) => Some(-n - i128::from(cut)),
+        (None, _) => None,
+    };
+    decimal_bound(op, p, s as i8, sign, q, cut).map(Some)
+}
+
+/// `decimal(p, s) op q`, where `q` is the floor of the literal at scale `s` (`None`: beyond
+/// i128 on the side of `sign`) and `cut` says digits below the scale were dropped.
+fn decimal_bound(
+    op: BinaryOp,
+    p: u8,
+    s: i8,
+    sign: i8,
+    q: Option<i128>,
+    cut: bool,
+) -> Result<(BinaryOp, ArrayRef)> {
+    let pow = |n: i8| 10i128.checked_pow(n as u32);
+    let max = pow(p as i8).map(|m| m - 1).unwrap_or(i128::MAX);
+    let above = q.is_none_or(|q| q > max) && sign > 0;
+    let below = q.is_none_or(|q| q < -max) && sign < 0;
     let (always_true, always_false) = ((BinaryOp::GtEq, -max), (BinaryOp::Gt, max));
-    let (op, value) = if above(q) {
+    let (op, value) = if above {
         match op {
             BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::NotEq => (BinaryOp::LtEq, max),
             _ => always_false,
         }
-    } else if below(q) {
+    } else if below {
         match op {
             BinaryOp::Gt | BinaryOp::GtEq | BinaryOp::NotEq => always_true,
             _ => (BinaryOp::Lt, -max),
@@ -907,7 +975,24 @@ fn decimal_literal(
         }
     };
     let a = Decimal128Array::from(vec![value]).with_precision_and_scale(p, s)?;
-    Ok(Some((op, Arc::new(a))))
+    Ok((op, Arc::new(a)))
+}
+
+/// The text of a decimal literal written with more than 38 digits (`Neg` folded in).
+fn long_decimal_text(e: &Expr) -> Option<String> {
+    let text = match e {
+        Expr::Literal(Literal::Decimal(d)) => d.clone(),
+        Expr::Neg(inner) => match inner.as_ref() {
+            Expr::Literal(Literal::Decimal(d)) => match d.strip_prefix('-') {
+                Some(p) => p.to_string(),
+                None => format!("-{d}"),
+            },
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let digits = text.bytes().filter(|b| b.is_ascii_digit()).count();
+    (digits > 38).then_some(text)
 }
 
 fn not_if(n: Node, negated: bool) -> Node {

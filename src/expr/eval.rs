@@ -855,6 +855,33 @@ mod tests {
         assert_eq!(pred("price IN (1.5, 2.5)"), [true, false, false, false]);
         assert_eq!(pred("price BETWEEN 1 AND 2"), [true, false, false, false]);
         assert_eq!(pred("1.505 < price"), [false, true, false, false]);
+        // More than 38 digits: still by value, not as a double.
+        let zeros = "0".repeat(40);
+        assert_eq!(
+            pred(&format!("price = 1.50{zeros}")),
+            [true, false, false, false]
+        );
+        assert_eq!(
+            pred(&format!("price > 1.50{zeros}1")),
+            [false, true, false, false]
+        );
+        assert_eq!(pred(&format!("price <= -1.50{zeros}1")), [false; 4]);
+        assert_eq!(
+            pred(&format!("-0.05{zeros}1 < price")),
+            [true, true, false, true]
+        );
+        assert_eq!(
+            pred(&format!("price NOT IN (0.05{zeros})")),
+            [true, true, false, false]
+        );
+        assert_eq!(
+            pred(&format!("price < 1{zeros}.5")),
+            [true, true, false, true]
+        );
+        assert_eq!(
+            pred(&format!("price > -1{zeros}.5")),
+            [true, true, false, true]
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! predicate? "No" only when the metadata proves it.
 
 use std::cmp::Ordering;
+#[cfg(test)]
+use std::sync::Arc;
 
 use iceberg::expr::{BoundPredicate, Predicate, PredicateOperator};
 use iceberg::spec::{
@@ -244,8 +246,15 @@ fn range_binary(op: PredicateOperator, v: &Datum, x: &Range) -> bool {
             PredicateOperator::NotEq | PredicateOperator::NotStartsWith
         );
     }
-    let lo = x.lo.as_ref().and_then(|l| l.partial_cmp(v));
-    let hi = x.hi.as_ref().and_then(|h| h.partial_cmp(v));
+    // Raw values, not `Datum` order: the iceberg crate projects a decimal literal through
+    // `truncate` at scale 0 (its unscaled value, at the column's scale, is right), and
+    // `Datum` compares decimals by scaled value.
+    let lo =
+        x.lo.as_ref()
+            .and_then(|l| lit_cmp(l.literal(), v.literal()));
+    let hi =
+        x.hi.as_ref()
+            .and_then(|h| lit_cmp(h.literal(), v.literal()));
     match op {
         PredicateOperator::LessThan => lo != Some(Ordering::Greater) && lo != Some(Ordering::Equal),
         PredicateOperator::LessThanOrEq => lo != Some(Ordering::Greater),
@@ -334,5 +343,55 @@ fn eval_metrics(p: &BoundPredicate, f: &DataFile) -> bool {
                 _ => true,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::expr::{Bind, Reference};
+    use iceberg::spec::{NestedField, PrimitiveType, Transform};
+
+    /// `dec >= 1000000.00` on `truncate(10, dec)` of decimal(10,2): a manifest whose
+    /// partitions reach 99999500.00 may match (the projected literal comes back at scale 0).
+    #[test]
+    fn decimal_truncate_projection_keeps_the_scale() {
+        let schema = Schema::builder()
+            .with_fields(vec![NestedField::optional(
+                1,
+                "dec",
+                Type::Primitive(PrimitiveType::Decimal {
+                    precision: 10,
+                    scale: 2,
+                }),
+            )
+            .into()])
+            .build()
+            .unwrap();
+        let spec = PartitionSpec::builder(schema.clone())
+            .add_partition_field("dec", "dec_trunc", Transform::Truncate(10))
+            .unwrap()
+            .build()
+            .unwrap();
+        let lit = Datum::decimal_from_str("1000000.00").unwrap();
+        let pred = Reference::new("dec")
+            .greater_than_or_equal_to(lit)
+            .bind(Arc::new(schema.clone()), true)
+            .unwrap();
+        let projected = project_to_partition(&pred, &spec).unwrap();
+        let bound = |v: i128| {
+            let text = format!("{}.{:02}", v / 100, v % 100);
+            Datum::decimal_from_str(text).unwrap().to_bytes().unwrap()
+        };
+        let summary = |lo: i128, hi: i128| FieldSummary {
+            contains_null: false,
+            contains_nan: None,
+            lower_bound: Some(bound(lo)),
+            upper_bound: Some(bound(hi)),
+        };
+        let may = |lo, hi| manifest_may_match(&projected, &spec, &schema, Some(&[summary(lo, hi)]));
+        assert!(may(0, 9_999_950_000));
+        assert!(may(100_000_000, 100_000_000));
+        assert!(!may(0, 99_999_990));
     }
 }

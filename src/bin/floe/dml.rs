@@ -16,7 +16,7 @@ pub struct DeleteArgs {
     /// Table name.
     pub name: String,
     /// Rows to delete (SQL expression, e.g. "id % 1000 = 7 AND ts < '2024-01-01'").
-    #[arg(long = "where", value_name = "EXPR")]
+    #[arg(long = "where", value_name = "EXPR", allow_hyphen_values = true)]
     pub filter: String,
     /// Print the result as JSON.
     #[arg(long)]
@@ -32,7 +32,7 @@ pub struct UpdateArgs {
     #[arg(long)]
     pub set: String,
     /// Rows to update (default: all).
-    #[arg(long = "where", value_name = "EXPR")]
+    #[arg(long = "where", value_name = "EXPR", allow_hyphen_values = true)]
     pub filter: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]

@@ -114,7 +114,7 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         columns: Option<Vec<String>>,
         /// Row filter, e.g. "ts >= '2024-01-01' AND id IN (1,2)".
-        #[arg(long = "where")]
+        #[arg(long = "where", allow_hyphen_values = true)]
         filter: Option<String>,
         /// Snapshot id (time travel).
         #[arg(long)]

@@ -16,7 +16,7 @@ pub struct RewriteDataFilesArgs {
     /// Table name.
     pub name: String,
     /// Only files that may hold rows matching this predicate.
-    #[arg(long = "where", value_name = "EXPR")]
+    #[arg(long = "where", value_name = "EXPR", allow_hyphen_values = true)]
     pub filter: Option<String>,
     /// Only plan: print the file-group tasks as JSON (run them with --execute-task).
     #[arg(long)]

@@ -6,7 +6,7 @@
 //! table; every answer is compared row for row with DuckDB over the same rows as plain
 //! Parquet, and a sample with Spark reading floe's table.
 //!
-//! `FLOE_DIFF_CASES` (default 400), `FLOE_DIFF_SEED` (default 2), `FLOE_DIFF_ROWS` (default
+//! `FLOE_DIFF_CASES` (default 2000), `FLOE_DIFF_SEED` (default 1), `FLOE_DIFF_ROWS` (default
 //! 3000), `FLOE_DIFF_DML` (`all`: every predicate through all four DML tables; default: each
 //! predicate through DELETE on one and UPDATE on another, in rotation), `FLOE_DIFF_SPARK`
 //! (Spark sample size, default 100; 0 skips). Regressions found earlier are kept in
@@ -1333,8 +1333,8 @@ impl Mismatches {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn predicates_agree_with_duckdb_and_spark() {
     let Some(py) = peers_python() else { return };
-    let cases_n = env_usize("FLOE_DIFF_CASES", 400);
-    let seed = env_usize("FLOE_DIFF_SEED", 2) as u64;
+    let cases_n = env_usize("FLOE_DIFF_CASES", 2000);
+    let seed = env_usize("FLOE_DIFF_SEED", 1) as u64;
     let rows = env_usize("FLOE_DIFF_ROWS", 3000);
     let spark_n = if std::env::var("FLOE_PEERS_NO_SPARK").as_deref() == Ok("1") {
         0

@@ -12,7 +12,7 @@ mod rest;
 mod sql;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use iceberg::spec::{TableMetadataBuilder, UnboundPartitionSpec};
@@ -145,6 +145,34 @@ impl Catalog {
         name: Option<&str>,
         storage: Storage,
     ) -> Result<Catalog> {
+        Self::open_inner(uri, warehouse, name, storage, true)
+    }
+
+    /// [`Catalog::open`] for reading: creates no catalog database, directory or file. A
+    /// SQLite catalog or filesystem warehouse that does not exist is a not-found error naming
+    /// the path floe looked at.
+    pub fn open_existing(
+        uri: Option<&str>,
+        warehouse: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Catalog> {
+        Self::open_inner(uri, warehouse, name, Storage::new(), false)
+    }
+
+    fn open_inner(
+        uri: Option<&str>,
+        warehouse: Option<&str>,
+        name: Option<&str>,
+        storage: Storage,
+        create: bool,
+    ) -> Result<Catalog> {
+        let sqlite = |db: PathBuf, name: String, wh: &Path| {
+            if create {
+                sql::SqlBackend::open(db, name)
+            } else {
+                sql::SqlBackend::open_existing(db, name, wh)
+            }
+        };
         let name = name.unwrap_or("default").to_string();
         if let Some(u) = uri.filter(|u| rest::is_rest_uri(u)) {
             let backend = rest::RestBackend::new(u, warehouse)?;
@@ -162,12 +190,12 @@ impl Catalog {
             storage::check_store("warehouse", w)?;
         }
         if let Some(w) = warehouse.filter(|w| storage::s3_parts(w).is_some()) {
-            return Self::open_remote(uri, w, name, storage);
+            return Self::open_remote(uri, w, name, storage, create);
         }
         let (backend, wh) = match uri {
             None => {
                 let wh = abs(warehouse.unwrap_or("warehouse"))?;
-                (Backend::Sql(sql::SqlBackend::open(wh.join("catalog.db"), name.clone())?), wh)
+                (Backend::Sql(sqlite(wh.join("catalog.db"), name.clone(), &wh)?), wh)
             }
             Some(u) if sql::is_postgres_uri(u) => {
                 let target = sql::PgTarget::parse(u)?;
@@ -181,25 +209,34 @@ impl Catalog {
                     Some(w) => abs(w)?,
                     None => db.parent().map(|p| p.to_path_buf()).unwrap_or_else(|| PathBuf::from("/")),
                 };
-                (Backend::Sql(sql::SqlBackend::open(db, name.clone())?), wh)
+                let backend = sqlite(db, name.clone(), &wh).map_err(|e| relative_hint(e, u))?;
+                (Backend::Sql(backend), wh)
             }
             Some(u) if u.starts_with("file:") || u.starts_with("fs:") || u.starts_with('/') => {
                 let p = u.strip_prefix("fs:").unwrap_or(u);
                 storage::check_store("filesystem catalog warehouse", p)?;
                 let p = storage::local_path(p).map(str::to_string).unwrap_or_else(|| p.to_string());
                 let wh = abs(&p)?;
-                std::fs::create_dir_all(&wh).map_err(|e| Error::io(format!("creating warehouse {}", wh.display())).with_source(e))?;
+                if !create && !wh.is_dir() {
+                    return Err(Error::not_found(format!(
+                        "no filesystem catalog at {} (from --catalog '{u}'): the directory \
+                         does not exist",
+                        wh.display()
+                    )));
+                }
                 (Backend::Fs, wh)
             }
             Some(u) => {
                 return Err(Error::unsupported(format!(
-                    "catalog URI '{u}' is not supported yet; use sqlite:///path/catalog.db, postgresql://user@host:port/database or file:///warehouse"
+                    "catalog URI '{u}' is not supported yet; use sqlite:////abs/path/catalog.db (four slashes: absolute), sqlite:rel/catalog.db, postgresql://user@host:port/database or file:///warehouse"
                 )))
             }
         };
-        std::fs::create_dir_all(&wh).map_err(|e| {
-            Error::io(format!("creating warehouse {}", wh.display())).with_source(e)
-        })?;
+        if create {
+            std::fs::create_dir_all(&wh).map_err(|e| {
+                Error::io(format!("creating warehouse {}", wh.display())).with_source(e)
+            })?;
+        }
         Ok(Catalog {
             name,
             warehouse: storage::to_uri(&wh),
@@ -214,6 +251,7 @@ impl Catalog {
         warehouse: &str,
         name: String,
         storage: Storage,
+        create: bool,
     ) -> Result<Catalog> {
         let Some((bucket, _)) = storage::s3_parts(warehouse).filter(|(b, _)| !b.is_empty()) else {
             return Err(Error::invalid(format!(
@@ -228,18 +266,23 @@ impl Catalog {
                 Backend::Sql(sql::SqlBackend::postgres(sql::PgTarget::parse(u)?, name.clone()))
             }
             Some(u) if u.starts_with("sqlite:") || u.ends_with(".db") => {
-                Backend::Sql(sql::SqlBackend::open(abs(sqlite_path(u))?, name.clone())?)
+                let db = abs(sqlite_path(u))?;
+                Backend::Sql(if create {
+                    sql::SqlBackend::open(db, name.clone())?
+                } else {
+                    sql::SqlBackend::open_existing(db, name.clone(), Path::new(warehouse))?
+                })
             }
             None => {
                 return Err(Error::invalid(format!(
                     "warehouse '{warehouse}' is on S3 (bucket '{bucket}'), so the catalog cannot \
-                     live inside it: pass a catalog, e.g. --catalog sqlite:///path/catalog.db"
+                     live inside it: pass a catalog, e.g. --catalog sqlite:////abs/path/catalog.db"
                 )))
             }
             Some(u) => {
                 return Err(Error::unsupported(format!(
                     "catalog '{u}' cannot keep tables in the S3 warehouse '{warehouse}': the \
-                     filesystem (Hadoop) catalog is local-only; use --catalog sqlite:///path/catalog.db \
+                     filesystem (Hadoop) catalog is local-only; use --catalog sqlite:////abs/path/catalog.db \
                      or postgresql://…"
                 )))
             }
@@ -378,10 +421,21 @@ impl Catalog {
 
     fn no_table(&self, ident: &TableIdent) -> Error {
         Error::not_found(format!(
-            "table {} does not exist in catalog '{}'",
+            "table {} does not exist in catalog '{}' ({}, warehouse {})",
             ident_name(ident),
-            self.name
+            self.name,
+            self.describe(),
+            self.warehouse
         ))
+    }
+
+    /// Where the catalog lives, for messages (`sqlite catalog /wh/catalog.db`).
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Sql(b) => b.describe(),
+            Backend::Rest(r) => format!("REST catalog {}", r.uri()),
+            Backend::Fs => format!("filesystem catalog {}", self.warehouse),
+        }
     }
 
     /// Whether a table exists.
@@ -783,6 +837,25 @@ fn check_features(schema: &Schema, fv: FormatVersion) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A missing `sqlite:///p` catalog (relative, in SQLAlchemy's form) where `/p` exists: say
+/// that four slashes make the path absolute.
+fn relative_hint(e: Error, uri: &str) -> Error {
+    match uri.strip_prefix("sqlite:///") {
+        Some(rel) if e.kind() == ErrorKind::NotFound && !rel.starts_with('/') => {
+            let absolute = format!("/{rel}");
+            if Path::new(&absolute).is_file() {
+                e.context(format!(
+                    "'{uri}' is a path relative to the current directory; \
+                     sqlite:///{absolute} (four slashes) is the absolute {absolute}"
+                ))
+            } else {
+                e
+            }
+        }
+        _ => e,
+    }
 }
 
 /// The database path of a SQLite catalog URI: SQLAlchemy/pyiceberg form `sqlite:////abs.db`

@@ -91,6 +91,13 @@ pub(crate) struct RestBackend {
     inner: Arc<Inner>,
 }
 
+impl RestBackend {
+    /// The catalog URI without secrets, for messages.
+    pub(crate) fn uri(&self) -> &str {
+        &self.inner.shown
+    }
+}
+
 /// The result of a commit request.
 pub(crate) enum RestCommit {
     /// The server applied it: the new metadata location and metadata.

@@ -11,7 +11,7 @@
 
 mod pg;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,6 +110,24 @@ impl SqlBackend {
         })
     }
 
+    /// An existing SQLite catalog, read-only as far as floe's own choices go: no directory or
+    /// file is created, and a missing database is a not-found error naming its path.
+    pub(crate) fn open_existing(path: PathBuf, catalog: String, warehouse: &Path) -> Result<Self> {
+        if !path.is_file() {
+            return Err(Error::not_found(format!(
+                "no catalog at {} (warehouse {}): nothing has been created there yet; pass \
+                 --warehouse DIR or --catalog URI of an existing catalog, or create a table \
+                 first",
+                path.display(),
+                warehouse.display()
+            )));
+        }
+        Self::init(Self {
+            db: Db::Sqlite(path),
+            catalog,
+        })
+    }
+
     /// A catalog in a PostgreSQL database. Nothing is contacted yet: the first operation
     /// connects, on a blocking thread, and creates the catalog tables when missing.
     pub(crate) fn postgres(target: PgTarget, catalog: String) -> Self {
@@ -127,7 +145,7 @@ impl SqlBackend {
 
     /// Where the catalog lives, for messages: `sqlite catalog /p/c.db` or
     /// `postgres catalog postgresql://user@host:port/db`.
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &self.db {
             Db::Sqlite(p) => format!("sqlite catalog {}", p.display()),
             Db::Postgres(t) => format!("postgres catalog {}", t.display()),

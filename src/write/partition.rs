@@ -20,10 +20,12 @@ pub(crate) struct Groups {
     pub parts: Vec<(PartitionKey, std::ops::Range<usize>)>,
 }
 
-/// Groups rows of batches by their partition tuple.
+/// Groups rows of batches by their partition tuple (an unpartitioned spec: one group, the
+/// empty tuple).
 #[derive(Debug)]
 pub(crate) struct Partitioner {
-    calc: PartitionValueCalculator,
+    /// `None` for an unpartitioned spec.
+    calc: Option<PartitionValueCalculator>,
     spec: PartitionSpec,
     schema: SchemaRef,
     partition_type: StructType,
@@ -41,7 +43,10 @@ impl Partitioner {
                 ))
             })?;
         }
-        let calc = PartitionValueCalculator::try_new(spec, &schema)?;
+        let calc = match spec.is_unpartitioned() {
+            true => None,
+            false => Some(PartitionValueCalculator::try_new(spec, &schema)?),
+        };
         let partition_type = spec.partition_type(&schema)?;
         Ok(Self {
             calc,
@@ -67,7 +72,18 @@ impl Partitioner {
     /// The batch's partitions, without copying any row: callers take the rows where the copy
     /// is cheapest.
     pub(crate) fn groups(&self, batch: &RecordBatch) -> Result<Groups> {
-        let values = self.calc.calculate(batch)?;
+        let Some(calc) = &self.calc else {
+            let key = PartitionKey::new(
+                self.spec.clone(),
+                self.schema.clone(),
+                iceberg::spec::Struct::empty(),
+            );
+            return Ok(Groups {
+                order: None,
+                parts: vec![(key, 0..batch.num_rows())],
+            });
+        };
+        let values = calc.calculate(batch)?;
         let values = values
             .as_any()
             .downcast_ref::<StructArray>()
@@ -325,7 +341,7 @@ mod tests {
                 .bind(schema.clone())
                 .unwrap();
             let p = Partitioner::new(&spec, schema.clone()).unwrap();
-            let values = p.calc.calculate(&batch).unwrap();
+            let values = p.calc.as_ref().unwrap().calculate(&batch).unwrap();
             let columns = values
                 .as_any()
                 .downcast_ref::<StructArray>()

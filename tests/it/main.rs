@@ -15,6 +15,7 @@ mod ingest;
 mod interop;
 mod maintenance;
 mod model;
+mod newcomer;
 mod postgres;
 mod regress_cli;
 mod regress_dv;

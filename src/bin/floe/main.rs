@@ -41,7 +41,7 @@ use output::{print_json, write_batches, Format};
     about = "Write and read Apache Iceberg tables (v2/v3) without a JVM"
 )]
 struct Cli {
-    /// Catalog URI: sqlite:///path/catalog.db, postgresql://user:password@host:port/database,
+    /// Catalog URI: sqlite:////abs/path/catalog.db (four slashes: absolute; sqlite:rel.db is relative), postgresql://user:password@host:port/database,
     /// rest+http://[id:secret@]host:port (Iceberg REST) or file:///warehouse (Hadoop layout).
     /// Default: SQLite at <warehouse>/catalog.db.
     #[arg(long, global = true, env = "FLOE_CATALOG")]
@@ -253,7 +253,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// The catalog of `--catalog` / `--warehouse`, which must exist: reading (and changing
+/// existing tables) never creates a catalog, a directory or a file.
 fn catalog(cli: &Cli) -> Result<Catalog> {
+    Catalog::open_existing(
+        cli.catalog.as_deref(),
+        cli.warehouse.as_deref(),
+        Some(&cli.catalog_name),
+    )
+}
+
+/// The catalog, created when missing (`create`, `register`, `namespaces --create`).
+fn catalog_creating(cli: &Cli) -> Result<Catalog> {
     Catalog::open(
         cli.catalog.as_deref(),
         cli.warehouse.as_deref(),
@@ -329,7 +340,7 @@ async fn run(cli: Cli) -> Result<()> {
             format_version,
             location,
         } => {
-            let cat = catalog(&cli)?;
+            let cat = catalog_creating(&cli)?;
             let ident = parse_ident(name)?;
             let schema = match (schema, schema_from) {
                 (Some(ddl), _) => parse_schema(ddl)?,
@@ -475,7 +486,10 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Snapshots(a) => inspect::snapshots(&cli, a).await,
         Cmd::Files(a) => inspect::files(&cli, a).await,
         Cmd::Namespaces { create, drop, json } => {
-            let cat = catalog(&cli)?;
+            let cat = match create {
+                Some(_) => catalog_creating(&cli)?,
+                None => catalog(&cli)?,
+            };
             if let Some(ns) = create {
                 cat.create_namespace(ns, &[]).await?;
                 outln!("created namespace {ns}");
@@ -547,7 +561,7 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::ExpireSnapshots(a) => maintenance::expire_snapshots(&cli, a).await,
         Cmd::RemoveOrphanFiles(a) => maintenance::remove_orphan_files(&cli, a).await,
         Cmd::Register { name, metadata } => {
-            let t = catalog(&cli)?
+            let t = catalog_creating(&cli)?
                 .register_table(&parse_ident(name)?, metadata)
                 .await?;
             outln!("registered {} at {}", t.name(), t.metadata_location());

@@ -1,0 +1,183 @@
+//! Issue #21, a CLI a newcomer can trust: read-only commands create nothing, a missing
+//! catalog says where floe looked, and the help shows SQLite URIs that work.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// `floe` run in `cwd` with `args` (no implied --warehouse or --catalog).
+fn floe_in(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(cwd)
+        .env_remove("FLOE_WAREHOUSE")
+        .env_remove("FLOE_CATALOG")
+        .args(args)
+        .output()
+        .expect("run floe")
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Every path under `dir`, sorted (what a command left behind).
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn read_only_commands_create_nothing_and_say_where_they_looked() {
+    let cwd = tempfile::tempdir().unwrap();
+    let fs_missing = cwd.path().join("nonexist/wh");
+    let fs_uri = format!("file://{}", fs_missing.display());
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["tables"],
+        vec!["namespaces"],
+        vec!["scan", "db.events"],
+        vec!["describe", "db.events"],
+        vec!["snapshots", "db.events"],
+        vec!["files", "db.events"],
+        vec!["delete", "db.events", "--where", "id = 1"],
+        vec!["--warehouse", "elsewhere", "tables"],
+        vec!["--catalog", "sqlite:///rel/catalog.db", "tables"],
+        vec!["--catalog", &fs_uri, "tables"],
+        vec!["--catalog", "file:hwh", "tables"],
+    ];
+    for args in &runs {
+        let o = floe_in(cwd.path(), args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", show(&o));
+        assert!(
+            err.contains("no catalog at") || err.contains("no filesystem catalog at"),
+            "{args:?}: the error names where floe looked: {}",
+            show(&o)
+        );
+        assert!(
+            tree(cwd.path()).is_empty(),
+            "{args:?} left {:?}",
+            tree(cwd.path())
+        );
+    }
+    // The path floe looked at is the resolved, absolute one.
+    let o = floe_in(cwd.path(), &["tables"]);
+    let looked = cwd
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join("warehouse/catalog.db");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&looked.display().to_string()),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn a_missing_table_names_the_catalog_and_warehouse() {
+    let cwd = tempfile::tempdir().unwrap();
+    let o = floe_in(cwd.path(), &["create", "db.t", "--schema", "id long"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let o = floe_in(cwd.path(), &["scan", "db.events"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert!(
+        err.contains("sqlite catalog") && err.contains("catalog.db") && err.contains("warehouse"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn sqlite_uris_in_help_and_hints_are_the_absolute_form() {
+    let cwd = tempfile::tempdir().unwrap();
+    let help = floe_in(cwd.path(), &["--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("sqlite:////abs/path/catalog.db"), "{text}");
+    assert!(!text.contains("sqlite:///path"), "{text}");
+
+    // A catalog made with the absolute form, then named with three slashes: the error says
+    // the path was relative and what the absolute form is.
+    let wh = cwd.path().join("wh");
+    let wh_s = wh.to_str().unwrap();
+    let abs_uri = format!("sqlite:///{wh_s}/catalog.db");
+    let o = floe_in(
+        cwd.path(),
+        &[
+            "--catalog",
+            &abs_uri,
+            "--warehouse",
+            wh_s,
+            "create",
+            "db.t",
+            "--schema",
+            "id long",
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let relative = format!("sqlite://{wh_s}/catalog.db");
+    let o = floe_in(cwd.path(), &["--catalog", &relative, "tables"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert!(err.contains("four slashes"), "{}", show(&o));
+    assert!(!cwd.path().join(wh_s.trim_start_matches('/')).exists());
+}
+
+/// The README's second ingest example on an unpartitioned staging table, both strategies:
+/// the latest version per key stays, twice in a row (the second run changes nothing).
+#[test]
+fn ingest_snapshot_works_on_unpartitioned_tables() {
+    for strategy in ["change-aware", "rewrite"] {
+        let cwd = tempfile::tempdir().unwrap();
+        let dir = cwd.path();
+        std::fs::write(
+            dir.join("snap.csv"),
+            "id,ver,v\n1,1,a\n2,1,b\n1,3,c\n3,2,d\n2,0,e\n",
+        )
+        .unwrap();
+        let run = |args: &[&str]| {
+            let o = floe_in(dir, args);
+            assert!(o.status.success(), "{strategy} {args:?}: {}", show(&o));
+            String::from_utf8_lossy(&o.stdout).to_string()
+        };
+        run(&[
+            "create",
+            "db.staging",
+            "--schema",
+            "id long, ver long, v string",
+        ]);
+        for _ in 0..2 {
+            run(&[
+                "ingest-snapshot",
+                "db.staging",
+                "snap.csv",
+                "--key",
+                "id",
+                "--version",
+                "ver",
+                "--strategy",
+                strategy,
+                "--json",
+            ]);
+            let out = run(&["scan", "db.staging", "--format", "csv"]);
+            let mut rows: Vec<&str> = out.lines().skip(1).collect();
+            rows.sort();
+            assert_eq!(rows, ["1,3,c", "2,1,b", "3,2,d"], "{strategy}: {out}");
+        }
+    }
+}

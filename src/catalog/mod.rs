@@ -55,6 +55,9 @@ pub struct TableCreation {
     pub format_version: FormatVersion,
     /// Explicit location; default `<warehouse>/<namespace…>/<table>`.
     pub location: Option<String>,
+    /// Store property keys under `write.`, `commit.`, `history.` and `floe.` that neither
+    /// Iceberg nor floe defines (refused by default: [`crate::spec::check_property_keys`]).
+    pub allow_unknown_properties: bool,
 }
 
 impl TableCreation {
@@ -67,6 +70,7 @@ impl TableCreation {
             properties: HashMap::new(),
             format_version: FormatVersion::V2,
             location: None,
+            allow_unknown_properties: false,
         }
     }
 }
@@ -466,6 +470,10 @@ impl Catalog {
                     )))
                 }
             };
+        }
+        if !creation.allow_unknown_properties {
+            crate::spec::check_property_keys(&props)
+                .map_err(|e| e.context(format!("creating table {name}")))?;
         }
         crate::spec::TableProperties::parse(&props)
             .map_err(|e| e.context(format!("creating {name}")))?;

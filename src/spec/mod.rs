@@ -4,10 +4,12 @@
 mod ddl;
 mod layout;
 mod properties;
+mod property_keys;
 
 pub use ddl::{parse_schema, schema_from_arrow};
 pub use layout::{check_layout, check_transform, parse_partition_spec, parse_sort_order};
 pub use properties::{DeleteGranularity, IsolationLevel, MetricsMode, TableProperties, WriteMode};
+pub use property_keys::check_property_keys;
 
 pub use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, Datum, FormatVersion, Literal, ManifestContentType,

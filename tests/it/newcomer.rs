@@ -181,3 +181,48 @@ fn ingest_snapshot_works_on_unpartitioned_tables() {
         }
     }
 }
+
+/// A typo in a property name under Iceberg's namespaces is refused with the nearest name,
+/// nothing is created; `--allow-unknown-properties` stores it.
+#[test]
+fn property_typos_are_refused() {
+    let cwd = tempfile::tempdir().unwrap();
+    let o = floe_in(
+        cwd.path(),
+        &[
+            "create",
+            "db.t",
+            "--schema",
+            "id long",
+            "--property",
+            "write.delete.mod=merge-on-read",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(
+        err.contains("did you mean 'write.delete.mode'"),
+        "{}",
+        show(&o)
+    );
+    assert!(tree(cwd.path()).is_empty(), "left {:?}", tree(cwd.path()));
+    let o = floe_in(
+        cwd.path(),
+        &[
+            "create",
+            "db.t",
+            "--schema",
+            "id long",
+            "--property",
+            "write.delete.mod=merge-on-read",
+            "--allow-unknown-properties",
+        ],
+    );
+    assert!(o.status.success(), "{}", show(&o));
+    let o = floe_in(cwd.path(), &["describe", "db.t", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("write.delete.mod"),
+        "{}",
+        show(&o)
+    );
+}

@@ -88,12 +88,16 @@ enum Cmd {
         /// Table property k=v (repeatable).
         #[arg(long = "property", value_parser = kv)]
         properties: Vec<(String, String)>,
-        /// Format version (2 or 3).
+        /// Format version (1, 2 or 3).
         #[arg(long, default_value_t = 2)]
         format_version: u8,
         /// Explicit table location.
         #[arg(long)]
         location: Option<String>,
+        /// Store --property keys under write., commit., history. or floe. that neither
+        /// Iceberg nor floe defines (by default a typo there is refused).
+        #[arg(long)]
+        allow_unknown_properties: bool,
     },
     /// Append Parquet or CSV files to a table in one snapshot.
     Append {
@@ -339,8 +343,8 @@ async fn run(cli: Cli) -> Result<()> {
             properties,
             format_version,
             location,
+            allow_unknown_properties,
         } => {
-            let cat = catalog_creating(&cli)?;
             let ident = parse_ident(name)?;
             let schema = match (schema, schema_from) {
                 (Some(ddl), _) => parse_schema(ddl)?,
@@ -374,6 +378,12 @@ async fn run(cli: Cli) -> Result<()> {
                 }
             };
             c.location = location.clone();
+            c.allow_unknown_properties = *allow_unknown_properties;
+            // Refused before the catalog is opened, so bad input creates nothing.
+            if !c.allow_unknown_properties {
+                floe::spec::check_property_keys(&c.properties)?;
+            }
+            let cat = catalog_creating(&cli)?;
             let t = cat.create_table(&ident, c).await?;
             outln!(
                 "created {} at {}",

@@ -53,6 +53,15 @@ pub enum Strategy {
     Rewrite,
 }
 
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ChangeAware => "change-aware",
+            Self::Rewrite => "rewrite",
+        })
+    }
+}
+
 impl std::str::FromStr for Strategy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {

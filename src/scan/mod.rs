@@ -132,8 +132,24 @@ impl SnapshotSelector {
                     .max_by_key(|l| l.timestamp_ms)
                     .map(|l| l.snapshot_id)
                     .ok_or_else(|| {
+                        let when = chrono::DateTime::from_timestamp_millis(*ts)
+                            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                            .unwrap_or_else(|| format!("{ts} ms"));
+                        let first = md
+                            .history()
+                            .iter()
+                            .map(|l| l.timestamp_ms)
+                            .min()
+                            .and_then(chrono::DateTime::from_timestamp_millis)
+                            .map(|t| {
+                                format!(
+                                    "; its oldest snapshot is from {}",
+                                    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                                )
+                            })
+                            .unwrap_or_default();
                         Error::not_found(format!(
-                            "table {name} has no snapshot at or before {ts} ms"
+                            "table {name} has no snapshot at or before {when}{first}"
                         ))
                     })?;
                 Some(md.snapshot_by_id(id).cloned().ok_or_else(|| {
@@ -435,7 +451,16 @@ impl Scan {
                         .or_else(|| schema.field_by_name_case_insensitive(c))
                         .map(|f| f.id)
                         .ok_or_else(|| {
-                            Error::invalid(format!("unknown column '{c}' in table {name}"))
+                            let names: Vec<&str> = schema
+                                .as_struct()
+                                .fields()
+                                .iter()
+                                .map(|f| f.name.as_str())
+                                .collect();
+                            Error::invalid(format!(
+                                "unknown column '{c}' in table {name}; its columns: {}",
+                                names.join(", ")
+                            ))
                         })
                 })
                 .collect::<Result<_>>()?,

@@ -52,6 +52,16 @@ pub enum WriteMode {
     MergeOnRead,
 }
 
+impl std::fmt::Display for WriteMode {
+    /// The property value: `copy-on-write` or `merge-on-read`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::CopyOnWrite => "copy-on-write",
+            Self::MergeOnRead => "merge-on-read",
+        })
+    }
+}
+
 /// `write.{delete,update,merge}.isolation-level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IsolationLevel {

@@ -226,3 +226,63 @@ fn property_typos_are_refused() {
         show(&o)
     );
 }
+
+/// Issue #21 item 10: messages a newcomer reads.
+#[test]
+fn messages_speak_the_users_language() {
+    let cwd = tempfile::tempdir().unwrap();
+    let dir = cwd.path();
+    let run = |args: &[&str]| -> (bool, String, String) {
+        let o = floe_in(dir, args);
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    assert!(run(&["create", "db.t", "--schema", "id long, name string"]).0);
+    // An empty table shows its columns.
+    let (ok, out, _) = run(&["scan", "db.t"]);
+    assert!(ok && out.contains("| id | name |"), "{out}");
+    let (ok, out, _) = run(&["scan", "db.t", "--format", "csv"]);
+    assert!(ok && out.trim() == "id,name", "{out}");
+    // An unknown column lists the table's columns (--where and --columns).
+    for args in [
+        &["scan", "db.t", "--where", "nope = 1"][..],
+        &["scan", "db.t", "--columns", "nope"][..],
+    ] {
+        let (ok, _, err) = run(args);
+        assert!(!ok && err.contains("id, name"), "{args:?}: {err}");
+    }
+    // --as-of before the first snapshot: a date, not milliseconds.
+    std::fs::write(dir.join("rows.csv"), "id,name\n1,a\n").unwrap();
+    assert!(run(&["append", "db.t", "rows.csv"]).0);
+    let (ok, _, err) = run(&["scan", "db.t", "--as-of", "2001-01-01T00:00:00Z"]);
+    assert!(!ok && err.contains("2001-01-01T00:00:00.000Z"), "{err}");
+    assert!(err.contains("oldest snapshot is from"), "{err}");
+    // Creating an existing namespace says so.
+    assert!(run(&["namespaces", "--create", "db2"])
+        .1
+        .contains("created namespace db2"));
+    let (_, out, _) = run(&["namespaces", "--create", "db2"]);
+    assert!(out.contains("already exists"), "{out}");
+    // Ingest names its strategy and mode as the options spell them.
+    assert!(run(&["create", "db.s", "--schema", "id long, ver long"]).0);
+    std::fs::write(dir.join("snap.csv"), "id,ver\n1,1\n").unwrap();
+    let (ok, out, err) = run(&[
+        "ingest-snapshot",
+        "db.s",
+        "snap.csv",
+        "--key",
+        "id",
+        "--version",
+        "ver",
+    ]);
+    assert!(
+        ok && out.contains("(change-aware, copy-on-write)"),
+        "{out}{err}"
+    );
+    // drop --purge mentions kept files only when there are some.
+    let (ok, out, _) = run(&["drop", "db.s", "--purge"]);
+    assert!(ok && !out.contains("still references"), "{out}");
+}

@@ -136,7 +136,7 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     }
     let c = &r.changes;
     outln!(
-        "{}: {} snapshot rows in {} partitions ({:?}, {:?}): {} unchanged, {} updated, {} inserted, {} stale, {} duplicates",
+        "{}: {} snapshot rows in {} partitions ({}, {}): {} unchanged, {} updated, {} inserted, {} stale, {} duplicates",
         a.staging, r.snapshot_rows, r.partitions, r.strategy, r.mode, c.unchanged, c.updated, c.inserted, c.stale, c.duplicates
     );
     outln!(

@@ -501,8 +501,12 @@ async fn run(cli: Cli) -> Result<()> {
                 None => catalog(&cli)?,
             };
             if let Some(ns) = create {
-                cat.create_namespace(ns, &[]).await?;
-                outln!("created namespace {ns}");
+                if cat.list_namespaces().await?.iter().any(|n| n == ns) {
+                    outln!("namespace {ns} already exists (nothing changed)");
+                } else {
+                    cat.create_namespace(ns, &[]).await?;
+                    outln!("created namespace {ns}");
+                }
             }
             if let Some(ns) = drop {
                 cat.drop_namespace(ns).await?;
@@ -548,10 +552,11 @@ async fn run(cli: Cli) -> Result<()> {
             let r =
                 floe::maintenance::drop_table(&catalog(&cli)?, &parse_ident(name)?, *purge).await?;
             if *purge {
-                outln!(
-                    "dropped {name}: {} files deleted, {} kept (another table still references them)",
-                    r.deleted_files, r.kept_shared_files
-                );
+                let kept = match r.kept_shared_files {
+                    0 => String::new(),
+                    n => format!(", {n} kept (another table still references them)"),
+                };
+                outln!("dropped {name}: {} files deleted{kept}", r.deleted_files);
             } else {
                 outln!("dropped {name} (files kept; --purge deletes them)");
             }

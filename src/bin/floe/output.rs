@@ -59,6 +59,15 @@ pub fn write_batches(
     format: Format,
     out: Option<&str>,
 ) -> Result<()> {
+    // No rows still shows the columns (a table header, a CSV header line).
+    let empty;
+    let batches = match batches {
+        [] => {
+            empty = [RecordBatch::new_empty(schema.clone())];
+            &empty[..]
+        }
+        b => b,
+    };
     let mut sink: Box<dyn Write + Send> = match out {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?,

@@ -487,10 +487,9 @@ impl Catalog {
         if let Backend::Rest(r) = &self.backend {
             return self.create_rest_table(r, ident, creation, fv, props).await;
         }
-        let location = creation
-            .location
-            .clone()
-            .unwrap_or_else(|| self.default_location(ident));
+        let location = self
+            .fresh_location(ident, creation.location.as_deref())
+            .await?;
         let sort = creation
             .sort_order
             .clone()
@@ -507,6 +506,32 @@ impl Catalog {
         .map_err(|e| Error::invalid(format!("creating {name}: {e}")))?
         .metadata;
         self.create_table_from_metadata(ident, md).await
+    }
+
+    /// The location of a new table: `explicit`, refused if it holds files; or the default
+    /// location, or (if files are there, for example of a dropped table another one still
+    /// references) the default with a UUID suffix, as Iceberg Java's unique table locations.
+    async fn fresh_location(&self, ident: &TableIdent, explicit: Option<&str>) -> Result<String> {
+        let name = ident_name(ident);
+        if let Some(l) = explicit {
+            if self.storage.has_objects(l).await? {
+                return Err(Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!(
+                        "creating {name}: location {l} already holds files (of another table?); \
+                         choose another --location or remove them"
+                    ),
+                ));
+            }
+            return Ok(l.to_string());
+        }
+        let default = self.default_location(ident);
+        if matches!(self.backend, Backend::Fs) || !self.storage.has_objects(&default).await? {
+            // The filesystem catalog's layout fixes the location; an existing table there
+            // is found by `table_exists`.
+            return Ok(default);
+        }
+        Ok(format!("{default}-{}", uuid::Uuid::new_v4().simple()))
     }
 
     /// A REST catalog creates the table itself (location and first metadata are the server's).

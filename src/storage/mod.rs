@@ -322,6 +322,18 @@ impl Storage {
         }
     }
 
+    /// Whether any object lives under a directory-like prefix (stops at the first).
+    pub async fn has_objects(&self, prefix: &str) -> Result<bool> {
+        let (store, path) = self.resolve(prefix)?;
+        let first = store
+            .list(Some(&path))
+            .next()
+            .await
+            .transpose()
+            .map_err(|e| Self::wrap(e, "list", prefix))?;
+        Ok(first.is_some())
+    }
+
     /// Lists every object under a directory-like prefix, recursively.
     pub async fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
         let (store, path) = self.resolve(prefix)?;

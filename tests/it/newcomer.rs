@@ -286,3 +286,56 @@ fn messages_speak_the_users_language() {
     let (ok, out, _) = run(&["drop", "db.s", "--purge"]);
     assert!(ok && !out.contains("still references"), "{out}");
 }
+
+/// Issue #21 item 4: a table created where another table's files still live gets a fresh
+/// location (and says so); an explicit --location that holds files is refused.
+#[test]
+fn create_never_shares_another_tables_location() {
+    let cwd = tempfile::tempdir().unwrap();
+    let dir = cwd.path();
+    let run = |args: &[&str]| {
+        let o = floe_in(dir, args);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            show(&o),
+        )
+    };
+    std::fs::write(dir.join("rows.csv"), "id\n1\n2\n").unwrap();
+    assert_eq!(run(&["create", "db.a", "--schema", "id long"]).0, Some(0));
+    assert_eq!(run(&["append", "db.a", "rows.csv"]).0, Some(0));
+    // db.b now owns the files under <warehouse>/db/a.
+    assert_eq!(run(&["rename", "db.a", "db.b"]).0, Some(0));
+    let (code, out, all) = run(&["create", "db.a", "--schema", "id long"]);
+    assert_eq!(code, Some(0), "{all}");
+    assert!(out.contains("holds another table's files"), "{all}");
+    let (_, described, _) = run(&["describe", "db.a", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&described).unwrap();
+    let loc = v["location"].as_str().unwrap_or_default().to_string();
+    assert!(loc.contains("/db/a-"), "{described}");
+    // Orphan removal on either table keeps the other's rows.
+    assert_eq!(
+        run(&[
+            "remove-orphan-files",
+            "db.a",
+            "--older-than",
+            "2999-01-01T00:00:00Z"
+        ])
+        .0,
+        Some(0)
+    );
+    let (_, count, all) = run(&["scan", "db.b", "--count"]);
+    assert_eq!(count.trim(), "2", "{all}");
+    // An explicit location with files in it is refused.
+    let wh = dir.canonicalize().unwrap().join("warehouse/db/a");
+    let (code, _, all) = run(&[
+        "create",
+        "db.c",
+        "--schema",
+        "id long",
+        "--location",
+        wh.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{all}");
+    assert!(all.contains("already holds files"), "{all}");
+}

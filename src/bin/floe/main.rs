@@ -390,6 +390,12 @@ async fn run(cli: Cli) -> Result<()> {
                 ident_name(&ident),
                 t.metadata().location()
             );
+            if location.is_none() && t.metadata().location() != cat.default_location(&ident) {
+                outln!(
+                    "  (its default location {} holds another table's files)",
+                    cat.default_location(&ident)
+                );
+            }
             Ok(())
         }
         Cmd::Append { name, files } => {

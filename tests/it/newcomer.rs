@@ -339,3 +339,63 @@ fn create_never_shares_another_tables_location() {
     assert_eq!(code, Some(2), "{all}");
     assert!(all.contains("already holds files"), "{all}");
 }
+
+/// Issue #21 item 6: nested columns in CSV are JSON text both ways: `scan --format csv`
+/// writes them, `append` and `merge --source` read them; bad text names the row and column.
+#[test]
+fn nested_columns_travel_through_csv_as_json() {
+    let cwd = tempfile::tempdir().unwrap();
+    let dir = cwd.path();
+    let run = |args: &[&str]| {
+        let o = floe_in(dir, args);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            show(&o),
+        )
+    };
+    let schema = "id long, tags list<string>, s struct<a: int, b: string>, m map<string, int>";
+    assert_eq!(run(&["create", "db.t", "--schema", schema]).0, Some(0));
+    std::fs::write(
+        dir.join("in.csv"),
+        "id,tags,s,m\n\
+         1,\"[\"\"a\"\",\"\"b,c\"\"]\",\"{\"\"a\"\":1,\"\"b\"\":\"\"x\"\"}\",\"{\"\"k\"\":2}\"\n\
+         2,[],,\n\
+         3,\"[null]\",\"{\"\"a\"\":null,\"\"b\"\":null}\",{}\n",
+    )
+    .unwrap();
+    let (code, _, all) = run(&["append", "db.t", "in.csv"]);
+    assert_eq!(code, Some(0), "{all}");
+    let (code, _, all) = run(&["scan", "db.t", "--format", "csv", "-o", "out.csv"]);
+    assert_eq!(code, Some(0), "{all}");
+    let out = std::fs::read_to_string(dir.join("out.csv")).unwrap();
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines[1..].sort();
+    assert_eq!(lines[0], "id,tags,s,m");
+    assert_eq!(
+        lines[1], r#"1,"[""a"",""b,c""]","{""a"":1,""b"":""x""}","{""k"":2}""#,
+        "{out}"
+    );
+    assert_eq!(lines[2], "2,[],,", "{out}");
+    assert_eq!(
+        lines[3], r#"3,[null],"{""a"":null,""b"":null}",{}"#,
+        "{out}"
+    );
+    // What floe wrote reads back the same (append), and as a merge source.
+    assert_eq!(run(&["create", "db.u", "--schema", schema]).0, Some(0));
+    assert_eq!(run(&["append", "db.u", "out.csv"]).0, Some(0));
+    let (code, _, all) = run(&["merge", "db.u", "--source", "out.csv", "--on", "id"]);
+    assert_eq!(code, Some(0), "{all}");
+    let (_, again, _) = run(&["scan", "db.u", "--format", "csv"]);
+    let mut a: Vec<&str> = again.lines().collect();
+    a[1..].sort();
+    assert_eq!(a, lines, "{again}");
+    // Text that is not JSON of the column's type: an error naming the row and the column.
+    std::fs::write(dir.join("bad.csv"), "id,tags\n1,[]\n2,[1\n").unwrap();
+    let (code, _, all) = run(&["append", "db.t", "bad.csv"]);
+    assert_eq!(code, Some(2), "{all}");
+    assert!(
+        all.contains("row 2") && all.contains("column 'tags'"),
+        "{all}"
+    );
+}

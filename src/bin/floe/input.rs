@@ -58,6 +58,7 @@ pub fn read_raw(
         }
         let delim = if lower.ends_with(".tsv") { b'\t' } else { b',' };
         let mut fields = Vec::new();
+        let mut nested = Vec::new();
         for name in header.trim_end_matches(['\n', '\r']).split(delim as char) {
             let name = name.trim().trim_matches('"');
             let f = table_schema.field_with_name(name).map_err(|_| {
@@ -68,6 +69,11 @@ pub fn read_raw(
             })?;
             let f = match f.data_type() {
                 DataType::Decimal128(..) if decimals_as_text => {
+                    Field::new(name, DataType::Utf8, true)
+                }
+                // Nested values are JSON text in CSV (as `scan --format csv` writes them).
+                t if crate::csv_nested::is_nested(t) => {
+                    nested.push(Arc::new(f.as_ref().clone()));
                     Field::new(name, DataType::Utf8, true)
                 }
                 _ => f.as_ref().clone().with_nullable(true),
@@ -82,8 +88,17 @@ pub fn read_raw(
             .build(file)
             .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
         let p = path.to_string();
+        let mut next_row = 1u64;
         return Ok(Box::new(reader.map(move |r| {
-            r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{p}: {e}")))
+            let b =
+                r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{p}: {e}")))?;
+            let first = next_row;
+            next_row += b.num_rows() as u64;
+            if nested.is_empty() {
+                Ok(b)
+            } else {
+                crate::csv_nested::from_json_text(&b, &nested, &p, first)
+            }
         })));
     }
     let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)

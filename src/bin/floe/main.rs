@@ -8,6 +8,7 @@ macro_rules! outln {
     };
 }
 
+mod csv_nested;
 mod dml;
 mod ingest;
 mod input;

@@ -68,12 +68,32 @@ pub fn write_batches(
         }
         b => b,
     };
-    let mut sink: Box<dyn Write + Send> = match out {
+    if format == Format::Parquet && out.is_none() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "--format parquet needs -o FILE",
+        ));
+    }
+    let sink: Box<dyn Write + Send> = match out {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?,
         )),
         None => Box::new(std::io::BufWriter::new(Stdout)),
     };
+    let written = write_to(sink, batches, schema, format);
+    // A failed write leaves no partial output file behind.
+    if let (Err(_), Some(p)) = (&written, out) {
+        let _ = std::fs::remove_file(p);
+    }
+    written
+}
+
+fn write_to(
+    mut sink: Box<dyn Write + Send>,
+    batches: &[RecordBatch],
+    schema: arrow::datatypes::SchemaRef,
+    format: Format,
+) -> Result<()> {
     match format {
         Format::Table => {
             let s = arrow::util::pretty::pretty_format_batches(batches).map_err(io_err)?;
@@ -84,7 +104,8 @@ pub fn write_batches(
                 .with_header(true)
                 .build(sink);
             for b in batches {
-                w.write(b).map_err(io_err)?;
+                w.write(&crate::csv_nested::to_json_text(b)?)
+                    .map_err(io_err)?;
             }
         }
         Format::Json => {
@@ -95,12 +116,6 @@ pub fn write_batches(
             w.finish().map_err(io_err)?;
         }
         Format::Parquet => {
-            if out.is_none() {
-                return Err(Error::new(
-                    ErrorKind::InvalidInput,
-                    "--format parquet needs -o FILE",
-                ));
-            }
             let props = parquet::file::properties::WriterProperties::builder()
                 .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
                 .build();

@@ -42,18 +42,34 @@ use output::{print_json, write_batches, Format};
     about = "Write and read Apache Iceberg tables (v2/v3) without a JVM"
 )]
 struct Cli {
-    /// Catalog URI: sqlite:////abs/path/catalog.db (four slashes: absolute; sqlite:rel.db is relative), postgresql://user:password@host:port/database,
-    /// rest+http://[id:secret@]host:port (Iceberg REST) or file:///warehouse (Hadoop layout).
+    /// Catalog URI: sqlite:////abs/path/catalog.db (four slashes: absolute; sqlite:rel.db is
+    /// relative), postgresql://user:password@host:port/database, rest+http://[id:secret@]host:port
+    /// (Iceberg REST) or file:///warehouse (Hadoop layout).
     /// Default: SQLite at <warehouse>/catalog.db.
-    #[arg(long, global = true, env = "FLOE_CATALOG")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "FLOE_CATALOG"
+    )]
     catalog: Option<String>,
     /// Warehouse directory (default ./warehouse), or s3://bucket/path with a SQLite or
     /// PostgreSQL --catalog (S3 settings from AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID,
     /// …); with a REST --catalog, the warehouse the server is asked for.
-    #[arg(long, global = true, env = "FLOE_WAREHOUSE")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        env = "FLOE_WAREHOUSE"
+    )]
     warehouse: Option<String>,
     /// Catalog name (the catalog_name column of the SQL catalog).
-    #[arg(long, global = true, default_value = "default")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        default_value = "default"
+    )]
     catalog_name: String,
     #[command(subcommand)]
     cmd: Cmd,

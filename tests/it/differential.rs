@@ -1,6 +1,7 @@
 //! Differential testing of predicates: a seeded table of every primitive type floe writes
-//! (plus a struct, a list and a map), with nulls, NaN, ±0.0 and extremes, laid out in several files,
-//! row groups, partitions (identity, bucket on int and uuid, day, hour, truncate on a decimal) and sort orders; seeded random predicates over it. Each predicate
+//! (plus a struct, a list and a map), with nulls, NaN, ±0.0 and extremes, laid out in several
+//! files, row groups, partitions (identity, bucket on int and uuid, day, hour, truncate on a
+//! decimal) and sort orders; seeded random predicates over it. Each predicate
 //! runs through the library's `Scan::filter`, a sample through `floe scan --where`, and
 //! through DELETE and UPDATE in copy-on-write and merge-on-read on v2 and v3 copies of the
 //! table; every answer is compared row for row with DuckDB over the same rows as plain

@@ -14,6 +14,27 @@ pub fn floe(wh: &Path, args: &[&str]) -> Output {
         .expect("run floe")
 }
 
+/// `floe` run in `cwd` with `args` (no implied --warehouse or --catalog).
+pub fn floe_in(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(cwd)
+        .env_remove("FLOE_WAREHOUSE")
+        .env_remove("FLOE_CATALOG")
+        .args(args)
+        .output()
+        .expect("run floe")
+}
+
+/// A run's exit code, stdout and stderr, for failure messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 pub fn ok(wh: &Path, args: &[&str]) -> String {
     let o = floe(wh, args);
     assert!(

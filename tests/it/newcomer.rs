@@ -1,28 +1,11 @@
-//! Issue #21, a CLI a newcomer can trust: read-only commands create nothing, a missing
-//! catalog says where floe looked, and the help shows SQLite URIs that work.
+//! Issue #21, a CLI a newcomer can trust: read-only commands create nothing and a missing
+//! catalog says where floe looked; SQLite URIs in the help that work; ingest on unpartitioned
+//! tables; no two tables in one location; property typos refused; nested columns in CSV;
+//! messages in the options' own words.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-/// `floe` run in `cwd` with `args` (no implied --warehouse or --catalog).
-fn floe_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_floe"))
-        .current_dir(cwd)
-        .env_remove("FLOE_WAREHOUSE")
-        .env_remove("FLOE_CATALOG")
-        .args(args)
-        .output()
-        .expect("run floe")
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::cli::{floe_in, text};
 
 /// Every path under `dir`, sorted (what a command left behind).
 fn tree(dir: &Path) -> Vec<String> {
@@ -62,11 +45,11 @@ fn read_only_commands_create_nothing_and_say_where_they_looked() {
     for args in &runs {
         let o = floe_in(cwd.path(), args);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", show(&o));
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {}", text(&o));
         assert!(
             err.contains("no catalog at") || err.contains("no filesystem catalog at"),
             "{args:?}: the error names where floe looked: {}",
-            show(&o)
+            text(&o)
         );
         assert!(
             tree(cwd.path()).is_empty(),
@@ -84,7 +67,7 @@ fn read_only_commands_create_nothing_and_say_where_they_looked() {
     assert!(
         String::from_utf8_lossy(&o.stderr).contains(&looked.display().to_string()),
         "{}",
-        show(&o)
+        text(&o)
     );
 }
 
@@ -92,14 +75,14 @@ fn read_only_commands_create_nothing_and_say_where_they_looked() {
 fn a_missing_table_names_the_catalog_and_warehouse() {
     let cwd = tempfile::tempdir().unwrap();
     let o = floe_in(cwd.path(), &["create", "db.t", "--schema", "id long"]);
-    assert!(o.status.success(), "{}", show(&o));
+    assert!(o.status.success(), "{}", text(&o));
     let o = floe_in(cwd.path(), &["scan", "db.events"]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(
         err.contains("sqlite catalog") && err.contains("catalog.db") && err.contains("warehouse"),
         "{}",
-        show(&o)
+        text(&o)
     );
 }
 
@@ -129,12 +112,12 @@ fn sqlite_uris_in_help_and_hints_are_the_absolute_form() {
             "id long",
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
+    assert!(o.status.success(), "{}", text(&o));
     let relative = format!("sqlite://{wh_s}/catalog.db");
     let o = floe_in(cwd.path(), &["--catalog", &relative, "tables"]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
-    assert!(err.contains("four slashes"), "{}", show(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(err.contains("four slashes"), "{}", text(&o));
     assert!(!cwd.path().join(wh_s.trim_start_matches('/')).exists());
 }
 
@@ -152,7 +135,7 @@ fn ingest_snapshot_works_on_unpartitioned_tables() {
         .unwrap();
         let run = |args: &[&str]| {
             let o = floe_in(dir, args);
-            assert!(o.status.success(), "{strategy} {args:?}: {}", show(&o));
+            assert!(o.status.success(), "{strategy} {args:?}: {}", text(&o));
             String::from_utf8_lossy(&o.stdout).to_string()
         };
         run(&[
@@ -199,11 +182,11 @@ fn property_typos_are_refused() {
         ],
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(
         err.contains("did you mean 'write.delete.mode'"),
         "{}",
-        show(&o)
+        text(&o)
     );
     assert!(tree(cwd.path()).is_empty(), "left {:?}", tree(cwd.path()));
     let o = floe_in(
@@ -218,12 +201,12 @@ fn property_typos_are_refused() {
             "--allow-unknown-properties",
         ],
     );
-    assert!(o.status.success(), "{}", show(&o));
+    assert!(o.status.success(), "{}", text(&o));
     let o = floe_in(cwd.path(), &["describe", "db.t", "--json"]);
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("write.delete.mod"),
         "{}",
-        show(&o)
+        text(&o)
     );
 }
 
@@ -298,7 +281,7 @@ fn create_never_shares_another_tables_location() {
         (
             o.status.code(),
             String::from_utf8_lossy(&o.stdout).to_string(),
-            show(&o),
+            text(&o),
         )
     };
     std::fs::write(dir.join("rows.csv"), "id\n1\n2\n").unwrap();
@@ -351,7 +334,7 @@ fn nested_columns_travel_through_csv_as_json() {
         (
             o.status.code(),
             String::from_utf8_lossy(&o.stdout).to_string(),
-            show(&o),
+            text(&o),
         )
     };
     let schema = "id long, tags list<string>, s struct<a: int, b: string>, m map<string, int>";

@@ -14,30 +14,10 @@ use floe::table::parse_ident;
 use floe::{CommitOutcome, ErrorKind, Table};
 use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 
-use crate::cli::{floe, inputs, ok};
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::cli::{floe, floe_in, inputs, ok, text};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-/// `floe` run in `cwd` with `args` (no implied --warehouse).
-fn floe_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_floe"))
-        .current_dir(cwd)
-        .env_remove("FLOE_WAREHOUSE")
-        .env_remove("FLOE_CATALOG")
-        .args(args)
-        .output()
-        .expect("run floe")
 }
 
 /// A warehouse with `db.t` (`id long, name string, ts timestamptz`) and two appends.

@@ -90,9 +90,12 @@ fn a_missing_table_names_the_catalog_and_warehouse() {
 fn sqlite_uris_in_help_and_hints_are_the_absolute_form() {
     let cwd = tempfile::tempdir().unwrap();
     let help = floe_in(cwd.path(), &["--help"]);
-    let text = String::from_utf8_lossy(&help.stdout);
-    assert!(text.contains("sqlite:////abs/path/catalog.db"), "{text}");
-    assert!(!text.contains("sqlite:///path"), "{text}");
+    let help_text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help_text.contains("sqlite:////abs/path/catalog.db"),
+        "{help_text}"
+    );
+    assert!(!help_text.contains("sqlite:///path"), "{help_text}");
 
     // A catalog made with the absolute form, then named with three slashes: the error says
     // the path was relative and what the absolute form is.

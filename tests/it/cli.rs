@@ -245,7 +245,42 @@ fn quickstart_builds_readable_tables() {
     );
     assert_eq!(ok(&wh, &["scan", "demo.events", "--count"]).trim(), "20000");
     assert_eq!(
+        ok(&wh, &["scan", "demo.events_clone", "--count"]).trim(),
+        "20000"
+    );
+    // demo.events_v3 holds the same rows less the carts its merge-on-read DELETE removed.
+    let not_carts = ok(
+        &wh,
+        &[
+            "scan",
+            "demo.events",
+            "--count",
+            "--where",
+            "kind != 'cart'",
+        ],
+    );
+    assert_eq!(
         ok(&wh, &["scan", "demo.events_v3", "--count"]).trim(),
+        not_carts.trim()
+    );
+    assert!(
+        out.contains("deletion vectors") && out.contains("compacted"),
+        "{out}"
+    );
+    let files = ok(&wh, &["files", "demo.events_v3", "--json"]);
+    assert!(
+        files.contains(".puffin"),
+        "the DELETE wrote deletion vectors: {files}"
+    );
+    // A second run starts over and builds the same tables.
+    let o = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .current_dir(d.path())
+        .args(["quickstart", "--dir", "./qs", "--rows", "20000"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        ok(&wh, &["scan", "demo.events_clone", "--count"]).trim(),
         "20000"
     );
     let d3: serde_json::Value =

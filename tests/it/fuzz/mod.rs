@@ -238,3 +238,19 @@ fn deep_nesting_child() {
         .join()
         .expect("no panic");
 }
+
+/// Times one input through a target's decoder: `FLOE_FUZZ_REPLAY=<target>:<file>` (for a
+/// long run's failure files; does nothing without it).
+#[test]
+#[ignore = "a tool: FLOE_FUZZ_REPLAY=<target>:<file>"]
+fn replay_one() {
+    let Ok(spec) = std::env::var("FLOE_FUZZ_REPLAY") else {
+        return;
+    };
+    let (name, file) = spec.split_once(':').expect("target:file");
+    let t = target(name);
+    let data = std::fs::read(file).expect("read input");
+    let start = std::time::Instant::now();
+    (t.run)(&data);
+    eprintln!("{name}: {file}: {:.3?}", start.elapsed());
+}

@@ -385,3 +385,71 @@ fn nested_columns_travel_through_csv_as_json() {
         "{all}"
     );
 }
+
+/// Issue #21 item 7 (part): create, append, rename, drop and register take `--json` (one
+/// document, snake_case keys), and `scan --json` keeps NULL columns.
+#[test]
+fn every_changing_command_has_json() {
+    let cwd = tempfile::tempdir().unwrap();
+    let dir = cwd.path();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let o = floe_in(dir, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", text(&o)))
+    };
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let v = json(&[
+        "create",
+        "db.t",
+        "--schema",
+        "id long, name string",
+        "--json",
+    ]);
+    assert_eq!(
+        keys(&v),
+        [
+            "format_version",
+            "location",
+            "metadata_location",
+            "relocated",
+            "table"
+        ]
+    );
+    std::fs::write(dir.join("rows.csv"), "id,name\n1,\n2,b\n").unwrap();
+    let v = json(&["append", "db.t", "rows.csv", "--json"]);
+    assert_eq!(
+        keys(&v),
+        [
+            "added_bytes",
+            "added_files",
+            "added_records",
+            "elapsed_ms",
+            "snapshot_id",
+            "table"
+        ]
+    );
+    assert_eq!(v["added_records"], 2);
+    // NDJSON rows keep their NULLs.
+    let o = floe_in(dir, &["scan", "db.t", "--json", "--where", "id = 1"]);
+    let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        row,
+        serde_json::json!({"id": 1, "name": null}),
+        "{}",
+        text(&o)
+    );
+    let md = json(&["describe", "db.t", "--json"])["metadata_location"].clone();
+    let v = json(&["rename", "db.t", "db.u", "--json"]);
+    assert_eq!(v, serde_json::json!({"from": "db.t", "to": "db.u"}));
+    let v = json(&["register", "db.r", md.as_str().unwrap(), "--json"]);
+    assert_eq!(keys(&v), ["metadata_location", "table"]);
+    let v = json(&["drop", "db.r", "--json"]);
+    assert_eq!(
+        keys(&v),
+        ["deleted_files", "kept_shared_files", "purged", "table"]
+    );
+}

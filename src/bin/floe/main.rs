@@ -115,6 +115,9 @@ enum Cmd {
         /// Iceberg nor floe defines (by default a typo there is refused).
         #[arg(long)]
         allow_unknown_properties: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Append Parquet or CSV files to a table in one snapshot.
     Append {
@@ -123,6 +126,9 @@ enum Cmd {
         /// Input files (.parquet, .csv).
         #[arg(required = true)]
         files: Vec<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Read rows.
     Scan {
@@ -194,6 +200,9 @@ enum Cmd {
         from: String,
         /// New name.
         to: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Drop a table (with --purge, delete its files too).
     Drop {
@@ -202,6 +211,9 @@ enum Cmd {
         /// Delete data and metadata files.
         #[arg(long)]
         purge: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Register an existing metadata file as a table.
     Register {
@@ -209,6 +221,9 @@ enum Cmd {
         name: String,
         /// Metadata file location.
         metadata: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Delete rows (copy-on-write or merge-on-read per write.delete.mode).
     Delete(dml::DeleteArgs),
@@ -361,6 +376,7 @@ async fn run(cli: Cli) -> Result<()> {
             format_version,
             location,
             allow_unknown_properties,
+            json,
         } => {
             let ident = parse_ident(name)?;
             let schema = match (schema, schema_from) {
@@ -402,12 +418,24 @@ async fn run(cli: Cli) -> Result<()> {
             }
             let cat = catalog_creating(&cli)?;
             let t = cat.create_table(&ident, c).await?;
+            let relocated =
+                location.is_none() && t.metadata().location() != cat.default_location(&ident);
+            if *json {
+                print_json(&json!({
+                    "table": ident_name(&ident),
+                    "location": t.metadata().location(),
+                    "metadata_location": t.metadata_location(),
+                    "format_version": t.metadata().format_version() as u8,
+                    "relocated": relocated,
+                }));
+                return Ok(());
+            }
             outln!(
                 "created {} at {}",
                 ident_name(&ident),
                 t.metadata().location()
             );
-            if location.is_none() && t.metadata().location() != cat.default_location(&ident) {
+            if relocated {
                 outln!(
                     "  (its default location {} holds another table's files)",
                     cat.default_location(&ident)
@@ -415,7 +443,7 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Append { name, files } => {
+        Cmd::Append { name, files, json } => {
             let (cat, table) = catalog_and_table(&cli, name).await?;
             let conformer = table_conformer(&table)?;
             // Open every input first: a bad file fails before anything is written.
@@ -440,6 +468,17 @@ async fn run(cli: Cli) -> Result<()> {
             pb.finish_and_clear();
             let r = r?;
             let secs = started.elapsed().as_secs_f64();
+            if *json {
+                print_json(&json!({
+                    "table": name,
+                    "snapshot_id": r.snapshot_id,
+                    "added_records": r.added_records,
+                    "added_files": r.added_files,
+                    "added_bytes": r.added_bytes,
+                    "elapsed_ms": (secs * 1000.0).round() as u64,
+                }));
+                return Ok(());
+            }
             outln!(
                 "appended {} rows in {} files ({:.1} MB) to {} as snapshot {} in {:.2}s",
                 r.added_records,
@@ -564,17 +603,28 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Rename { from, to } => {
+        Cmd::Rename { from, to, json } => {
             catalog(&cli)?
                 .rename_table(&parse_ident(from)?, &parse_ident(to)?)
                 .await?;
-            outln!("renamed {from} to {to}");
+            if *json {
+                print_json(&json!({"from": from, "to": to}));
+            } else {
+                outln!("renamed {from} to {to}");
+            }
             Ok(())
         }
-        Cmd::Drop { name, purge } => {
+        Cmd::Drop { name, purge, json } => {
             let r =
                 floe::maintenance::drop_table(&catalog(&cli)?, &parse_ident(name)?, *purge).await?;
-            if *purge {
+            if *json {
+                print_json(&json!({
+                    "table": name,
+                    "purged": purge,
+                    "deleted_files": r.deleted_files,
+                    "kept_shared_files": r.kept_shared_files,
+                }));
+            } else if *purge {
                 let kept = match r.kept_shared_files {
                     0 => String::new(),
                     n => format!(", {n} kept (another table still references them)"),
@@ -598,10 +648,18 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::IngestSnapshot(a) => ingest::ingest_snapshot(&cli, a).await,
         Cmd::ExpireSnapshots(a) => maintenance::expire_snapshots(&cli, a).await,
         Cmd::RemoveOrphanFiles(a) => maintenance::remove_orphan_files(&cli, a).await,
-        Cmd::Register { name, metadata } => {
+        Cmd::Register {
+            name,
+            metadata,
+            json,
+        } => {
             let t = catalog_creating(&cli)?
                 .register_table(&parse_ident(name)?, metadata)
                 .await?;
+            if *json {
+                print_json(&json!({"table": t.name(), "metadata_location": t.metadata_location()}));
+                return Ok(());
+            }
             outln!("registered {} at {}", t.name(), t.metadata_location());
             Ok(())
         }

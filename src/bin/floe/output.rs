@@ -109,7 +109,10 @@ fn write_to(
             }
         }
         Format::Json => {
-            let mut w = arrow::json::LineDelimitedWriter::new(sink);
+            // Every column in every row, NULL as null.
+            let mut w = arrow::json::WriterBuilder::new()
+                .with_explicit_nulls(true)
+                .build::<_, arrow::json::writer::LineDelimited>(sink);
             for b in batches {
                 w.write(b).map_err(io_err)?;
             }

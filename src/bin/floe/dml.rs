@@ -164,7 +164,7 @@ async fn run_dml(
 ) -> Result<()> {
     let cat = catalog(cli)?;
     let started = Instant::now();
-    let pb = spinner("reading and rewriting");
+    let pb = spinner("reading and rewriting", json);
     let r = floe::dml::execute(&cat, sql, source).await;
     pb.finish_and_clear();
     let r = r?;

@@ -122,11 +122,10 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     o.publish = a.publish.as_deref().map(parse_ident).transpose()?;
     o.retain_days = a.retain_days;
     o.memory_budget_bytes = a.memory_budget_bytes;
-    let pb = super::spinner(&format!(
-        "ingesting {} files into {}",
-        a.files.len(),
-        a.staging
-    ));
+    let pb = super::spinner(
+        &format!("ingesting {} files into {}", a.files.len(), a.staging),
+        a.json,
+    );
     let r = floe::ingest::ingest_snapshot(&cat, &staging, readers.into_iter().flatten(), &o).await;
     pb.finish_and_clear();
     let r = r?;

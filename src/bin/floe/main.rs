@@ -335,7 +335,12 @@ async fn load(cli: &Cli, name: Option<&str>, metadata: Option<&str>) -> Result<T
     }
 }
 
-fn spinner(msg: &str) -> ProgressBar {
+/// A spinner on stderr for long work; none with `--json` (or when stderr is not a terminal,
+/// which indicatif detects).
+fn spinner(msg: &str, json: bool) -> ProgressBar {
+    if json {
+        return ProgressBar::hidden();
+    }
     let pb = ProgressBar::new_spinner();
     pb.set_style(
         ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
@@ -452,7 +457,7 @@ async fn run(cli: Cli) -> Result<()> {
                 readers.push(input::read_file(f, &conformer)?);
             }
             let started = Instant::now();
-            let pb = spinner(&format!("appending to {name}"));
+            let pb = spinner(&format!("appending to {name}"), *json);
             let progress = floe::write::WriteProgress::new();
             let p2 = progress.clone();
             let pb2 = pb.clone();

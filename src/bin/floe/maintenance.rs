@@ -219,7 +219,7 @@ pub async fn rewrite_position_delete_files(
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
     let options: HashMap<String, String> = options.iter().cloned().collect();
-    let pb = spinner("rewriting position delete files");
+    let pb = spinner("rewriting position delete files", *json);
     let r = floe::maintenance::rewrite_position_delete_files(&cat, &table, &options).await;
     pb.finish_and_clear();
     let r = r?;
@@ -278,7 +278,7 @@ pub async fn expire_snapshots(cli: &Cli, a: &ExpireSnapshotsArgs) -> Result<()> 
         snapshot_ids: snapshot_ids.clone(),
         dry_run: *dry_run,
     };
-    let pb = spinner("expiring snapshots");
+    let pb = spinner("expiring snapshots", *json);
     let r = floe::maintenance::expire_snapshots(&cat, &table, &o).await;
     pb.finish_and_clear();
     let r = r?;
@@ -316,7 +316,7 @@ pub async fn remove_orphan_files(cli: &Cli, a: &RemoveOrphanFilesArgs) -> Result
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
     let cutoff = older_than.as_deref().map(parse_time_ms).transpose()?;
-    let pb = spinner("listing and matching files");
+    let pb = spinner("listing and matching files", *json);
     let r = floe::maintenance::remove_orphan_files(&cat, &table, cutoff, *dry_run).await;
     pb.finish_and_clear();
     let r = r?;

@@ -17,6 +17,7 @@ mod maintenance;
 mod model;
 mod newcomer;
 mod postgres;
+mod readme;
 mod regress_cli;
 mod regress_dv;
 mod regress_types;

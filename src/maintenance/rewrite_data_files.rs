@@ -117,6 +117,7 @@ pub struct RewritePlan {
     /// The file groups.
     pub tasks: Vec<RewriteTask>,
     /// How many groups the plan has (kept when `tasks` is left out of a result).
+    #[serde(rename = "file_groups_count", alias = "groups")]
     pub groups: usize,
     /// `remove-dangling-deletes`: the commit is followed by one removing delete files that
     /// no longer apply to any live data file.
@@ -134,6 +135,7 @@ pub struct TaskResult {
     /// The partition spec the new files were written with.
     pub spec_id: i32,
     /// An Avro file listing the new data files (iceberg's `data_file` struct).
+    #[serde(rename = "data_files_location", alias = "data_files")]
     pub data_files: String,
     /// How many new files.
     pub added_data_files_count: usize,

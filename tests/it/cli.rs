@@ -393,10 +393,10 @@ fn dml_commands_end_to_end() {
     assert_eq!(count(None), 80);
     let out = ok(&wh, &["delete", "db.m", "--where", "id % 10 = 3", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["removed_rows"], 8);
+    assert_eq!(v["deleted_records_count"], 8);
     assert_eq!(v["mode"], "merge-on-read");
     assert_eq!(
-        v["added_delete_files"], 2,
+        v["added_delete_files_count"], 2,
         "one deletion vector per data file"
     );
     assert_eq!(count(None), 72);
@@ -434,8 +434,8 @@ fn dml_commands_end_to_end() {
         ],
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["removed_rows"], 9);
-    assert_eq!(v["written_rows"], 20);
+    assert_eq!(v["deleted_records_count"], 9);
+    assert_eq!(v["added_records_count"], 20);
     assert_eq!(count(None), 83);
     assert_eq!(count(Some("name = 'm'")), 20);
     let stmt = format!(
@@ -603,9 +603,9 @@ fn delete_of_whole_partitions_reads_no_data() {
         &["delete", "db.p", "--where", "cat IN ('a', 'b')", "--json"],
     );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["removed_rows"], 60);
-    assert_eq!(v["removed_data_files"], 2);
-    assert_eq!(v["added_data_files"], 0);
+    assert_eq!(v["deleted_records_count"], 60);
+    assert_eq!(v["removed_data_files_count"], 2);
+    assert_eq!(v["added_data_files_count"], 0);
     assert_eq!(ok(&wh, &["scan", "db.p", "--count"]).trim(), "30");
     let snaps: serde_json::Value =
         serde_json::from_str(&ok(&wh, &["snapshots", "db.p", "--json"])).unwrap();
@@ -689,12 +689,12 @@ fn clone_and_ingest_snapshot_commands() {
         serde_json::from_str(&ok(&wh, &a)).unwrap()
     };
     let r1 = run(&s1);
-    assert_eq!(r1["changes"]["inserted"], 3, "{r1}");
+    assert_eq!(r1["inserted_records_count"], 3, "{r1}");
     let r2 = run(&s2);
-    assert_eq!(r2["changes"]["updated"], 1, "{r2}");
-    assert_eq!(r2["changes"]["unchanged"], 1, "{r2}");
-    assert_eq!(r2["changes"]["inserted"], 1, "{r2}");
-    assert_eq!(r2["changes"]["duplicates"], 1, "{r2}");
+    assert_eq!(r2["updated_records_count"], 1, "{r2}");
+    assert_eq!(r2["unchanged_records_count"], 1, "{r2}");
+    assert_eq!(r2["inserted_records_count"], 1, "{r2}");
+    assert_eq!(r2["duplicate_records_count"], 1, "{r2}");
     assert!(r2["published"]["replaced"].as_bool().unwrap(), "{r2}");
     let rows = ok(
         &wh,

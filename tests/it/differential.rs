@@ -1450,7 +1450,7 @@ async fn predicates_agree_with_duckdb_and_spark() {
             .unwrap();
         let got: Answer = if o.status.success() {
             let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-            let n = v["count"].as_u64().unwrap() as usize;
+            let n = v["record_count"].as_u64().unwrap() as usize;
             // The CLI gives a count: compare it with the library's rows.
             let lib = floe_ids(
                 &cat.load_table(&parse_ident(cli_table).unwrap())

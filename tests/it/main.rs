@@ -13,6 +13,7 @@ mod fixtures;
 mod fuzz;
 mod ingest;
 mod interop;
+mod json_keys;
 mod maintenance;
 mod model;
 mod newcomer;

@@ -1016,7 +1016,7 @@ fn rewrite_with_partial_progress_commits_in_batches() {
         ],
     ))
     .unwrap();
-    assert_eq!(v["file_groups"], 3, "{v}");
+    assert_eq!(v["file_groups_count"], 3, "{v}");
     assert_eq!(v["rewritten_data_files_count"], 9, "{v}");
     assert_eq!(v["failed_data_files_count"], 0, "{v}");
     let snaps: serde_json::Value =

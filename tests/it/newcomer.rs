@@ -424,15 +424,15 @@ fn every_changing_command_has_json() {
     assert_eq!(
         keys(&v),
         [
-            "added_bytes",
-            "added_files",
-            "added_records",
+            "added_bytes_count",
+            "added_data_files_count",
+            "added_records_count",
             "elapsed_ms",
             "snapshot_id",
             "table"
         ]
     );
-    assert_eq!(v["added_records"], 2);
+    assert_eq!(v["added_records_count"], 2);
     // NDJSON rows keep their NULLs.
     let o = floe_in(dir, &["scan", "db.t", "--json", "--where", "id = 1"]);
     let row: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -450,6 +450,11 @@ fn every_changing_command_has_json() {
     let v = json(&["drop", "db.r", "--json"]);
     assert_eq!(
         keys(&v),
-        ["deleted_files", "kept_shared_files", "purged", "table"]
+        [
+            "deleted_files_count",
+            "kept_shared_files_count",
+            "purged",
+            "table"
+        ]
     );
 }

@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use floe::table::parse_ident;
 use floe::{Error, ErrorKind, Result, Table};
-use serde_json::json;
 
 use super::output::print_json;
 use super::{catalog, iceberg_arrow_schema, input, spinner, Cli};
@@ -174,19 +173,7 @@ async fn run_dml(
         floe::spec::WriteMode::MergeOnRead => "merge-on-read",
     };
     if json {
-        print_json(&json!({
-            "table": r.table.name(),
-            "snapshot_id": r.snapshot_id,
-            "mode": mode,
-            "removed_rows": r.removed_rows,
-            "written_rows": r.written_rows,
-            "rewritten_rows": r.rewritten_rows,
-            "removed_data_files": r.removed_data_files,
-            "added_data_files": r.added_data_files,
-            "added_delete_files": r.added_delete_files,
-            "written_bytes": r.written_bytes,
-            "seconds": secs,
-        }));
+        print_json(&super::report::dml(&r, mode, started));
         return Ok(());
     }
     match r.snapshot_id {

@@ -59,7 +59,11 @@ pub async fn clone(cli: &Cli, a: &CloneArgs) -> Result<()> {
     let r =
         floe::txn::clone_table(&cat, &source, &sel, &parse_ident(&a.target)?, a.replace).await?;
     if a.json {
-        print_json(&serde_json::to_value(&r)?);
+        print_json(&super::report::clone(
+            &a.source,
+            &r,
+            started.elapsed().as_millis() as u64,
+        ));
     } else {
         outln!(
             "{} {} as a clone of {} snapshot {} ({} data files shared, {} manifests copied, {} reused) in {:.0} ms",
@@ -122,6 +126,7 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     o.publish = a.publish.as_deref().map(parse_ident).transpose()?;
     o.retain_days = a.retain_days;
     o.memory_budget_bytes = a.memory_budget_bytes;
+    let started = std::time::Instant::now();
     let pb = super::spinner(
         &format!("ingesting {} files into {}", a.files.len(), a.staging),
         a.json,
@@ -130,7 +135,7 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     pb.finish_and_clear();
     let r = r?;
     if a.json {
-        print_json(&serde_json::to_value(&r)?);
+        print_json(&super::report::ingest_snapshot(&a.staging, &r, started));
         return Ok(());
     }
     let c = &r.changes;

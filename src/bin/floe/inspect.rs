@@ -35,11 +35,11 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
     let t = load(cli, a.name.as_deref(), a.metadata.as_deref()).await?;
     let md = t.metadata();
     let v = json!({
-        "name": t.name(),
+        "table": t.name(),
         "location": md.location(),
         "metadata_location": t.metadata_location(),
         "format_version": md.format_version() as u8,
-        "uuid": md.uuid().to_string(),
+        "table_uuid": md.uuid().to_string(),
         "schema": md.current_schema().as_ref(),
         "partition_spec": md.default_partition_spec().as_ref(),
         "sort_order": md.default_sort_order().as_ref(),

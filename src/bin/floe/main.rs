@@ -16,6 +16,7 @@ mod inspect;
 mod maintenance;
 mod output;
 mod quickstart;
+mod report;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -85,6 +86,9 @@ enum Cmd {
         /// Rows per table.
         #[arg(long, default_value_t = 200_000)]
         rows: usize,
+        /// Print the tables built as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Create a table.
     Create {
@@ -367,9 +371,9 @@ fn parse_time_ms(s: &str) -> Result<i64> {
 
 async fn run(cli: Cli) -> Result<()> {
     match &cli.cmd {
-        Cmd::Quickstart { dir, rows } => {
+        Cmd::Quickstart { dir, rows, json } => {
             let dir = dir.as_deref().or(cli.warehouse.as_deref());
-            quickstart::run(dir.unwrap_or("warehouse"), *rows).await
+            quickstart::run(dir.unwrap_or("warehouse"), *rows, *json).await
         }
         Cmd::Create {
             name,
@@ -474,14 +478,7 @@ async fn run(cli: Cli) -> Result<()> {
             let r = r?;
             let secs = started.elapsed().as_secs_f64();
             if *json {
-                print_json(&json!({
-                    "table": name,
-                    "snapshot_id": r.snapshot_id,
-                    "added_records": r.added_records,
-                    "added_files": r.added_files,
-                    "added_bytes": r.added_bytes,
-                    "elapsed_ms": (secs * 1000.0).round() as u64,
-                }));
+                print_json(&report::append(name, &r, started));
                 return Ok(());
             }
             outln!(
@@ -524,7 +521,7 @@ async fn run(cli: Cli) -> Result<()> {
             if *count {
                 let n = scan.count().await?;
                 if *json {
-                    print_json(&json!({"count": n}))
+                    print_json(&json!({"record_count": n}))
                 } else {
                     outln!("{n}")
                 }
@@ -568,16 +565,25 @@ async fn run(cli: Cli) -> Result<()> {
                 None => catalog(&cli)?,
             };
             if let Some(ns) = create {
-                if cat.list_namespaces().await?.iter().any(|n| n == ns) {
+                let exists = cat.list_namespaces().await?.iter().any(|n| n == ns);
+                if !exists {
+                    cat.create_namespace(ns, &[]).await?;
+                }
+                if *json {
+                    print_json(&json!({"namespace": ns, "created": !exists}));
+                } else if exists {
                     outln!("namespace {ns} already exists (nothing changed)");
                 } else {
-                    cat.create_namespace(ns, &[]).await?;
                     outln!("created namespace {ns}");
                 }
             }
             if let Some(ns) = drop {
                 cat.drop_namespace(ns).await?;
-                outln!("dropped namespace {ns}");
+                if *json {
+                    print_json(&json!({"namespace": ns, "dropped": true}));
+                } else {
+                    outln!("dropped namespace {ns}");
+                }
             }
             if create.is_none() && drop.is_none() {
                 let ns = cat.list_namespaces().await?;
@@ -623,12 +629,7 @@ async fn run(cli: Cli) -> Result<()> {
             let r =
                 floe::maintenance::drop_table(&catalog(&cli)?, &parse_ident(name)?, *purge).await?;
             if *json {
-                print_json(&json!({
-                    "table": name,
-                    "purged": purge,
-                    "deleted_files": r.deleted_files,
-                    "kept_shared_files": r.kept_shared_files,
-                }));
+                print_json(&report::drop(name, *purge, &r));
             } else if *purge {
                 let kept = match r.kept_shared_files {
                     0 => String::new(),

@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use floe::{Error, ErrorKind, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
 
 use super::output::print_json;
+use super::report;
 use super::{catalog_and_table, kv, parse_time_ms, spinner, Cli};
 
 /// Arguments of `floe rewrite-data-files`.
@@ -127,6 +127,7 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
         options,
         json,
     } = a;
+    let started = Instant::now();
     let (cat, table) = catalog_and_table(cli, name).await?;
     let pred = match filter {
         Some(f) => Some(floe::expr::file_selection(
@@ -156,7 +157,7 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
             )
         })?;
         let r = floe::maintenance::execute_task(&cat, &plan, task).await?;
-        print_json(&serde_json::to_value(&r)?);
+        print_json(&report::task_result(&r)?);
         return Ok(());
     }
     if !commit.is_empty() {
@@ -165,7 +166,7 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
             .map(|f| Ok(serde_json::from_value(read_json(f)?)?))
             .collect::<Result<Vec<floe::maintenance::TaskResult>>>()?;
         let r = floe::maintenance::commit_rewrite(&cat, &results).await?;
-        print_json(&serde_json::to_value(&r)?);
+        print_json(&report::rewrite_data_files(name, &r, started));
         return Ok(());
     }
     if *plan_only {
@@ -173,7 +174,6 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
         print_json(&serde_json::to_value(&planned.plan)?);
         return Ok(());
     }
-    let started = Instant::now();
     let pb = ProgressBar::new(0);
     pb.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} file groups [{elapsed}]")
@@ -189,9 +189,7 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
     pb.finish_and_clear();
     let r = r?;
     if *json {
-        let mut v = serde_json::to_value(&r)?;
-        v["seconds"] = json!(started.elapsed().as_secs_f64());
-        print_json(&v);
+        print_json(&report::rewrite_data_files(name, &r, started));
     } else {
         outln!(
             "{name}: rewrote {} data files ({:.1} MB) in {} groups into {} files, removed {} delete files{} in {:.2}s",
@@ -219,12 +217,13 @@ pub async fn rewrite_position_delete_files(
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
     let options: HashMap<String, String> = options.iter().cloned().collect();
+    let started = Instant::now();
     let pb = spinner("rewriting position delete files", *json);
     let r = floe::maintenance::rewrite_position_delete_files(&cat, &table, &options).await;
     pb.finish_and_clear();
     let r = r?;
     if *json {
-        print_json(&serde_json::to_value(&r)?);
+        print_json(&report::rewrite_position_delete_files(name, &r, started));
     } else {
         outln!(
             "{name}: replaced {} delete files ({:.2} MB) with {} ({:.2} MB){}",
@@ -248,9 +247,10 @@ pub async fn rewrite_manifests(cli: &Cli, a: &RewriteManifestsArgs) -> Result<()
         json,
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
+    let started = Instant::now();
     let r = floe::maintenance::rewrite_manifests(&cat, &table, *target_size_bytes).await?;
     if *json {
-        print_json(&serde_json::to_value(&r)?);
+        print_json(&report::rewrite_manifests(name, &r, started));
     } else {
         outln!(
             "{name}: replaced {} manifests with {}",
@@ -278,12 +278,13 @@ pub async fn expire_snapshots(cli: &Cli, a: &ExpireSnapshotsArgs) -> Result<()> 
         snapshot_ids: snapshot_ids.clone(),
         dry_run: *dry_run,
     };
+    let started = Instant::now();
     let pb = spinner("expiring snapshots", *json);
     let r = floe::maintenance::expire_snapshots(&cat, &table, &o).await;
     pb.finish_and_clear();
     let r = r?;
     if *json {
-        print_json(&serde_json::to_value(&r)?);
+        print_json(&report::expire_snapshots(name, &r, *dry_run, started));
     } else {
         outln!(
             "{name}: {} {} snapshots; {} data files, {} delete files, {} manifests, {} manifest lists {}",
@@ -316,12 +317,13 @@ pub async fn remove_orphan_files(cli: &Cli, a: &RemoveOrphanFilesArgs) -> Result
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
     let cutoff = older_than.as_deref().map(parse_time_ms).transpose()?;
+    let started = Instant::now();
     let pb = spinner("listing and matching files", *json);
     let r = floe::maintenance::remove_orphan_files(&cat, &table, cutoff, *dry_run).await;
     pb.finish_and_clear();
     let r = r?;
     if *json {
-        print_json(&serde_json::to_value(&r)?);
+        print_json(&report::remove_orphan_files(name, &r, started));
     } else {
         for p in &r.orphan_file_locations {
             outln!("{p}");

@@ -74,12 +74,18 @@ fn events(start: i64, n: usize) -> Result<RecordBatch> {
 }
 
 /// Builds the demo warehouse in `dir` and prints how to open it.
-pub async fn run(dir: &str, rows: usize) -> Result<()> {
+/// Builds the demo tables in `dir`; prints the queries that read them, or (`json`) a document
+/// of the tables built.
+pub async fn run(dir: &str, rows: usize, json: bool) -> Result<()> {
     let started = Instant::now();
     let cat = Catalog::open(None, Some(dir), None)?;
     let ddl = "event_id long not null, user_id long, kind string, city string, amount double, ts timestamptz";
     let schema = parse_schema(ddl)?;
-    let pb = ProgressBar::new((rows * 2) as u64);
+    let pb = if json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new((rows * 2) as u64)
+    };
     pb.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} rows {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -160,6 +166,31 @@ pub async fn run(dir: &str, rows: usize) -> Result<()> {
         false,
     )
     .await?;
+    let clone_table = cat.load_table(&clone_ident).await?;
+    if json {
+        let tables: Vec<_> = made
+            .iter()
+            .map(|(_, t)| t)
+            .chain([&clone_table])
+            .map(|t| {
+                serde_json::json!({
+                    "table": t.name(),
+                    "format_version": t.metadata().format_version() as u8,
+                    "snapshot_id": t.metadata().current_snapshot_id(),
+                    "metadata_location": t.metadata_location(),
+                })
+            })
+            .collect();
+        crate::output::print_json(&serde_json::json!({
+            "warehouse": cat.warehouse(),
+            "tables": tables,
+            "deleted_records_count": deleted.removed_rows,
+            "rewritten_data_files_count": compacted.rewritten_data_files_count,
+            "added_data_files_count": compacted.added_data_files_count,
+            "elapsed_ms": started.elapsed().as_millis() as u64,
+        }));
+        return Ok(());
+    }
     outln!(
         "floe quickstart: built {} tables with {} rows each in {:.1}s\n",
         made.len(),
@@ -215,11 +246,7 @@ pub async fn run(dir: &str, rows: usize) -> Result<()> {
         "  SELECT count(*) FROM iceberg_scan('{}');   -- {rows}",
         v2.metadata_location()
     );
-    let clone_md = cat
-        .load_table(&clone_ident)
-        .await?
-        .metadata_location()
-        .to_string();
+    let clone_md = clone_table.metadata_location();
     outln!(
         "\nclone demo.events -> {}: {} data files shared, none copied; pyiceberg reads it:",
         cloned.target,

@@ -1,0 +1,247 @@
+//! Every command's `--json` output uses one vocabulary: the keys listed in the README's
+//! "JSON output" section, snake_case, each list entry used by some command. Values that are
+//! Iceberg's own JSON (schema, partition spec, sort order, snapshot summary, properties, a
+//! plan's filter) keep the spec's keys and are not walked.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::cli::{floe, floe_in, text};
+use crate::common::repo;
+
+/// Keys whose values are Iceberg's JSON, not floe's.
+const ICEBERG_JSON: &[&str] = &[
+    "schema",
+    "partition_spec",
+    "sort_order",
+    "summary",
+    "properties",
+    "filter",
+];
+
+fn walk(v: &Value, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                out.insert(k.clone());
+                if !ICEBERG_JSON.contains(&k.as_str()) {
+                    walk(x, out);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+        _ => {}
+    }
+}
+
+/// The keys of the README's list: the backticked words of the lines after the
+/// "### JSON output" heading's `Keys:` line, up to the next heading.
+fn readme_keys() -> BTreeSet<String> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme
+        .find("### JSON output")
+        .expect("README has a JSON output section");
+    let section = &readme[start + 3..];
+    let section = &section[..section.find("\n#").unwrap_or(section.len())];
+    let list = &section[section.find("\nKeys:").expect("a 'Keys:' list")..];
+    let mut keys = BTreeSet::new();
+    for (i, part) in list.split('`').enumerate() {
+        if i % 2 == 1 {
+            keys.insert(part.to_string());
+        }
+    }
+    keys
+}
+
+/// Runs `floe args… --json` (in `dir`, warehouse `wh`) and returns the documents' keys.
+fn keys_of(dir: &Path, wh: &Path, args: &[&str], out: &mut BTreeSet<String>) -> String {
+    let mut a: Vec<&str> = args.to_vec();
+    a.push("--json");
+    let o = if wh.as_os_str().is_empty() {
+        floe_in(dir, &a)
+    } else {
+        floe(wh, &a)
+    };
+    assert!(o.status.success(), "floe {a:?}:\n{}", text(&o));
+    let s = String::from_utf8(o.stdout.clone()).unwrap();
+    // One document, or (scan) one object per line.
+    match serde_json::from_str::<Value>(&s) {
+        Ok(v) => walk(&v, out),
+        Err(_) => {
+            for l in s.lines().filter(|l| !l.trim().is_empty()) {
+                let v: Value =
+                    serde_json::from_str(l).unwrap_or_else(|e| panic!("{a:?}: {e}: {l}"));
+                assert!(v.is_object(), "{a:?}: {l}");
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn every_commands_json_uses_the_readme_keys() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let wh = dir.join("wh");
+    let w = wh.as_path();
+    std::fs::write(dir.join("in.csv"), "id,name\n1,a\n2,b\n3,c\n").unwrap();
+    std::fs::write(dir.join("kv.csv"), "id,ver,v\n1,1,a\n1,2,b\n2,1,c\n").unwrap();
+    let inp = dir.join("in.csv").to_string_lossy().to_string();
+    let kv = dir.join("kv.csv").to_string_lossy().to_string();
+    let mut keys = BTreeSet::new();
+    let k = &mut keys;
+    keys_of(
+        dir,
+        Path::new(""),
+        &["quickstart", "--dir", "q", "--rows", "2000"],
+        k,
+    );
+    keys_of(
+        dir,
+        w,
+        &[
+            "create",
+            "db.t",
+            "--schema",
+            "id long, name string",
+            "--property",
+            "write.delete.mode=merge-on-read",
+        ],
+        k,
+    );
+    keys_of(dir, w, &["namespaces", "--create", "db"], k);
+    keys_of(dir, w, &["namespaces", "--create", "tmp"], k);
+    keys_of(dir, w, &["namespaces", "--drop", "tmp"], k);
+    for _ in 0..3 {
+        keys_of(dir, w, &["append", "db.t", &inp], k);
+    }
+    keys_of(dir, w, &["scan", "db.t"], k);
+    keys_of(dir, w, &["scan", "db.t", "--count"], k);
+    keys_of(dir, w, &["namespaces"], k);
+    keys_of(dir, w, &["tables"], k);
+    keys_of(dir, w, &["describe", "db.t"], k);
+    keys_of(dir, w, &["snapshots", "db.t"], k);
+    keys_of(dir, w, &["delete", "db.t", "--where", "id = 1"], k);
+    keys_of(
+        dir,
+        w,
+        &["update", "db.t", "--set", "name = 'z'", "--where", "id = 2"],
+        k,
+    );
+    keys_of(
+        dir,
+        w,
+        &["merge", "db.t", "--source", &inp, "--on", "id"],
+        k,
+    );
+    keys_of(dir, w, &["sql", "DELETE FROM db.t WHERE id = 3"], k);
+    keys_of(dir, w, &["files", "db.t"], k);
+    let plan = keys_of(
+        dir,
+        w,
+        &[
+            "rewrite-data-files",
+            "db.t",
+            "--plan-only",
+            "--option",
+            "rewrite-all=true",
+        ],
+        k,
+    );
+    let group = serde_json::from_str::<Value>(&plan).unwrap()["tasks"][0]["group"].to_string();
+    let plan_file = dir.join("plan.json");
+    std::fs::write(&plan_file, &plan).unwrap();
+    let plan_path = plan_file.to_string_lossy().to_string();
+    let r0 = keys_of(
+        dir,
+        w,
+        &[
+            "rewrite-data-files",
+            "db.t",
+            "--execute-task",
+            &plan_path,
+            "--group",
+            &group,
+        ],
+        k,
+    );
+    let r0_file = dir.join("r0.json");
+    std::fs::write(&r0_file, &r0).unwrap();
+    keys_of(
+        dir,
+        w,
+        &[
+            "rewrite-data-files",
+            "db.t",
+            "--commit",
+            &r0_file.to_string_lossy(),
+        ],
+        k,
+    );
+    keys_of(dir, w, &["rewrite-data-files", "db.t"], k);
+    keys_of(dir, w, &["rewrite-position-delete-files", "db.t"], k);
+    keys_of(dir, w, &["rewrite-manifests", "db.t"], k);
+    keys_of(
+        dir,
+        w,
+        &["expire-snapshots", "db.t", "--retain-last", "1"],
+        k,
+    );
+    keys_of(dir, w, &["remove-orphan-files", "db.t", "--dry-run"], k);
+    keys_of(dir, w, &["clone", "db.t", "db.c"], k);
+    keys_of(dir, w, &["clone", "db.t", "db.c", "--replace"], k);
+    keys_of(
+        dir,
+        w,
+        &["create", "db.kv", "--schema", "id long, ver long, v string"],
+        k,
+    );
+    keys_of(
+        dir,
+        w,
+        &[
+            "ingest-snapshot",
+            "db.kv",
+            &kv,
+            "--key",
+            "id",
+            "--version",
+            "ver",
+            "--publish",
+            "db.kvp",
+        ],
+        k,
+    );
+    keys_of(dir, w, &["rename", "db.c", "db.c2"], k);
+    let described = keys_of(dir, w, &["describe", "db.c2"], k);
+    let md: Value = serde_json::from_str(&described).unwrap();
+    let md = md["metadata_location"].as_str().unwrap().to_string();
+    keys_of(dir, w, &["drop", "db.c2"], k);
+    keys_of(dir, w, &["register", "db.c3", &md], k);
+    keys_of(dir, w, &["drop", "db.c3", "--purge"], k);
+
+    let not_snake: Vec<_> = keys
+        .iter()
+        .filter(|k| {
+            !k.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+        .collect();
+    assert!(
+        not_snake.is_empty(),
+        "keys that are not snake_case: {not_snake:?}"
+    );
+    let listed = readme_keys();
+    let unlisted: Vec<_> = keys.difference(&listed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "keys the README's JSON output list does not have: {unlisted:?}"
+    );
+    let unused: Vec<_> = listed.difference(&keys).collect();
+    assert!(
+        unused.is_empty(),
+        "README keys no command printed (stale list, or a command left out here): {unused:?}"
+    );
+}

@@ -22,6 +22,10 @@ if ! command -v cargo >/dev/null; then
   echo "cargo is required (rustup toolchain)" >&2
   exit 1
 fi
+if ! command -v jq >/dev/null; then
+  echo "installing jq (the README's examples use it; tests/it/readme.rs runs them)"
+  (apt-get update -qq && apt-get install -y -qq jq) >/dev/null
+fi
 if [ "${FLOE_PEERS_NO_SPARK:-0}" != "1" ] && ! command -v java >/dev/null; then
   echo "installing a Java runtime for Spark"
   (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) >/dev/null

@@ -3,9 +3,11 @@
 //! with `--help` appended, which the CLI parser accepts only if every command and option
 //! before it is real. Values are not checked here.
 
+use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 
-use crate::common::repo;
+use crate::common::{repo, write_parquet};
 
 /// The `floe` command lines of the README's `sh` blocks, as argument lists.
 fn examples() -> Vec<Vec<String>> {
@@ -140,4 +142,210 @@ fn words_split_like_a_shell() {
     );
     assert_eq!(words("floe files db.t > f.json"), ["floe", "files", "db.t"]);
     assert_eq!(words("floe x ''"), ["floe", "x", ""]);
+}
+
+/// The README's `sh` blocks, each with the heading it stands under.
+fn sh_blocks() -> Vec<(String, String)> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let mut out = Vec::new();
+    let mut heading = String::new();
+    let mut block: Option<String> = None;
+    for line in readme.lines() {
+        match &mut block {
+            Some(b) if line.starts_with("```") => {
+                out.push((heading.clone(), std::mem::take(b)));
+                block = None;
+            }
+            Some(b) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            None if line == "```sh" => block = Some(String::new()),
+            None if line.starts_with('#') => heading = line.trim_start_matches('#').trim().into(),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Sections whose examples need a server (their commands run in `tests/it/postgres.rs`,
+/// `s3.rs`, `rest.rs` and `scale_out.rs` against the servers the test command starts).
+const NEEDS_A_SERVER: &[&str] = &["PostgreSQL catalog", "S3", "REST catalog", "Scale-out"];
+
+/// The inputs the README's examples name (see the note under its CLI block).
+fn write_inputs(dir: &Path) {
+    use arrow::array::*;
+    use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+    let events = |ids: std::ops::Range<i64>, extra_op: bool| -> RecordBatch {
+        let n = ids.clone().count();
+        let names = ["alpha", "beta", "gamma"];
+        let mut tags = ListBuilder::new(StringBuilder::new());
+        for i in ids.clone() {
+            match i % 4 {
+                0 => tags.append_null(),
+                1 => tags.append(true),
+                _ => {
+                    tags.values().append_value("a");
+                    tags.values().append_value(format!("t{}", i % 7));
+                    tags.append(true);
+                }
+            }
+        }
+        let mut fields = vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("name", DataType::Utf8, true),
+            Field::new(
+                "ts",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                true,
+            ),
+            Field::new("price", DataType::Decimal128(10, 2), true),
+            Field::new(
+                "tags",
+                DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+                true,
+            ),
+        ];
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(ids.clone())),
+            Arc::new(StringArray::from_iter(
+                ids.clone()
+                    .map(|i| (i % 5 != 4).then(|| names[i as usize % 3])),
+            )),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(
+                    ids.clone().map(|i| 1_719_792_000_000_000 + i * 60_000_000),
+                )
+                .with_timezone("UTC"),
+            ),
+            Arc::new(
+                Decimal128Array::from_iter_values(ids.clone().map(|i| (i * 37) as i128 % 100_000))
+                    .with_precision_and_scale(10, 2)
+                    .unwrap(),
+            ),
+            Arc::new(tags.finish()),
+        ];
+        if extra_op {
+            fields.push(Field::new("op", DataType::Utf8, true));
+            cols.push(Arc::new(StringArray::from_iter_values(
+                ids.clone().map(|i| if i % 2 == 0 { "D" } else { "U" }),
+            )));
+        }
+        assert_eq!(cols[0].len(), n);
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    };
+    write_parquet(&dir.join("part-1.parquet"), &[events(0..3000, false)]);
+    write_parquet(&dir.join("snapshot.parquet"), &[events(0..2500, false)]);
+    write_parquet(
+        &dir.join("changes.parquet"),
+        &[events(0..10, true), events(5000..5004, true)],
+    );
+    let csv = |ids: std::ops::Range<i64>, name: &str| {
+        let mut s = String::from("id,name,ts,price,tags\n");
+        for i in ids {
+            s.push_str(&format!(
+                "{i},{name},2024-07-{:02}T10:00:00Z,{}.{:02},\"[\"\"x\"\",\"\"{name}\"\"]\"\n",
+                1 + i % 2,
+                i % 100,
+                i % 100
+            ));
+        }
+        s
+    };
+    std::fs::write(dir.join("part-2.csv"), csv(3000..3100, "csv")).unwrap();
+    std::fs::write(dir.join("updates.csv"), csv(2990..3010, "updated")).unwrap();
+    let snap = |seed: i64| -> RecordBatch {
+        let n = 200i64;
+        RecordBatch::try_from_iter(vec![
+            (
+                "date",
+                Arc::new(Date32Array::from_iter_values(
+                    (0..n).map(|i| 20_785 + (i % 3) as i32),
+                )) as ArrayRef,
+            ),
+            (
+                "product_id",
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 50))) as _,
+            ),
+            (
+                "store_id",
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 7))) as _,
+            ),
+            (
+                "attribute_id",
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i % 2))) as _,
+            ),
+            (
+                "attr_value",
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("v{}", i + seed)),
+                )) as _,
+            ),
+            (
+                "update_id",
+                Arc::new(Int64Array::from_iter_values(
+                    (0..n).map(|i| seed * 1000 + i),
+                )) as _,
+            ),
+        ])
+        .unwrap()
+    };
+    for sub in ["snap", "landing/2026-11-30T06"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        write_parquet(&dir.join(sub).join("part-a.parquet"), &[snap(1)]);
+        write_parquet(&dir.join(sub).join("part-b.parquet"), &[snap(2)]);
+    }
+    std::fs::write(
+        dir.join("snap.csv"),
+        "id,ver,v\n1,1,a\n1,2,b\n2,1,c\n3,5,d\n3,4,e\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn readme_examples_run_as_written() {
+    let bin_dir = std::path::PathBuf::from(env!("CARGO_BIN_EXE_floe"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let jq = Command::new("jq").arg("--version").output();
+    assert!(
+        jq.is_ok_and(|o| o.status.success()),
+        "the README's examples use jq: install it (tools/test.sh does)"
+    );
+    let mut ran = 0;
+    for (heading, block) in sh_blocks() {
+        if !block.lines().any(|l| l.trim_start().starts_with("floe ")) {
+            continue;
+        }
+        if NEEDS_A_SERVER.contains(&heading.as_str()) {
+            continue;
+        }
+        let d = tempfile::tempdir().unwrap();
+        write_inputs(d.path());
+        let o = Command::new("bash")
+            .arg("-euo")
+            .arg("pipefail")
+            .arg("-xc")
+            .arg(&block)
+            .current_dir(d.path())
+            .env("PATH", &path)
+            .env_remove("FLOE_CATALOG")
+            .env_remove("FLOE_WAREHOUSE")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "README section '{heading}': its examples failed\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        ran += 1;
+    }
+    // The CLI block and the staging → target walkthrough at least.
+    assert!(ran >= 2, "ran {ran} README blocks");
 }

@@ -20,6 +20,17 @@ pub struct TableRef {
     pub json: bool,
 }
 
+/// Arguments of `floe snapshots`.
+#[derive(clap::Args, Debug)]
+pub struct SnapshotsArgs {
+    #[command(flatten)]
+    pub table: TableRef,
+    /// Only the snapshot ids, one per line, oldest first (for scripts: JSON readers such as
+    /// jq 1.6 round 64-bit ids).
+    #[arg(long, conflicts_with = "json")]
+    pub ids: bool,
+}
+
 /// Arguments of `floe files`.
 #[derive(clap::Args, Debug)]
 pub struct FilesArgs {
@@ -118,11 +129,14 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
 }
 
 /// `floe snapshots`.
-pub async fn snapshots(cli: &Cli, a: &TableRef) -> Result<()> {
+pub async fn snapshots(cli: &Cli, args: &SnapshotsArgs) -> Result<()> {
+    let a = &args.table;
     let t = load(cli, a.name.as_deref(), a.metadata.as_deref()).await?;
     let mut snaps: Vec<_> = t.metadata().snapshots().cloned().collect();
     snaps.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
-    if a.json {
+    if args.ids {
+        snaps.iter().for_each(|s| outln!("{}", s.snapshot_id()));
+    } else if a.json {
         let v: Vec<_> = snaps
             .iter()
             .map(|s| {

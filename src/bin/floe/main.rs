@@ -175,7 +175,7 @@ enum Cmd {
     /// Show a table's schema, partitioning, sort order, properties and current snapshot.
     Describe(inspect::TableRef),
     /// List a table's snapshots.
-    Snapshots(inspect::TableRef),
+    Snapshots(inspect::SnapshotsArgs),
     /// List the data files of a snapshot, each with the delete files that apply to it.
     Files(inspect::FilesArgs),
     /// List, create or drop namespaces.

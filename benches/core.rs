@@ -180,9 +180,7 @@ fn main() {
         let input: Vec<_> = batches.iter().cloned().map(Ok).collect();
         settle();
         let start = Instant::now();
-        let r = rt
-            .block_on(floe::txn::append(&cat, &t, input, None))
-            .unwrap();
+        let r = rt.block_on(floe::txn::append(&cat, &t, input)).unwrap();
         (start.elapsed().as_secs_f64(), r.table)
     };
     // Profiling aid: FLOE_BENCH_APPEND_ONLY=day(ts) (or empty for unpartitioned) times one append

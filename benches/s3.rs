@@ -196,9 +196,7 @@ fn measure(
         settle();
         let before = st.request_stats();
         let start = Instant::now();
-        let r = rt
-            .block_on(floe::txn::append(cat, &t, input, None))
-            .unwrap();
+        let r = rt.block_on(floe::txn::append(cat, &t, input)).unwrap();
         side.append_s.push(start.elapsed().as_secs_f64());
         side.append_req = st.request_stats().since(&before);
         let t = r.table;
@@ -221,12 +219,7 @@ fn measure(
         // A small append commit (1,000 rows) onto the table: the per-commit overhead.
         let before = st.request_stats();
         let r = rt
-            .block_on(floe::txn::append(
-                cat,
-                &t,
-                vec![Ok(batch(1 << 40, 1_000))],
-                None,
-            ))
+            .block_on(floe::txn::append(cat, &t, vec![Ok(batch(1 << 40, 1_000))]))
             .unwrap();
         side.small_append_req = st.request_stats().since(&before);
         let t = r.table;

@@ -9,6 +9,7 @@
 //! | [`error`] | one opaque [`Error`] with an actionable [`ErrorKind`] | no |
 //! | [`spec`] | the Iceberg table model, typed properties, DDL for schemas/partitions/sorts | no |
 //! | [`codec`] | binary codecs the `iceberg` crate lacks (deletion vectors) | no |
+//! | [`progress`] | opt-in counters of files read and rows/bytes written, for progress bars | no |
 //! | [`expr`] | predicates: SQL-style parsing, partition and metrics pruning | no |
 //! | [`storage`] | every byte goes through `object_store` | yes |
 //! | [`catalog`] | SQLite (pyiceberg/JDBC schema) and filesystem (Hadoop) catalogs | yes |
@@ -28,6 +29,7 @@ pub mod error;
 pub mod expr;
 pub mod ingest;
 pub mod maintenance;
+pub mod progress;
 pub mod scan;
 pub mod spec;
 pub mod storage;

@@ -671,6 +671,16 @@ impl Scan {
             None => vec![],
         };
         let mut jobs = Vec::with_capacity(plan.tasks.len());
+        // Progress: the planned files, each counted as read once its stream ends.
+        let progress = crate::progress::Progress::current();
+        let sizes: Vec<u64> = plan
+            .files
+            .iter()
+            .map(|f| f.file.file_size_in_bytes())
+            .collect();
+        if let Some(p) = &progress {
+            p.add_planned(sizes.len() as u64, sizes.iter().sum());
+        }
         let lineage_of: Vec<Option<(Option<i64>, i64)>> = plan
             .files
             .iter()
@@ -759,6 +769,7 @@ impl Scan {
                 }
                 let (reader, tx, name) = (reader.clone(), tx.clone(), name.clone());
                 let (direct_target, storage) = (direct_target.clone(), storage.clone());
+                let (progress, size) = (progress.clone(), sizes.get(i).copied().unwrap_or(0));
                 tokio::spawn(async move {
                     let _permit = permit;
                     let mut stream = match job {
@@ -790,9 +801,15 @@ impl Scan {
                     };
                     while let Some(item) = stream.next().await {
                         let stop = item.is_err();
+                        if let (Some(p), Ok((b, _))) = (&progress, &item) {
+                            p.add_rows_read(b.num_rows() as u64);
+                        }
                         if tx.send(item.map(|b| (i, b))).await.is_err() || stop {
                             return;
                         }
+                    }
+                    if let Some(p) = &progress {
+                        p.add_file_done(size);
                     }
                 });
             }

@@ -21,7 +21,7 @@ pub use validate::{ChangedFile, CommittedChange, RowLevelValidation};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::table::Table;
-use crate::write::{DataWriter, WriteProgress};
+use crate::write::DataWriter;
 
 /// What an append committed.
 #[derive(Debug, Clone)]
@@ -42,13 +42,9 @@ pub struct AppendResult {
 ///
 /// Batches are written as Parquet data files (partitioned, sorted and rolled as the table's
 /// spec, sort order and `write.*` properties say), then committed. Memory stays bounded by
-/// the open files' buffers, not by the input size.
-pub async fn append<I>(
-    catalog: &Catalog,
-    table: &Table,
-    batches: I,
-    progress: Option<&WriteProgress>,
-) -> Result<AppendResult>
+/// the open files' buffers, not by the input size. Rows and bytes written are counted into
+/// the enclosing [`crate::progress::Progress::scope`], if any.
+pub async fn append<I>(catalog: &Catalog, table: &Table, batches: I) -> Result<AppendResult>
 where
     I: IntoIterator<Item = Result<RecordBatch>>,
 {
@@ -61,9 +57,6 @@ where
         if let Err(e) = r {
             w.abort(table.storage()).await;
             return Err(e);
-        }
-        if let Some(p) = progress {
-            p.set_rows(w.rows_written());
         }
     }
     let files = w.close().await.map_err(|e| not_committed(e, table))?;

@@ -198,6 +198,7 @@ impl DataWriter {
             data_path,
             storage: table.storage().clone(),
             commit_uuid: uuid::Uuid::new_v4(),
+            progress: crate::progress::Progress::current(),
         };
         Ok(Self {
             conformer: Conformer::new(&schema, &table.name())?,
@@ -336,6 +337,7 @@ impl DataWriter {
             .conformer
             .conform_from(&batch, "the input", self.rows + 1)?;
         self.rows += batch.num_rows() as u64;
+        crate::progress::with_current(|p| p.add_rows_written(batch.num_rows() as u64));
         if self.pending.is_none() {
             return self.dispatch(batch).await;
         }

@@ -155,6 +155,7 @@ impl DeleteFileWriter {
         let f = fb
             .build()
             .map_err(|e| Error::io(format!("building delete file entry for '{path}': {e}")))?;
+        crate::progress::with_current(|p| p.add_bytes_written(f.file_size_in_bytes()));
         // Full `file_path` bounds (readers match delete files to data files by them).
         let (mut lower, mut upper) = (f.lower_bounds().clone(), f.upper_bounds().clone());
         if let (Some(first), Some(last)) = (sorted.first(), sorted.last()) {
@@ -260,6 +261,7 @@ impl DeleteFileWriter {
         }
         w.close().await.map_err(failed)?;
         let size = self.table.storage().size(&path).await?;
+        crate::progress::with_current(|p| p.add_bytes_written(size));
         entries
             .into_iter()
             .map(|mut fb| {
@@ -327,8 +329,11 @@ impl DeleteFileWriter {
             .partition(partition.clone())
             .partition_spec_id(spec.spec_id())
             .equality_ids(Some(equality_ids.to_vec()));
-        fb.build()
-            .map_err(|e| Error::io(format!("building delete file entry for '{path}': {e}")))
+        let f = fb
+            .build()
+            .map_err(|e| Error::io(format!("building delete file entry for '{path}': {e}")))?;
+        crate::progress::with_current(|p| p.add_bytes_written(f.file_size_in_bytes()));
+        Ok(f)
     }
 
     /// Deletes every file written (the change was not committed).

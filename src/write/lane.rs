@@ -70,6 +70,8 @@ pub(super) struct Settings {
     pub data_path: String,
     pub storage: Storage,
     pub commit_uuid: uuid::Uuid,
+    /// Where written bytes are counted (the writer's creator's [`crate::progress::Progress`]).
+    pub progress: Option<crate::progress::Progress>,
 }
 
 impl Settings {
@@ -465,6 +467,9 @@ async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
         let f = fb
             .build()
             .map_err(|e| Error::io(format!("building data file entry: {e}")))?;
+        if let Some(p) = &s.progress {
+            p.add_bytes_written(f.file_size_in_bytes());
+        }
         pw.files
             .push(finish_data_file(f, &s.schema, &s.props, s.spec.spec_id())?);
     }

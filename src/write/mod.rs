@@ -9,10 +9,8 @@ mod gather;
 mod lane;
 mod metrics;
 mod partition;
-mod progress;
 
 pub use conform::Conformer;
 pub use data::DataWriter;
 pub use deletes::DeleteFileWriter;
 pub(crate) use partition::Partitioner;
-pub use progress::WriteProgress;

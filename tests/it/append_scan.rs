@@ -24,14 +24,13 @@ async fn partitioned_append_scan_prune_and_time_travel() {
         .await
         .unwrap();
 
-    let r1 = append(&cat, &t, vec![Ok(wide_batch(0, 500))], None)
+    let r1 = append(&cat, &t, vec![Ok(wide_batch(0, 500))])
         .await
         .unwrap();
     let r2 = append(
         &cat,
         &r1.table,
         vec![Ok(wide_batch(500, 300)), Ok(wide_batch(800, 200))],
-        None,
     )
     .await
     .unwrap();
@@ -133,7 +132,7 @@ async fn sorted_rolled_files_with_truncated_metrics() {
     let batches: Vec<_> = (0..10)
         .map(|i| Ok(id_batch(i * 3000..(i + 1) * 3000)))
         .collect();
-    let r = append(&cat, &t, batches, None).await.unwrap();
+    let r = append(&cat, &t, batches).await.unwrap();
     assert!(
         r.added_files > 1,
         "expected rolling at 20 kB, got {} files",
@@ -168,10 +167,8 @@ async fn v3_row_lineage_and_fs_catalog() {
         .create_table(&parse_ident("ns.t3").unwrap(), c)
         .await
         .unwrap();
-    let r1 = append(&cat, &t, vec![Ok(id_batch(0..10))], None)
-        .await
-        .unwrap();
-    let r2 = append(&cat, &r1.table, vec![Ok(id_batch(10..25))], None)
+    let r1 = append(&cat, &t, vec![Ok(id_batch(0..10))]).await.unwrap();
+    let r2 = append(&cat, &r1.table, vec![Ok(id_batch(10..25))])
         .await
         .unwrap();
     let md = r2.table.metadata();
@@ -222,9 +219,7 @@ async fn relocated_table_reads_from_where_it_lies() {
         )
         .await
         .unwrap();
-    let r = append(&cat, &t, vec![Ok(id_batch(0..42))], None)
-        .await
-        .unwrap();
+    let r = append(&cat, &t, vec![Ok(id_batch(0..42))]).await.unwrap();
     let src = dir.path().join("db/moved");
     let dst = tempfile::tempdir().unwrap();
     let moved = dst.path().join("elsewhere");
@@ -263,7 +258,6 @@ async fn failed_append_commits_nothing_and_leaves_no_files() {
         &cat,
         &t,
         vec![Ok(id_batch(0..100)), Ok(id_batch(100..200)), Err(bad)],
-        None,
     )
     .await;
     assert_eq!(r.unwrap_err().kind(), floe::ErrorKind::InvalidInput);
@@ -308,7 +302,7 @@ async fn old_metadata_files_are_trimmed_when_asked() {
         .await
         .unwrap();
     for i in 0..5 {
-        t = append(&cat, &t, vec![Ok(id_batch(i * 10..(i + 1) * 10))], None)
+        t = append(&cat, &t, vec![Ok(id_batch(i * 10..(i + 1) * 10))])
             .await
             .unwrap()
             .table;

@@ -22,9 +22,7 @@ pub async fn exercise(cat: &Catalog, can_rename: bool) {
         )
         .await
         .unwrap();
-    append(cat, &t, vec![Ok(id_batch(0..5))], None)
-        .await
-        .unwrap();
+    append(cat, &t, vec![Ok(id_batch(0..5))]).await.unwrap();
     let ns = cat.list_namespaces().await.unwrap();
     assert!(
         ns.contains(&"ns1".to_string()) && ns.contains(&"ns2".to_string()),
@@ -183,7 +181,7 @@ async fn pyiceberg_opens_floe_catalog_and_keeps_writing() {
         ])
         .unwrap()
     };
-    append(&cat, &t, vec![Ok(b)], None).await.unwrap();
+    append(&cat, &t, vec![Ok(b)]).await.unwrap();
     let uri = format!("sqlite:///{}", d.path().join("catalog.db").display());
     let wh = format!("file://{}", d.path().display());
     let Some(listed) = pyice(&["list", &uri, &wh]) else {
@@ -263,7 +261,7 @@ async fn floe_opens_pyiceberg_catalog() {
             .collect();
         RecordBatch::try_new(arrow_schema, cols).unwrap()
     };
-    append(&cat, &t, vec![Ok(extra)], None).await.unwrap();
+    append(&cat, &t, vec![Ok(extra)]).await.unwrap();
     let listed = pyice(&["list", &uri, &wh]).unwrap().to_string();
     assert!(
         listed.contains(&format!("{}", rows + 7)),

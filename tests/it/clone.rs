@@ -25,7 +25,7 @@ async fn mor_table(cat: &Catalog, name: &str, fv: FormatVersion) -> Table {
         .await
         .unwrap();
     for i in 0..4 {
-        t = append(cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))], None)
+        t = append(cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))])
             .await
             .unwrap()
             .table;
@@ -356,7 +356,6 @@ async fn clone_replace_publishes_atomically() {
             std::sync::Arc::new(arrow_array::StringArray::from(vec!["a"])) as arrow_array::ArrayRef,
         )])
         .unwrap())],
-        None,
     )
     .await
     .unwrap()

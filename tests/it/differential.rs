@@ -1221,15 +1221,10 @@ async fn make_table(
     // Three appends: several files (and snapshots) per partition.
     let cuts = [0, data.rows / 3, 2 * data.rows / 3, data.rows];
     for w in cuts.windows(2) {
-        t = floe::txn::append(
-            &cat.clone(),
-            &t,
-            vec![Ok(data.batch(w[0]..w[1], dropped))],
-            None,
-        )
-        .await
-        .unwrap()
-        .table;
+        t = floe::txn::append(&cat.clone(), &t, vec![Ok(data.batch(w[0]..w[1], dropped))])
+            .await
+            .unwrap()
+            .table;
     }
     t
 }

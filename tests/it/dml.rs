@@ -47,10 +47,8 @@ async fn create(
         .await
         .unwrap();
     let batches = vec![wide_batch(0, 700), wide_batch(700, 650)];
-    let r1 = append(cat, &t, vec![Ok(batches[0].clone())], None)
-        .await
-        .unwrap();
-    let r2 = append(cat, &r1.table, vec![Ok(batches[1].clone())], None)
+    let r1 = append(cat, &t, vec![Ok(batches[0].clone())]).await.unwrap();
+    let r2 = append(cat, &r1.table, vec![Ok(batches[1].clone())])
         .await
         .unwrap();
     let model = work.join(format!("{label}-model-0.parquet"));
@@ -301,7 +299,7 @@ async fn equality_deletes_match_the_model_and_the_peers() {
         }
         let ident = parse_ident(&format!("dml.{label}")).unwrap();
         let t = cat.create_table(&ident, c).await.unwrap();
-        let t = append(&cat, &t, vec![Ok(keyed_batch(&base))], None)
+        let t = append(&cat, &t, vec![Ok(keyed_batch(&base))])
             .await
             .unwrap()
             .table;
@@ -338,7 +336,7 @@ async fn equality_deletes_match_the_model_and_the_peers() {
         )
         .await;
         // Rows appended after the delete are not affected by it.
-        case.table = append(&cat, &case.table, vec![Ok(keyed_batch(&later))], None)
+        case.table = append(&cat, &case.table, vec![Ok(keyed_batch(&later))])
             .await
             .unwrap()
             .table;
@@ -372,7 +370,7 @@ async fn long_runs_and_scattered_deletes_read_the_same() {
         .create_table(&parse_ident("dml.runs").unwrap(), c)
         .await
         .unwrap();
-    append(&cat, &t, vec![Ok(id_batch(0..40_000))], None)
+    append(&cat, &t, vec![Ok(id_batch(0..40_000))])
         .await
         .unwrap();
     let sum = |b: &[arrow::array::RecordBatch]| sum_i64(b, "id");
@@ -427,9 +425,7 @@ async fn position_delete_files_carry_file_path_bounds() {
         .create_table(&parse_ident("dml.bounds").unwrap(), c)
         .await
         .unwrap();
-    append(&cat, &t, vec![Ok(id_batch(0..100))], None)
-        .await
-        .unwrap();
+    append(&cat, &t, vec![Ok(id_batch(0..100))]).await.unwrap();
     let t = floe::dml::execute(&cat, "DELETE FROM dml.bounds WHERE id % 3 = 0", None)
         .await
         .unwrap()
@@ -462,7 +458,7 @@ async fn copy_on_write_keeps_row_lineage_of_untouched_rows() {
         .create_table(&parse_ident("dml.cowlin").unwrap(), c)
         .await
         .unwrap();
-    let t = append(&cat, &t, vec![Ok(id_batch(0..100))], None)
+    let t = append(&cat, &t, vec![Ok(id_batch(0..100))])
         .await
         .unwrap()
         .table;
@@ -527,7 +523,7 @@ async fn update_keeps_row_ids_on_v3() {
             .create_table(&parse_ident(&format!("dml.{label}")).unwrap(), c)
             .await
             .unwrap();
-        let t = append(&cat, &t, vec![Ok(id_batch(0..60))], None)
+        let t = append(&cat, &t, vec![Ok(id_batch(0..60))])
             .await
             .unwrap()
             .table;

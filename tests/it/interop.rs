@@ -38,14 +38,11 @@ async fn build(
         .create_table(&parse_ident(name).unwrap(), c)
         .await
         .unwrap();
-    let r1 = append(cat, &t, vec![Ok(wide_batch(0, 700))], None)
-        .await
-        .unwrap();
+    let r1 = append(cat, &t, vec![Ok(wide_batch(0, 700))]).await.unwrap();
     let r2 = append(
         cat,
         &r1.table,
         vec![Ok(wide_batch(700, 400)), Ok(wide_batch(1100, 250))],
-        None,
     )
     .await
     .unwrap();
@@ -145,9 +142,7 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
         .create_table(&parse_ident("db.shared").unwrap(), c)
         .await
         .unwrap();
-    append(&fs, &t, vec![Ok(id_batch(0..20))], None)
-        .await
-        .unwrap();
+    append(&fs, &t, vec![Ok(id_batch(0..20))]).await.unwrap();
     spark_write(
         &py,
         dir.path(),
@@ -161,9 +156,7 @@ async fn spark_keeps_writing_a_floe_hadoop_table_and_duckdb_reads_the_directory(
         .await
         .unwrap();
     assert_eq!(t.metadata().snapshots().len(), 2);
-    let r = append(&fs, &t, vec![Ok(id_batch(20..25))], None)
-        .await
-        .unwrap();
+    let r = append(&fs, &t, vec![Ok(id_batch(20..25))]).await.unwrap();
     let rows = scan_rows(&r.table, floe::scan::SnapshotSelector::Current).await;
     assert_eq!(count(&rows), 27);
     assert_eq!(sum_i64(&rows, "id"), (0..25).sum::<i64>() + 201);

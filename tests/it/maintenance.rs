@@ -37,7 +37,7 @@ async fn rewrite_data_files_keeps_every_row() {
         let ident = parse_ident(&format!("mt.{label}")).unwrap();
         let mut t = cat.create_table(&ident, c).await.unwrap();
         for i in 0..8 {
-            t = append(&cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))], None)
+            t = append(&cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))])
                 .await
                 .unwrap()
                 .table;
@@ -666,7 +666,7 @@ async fn rewrite_position_delete_files_merges_and_drops_dangling() {
     };
     let mut t = t;
     for i in 0..3 {
-        t = append(&cat, &t, vec![Ok(batch(i * 100, i * 100 + 100))], None)
+        t = append(&cat, &t, vec![Ok(batch(i * 100, i * 100 + 100))])
             .await
             .unwrap()
             .table;
@@ -742,7 +742,7 @@ async fn rewrite_manifests_keeps_rows_and_files() {
         let ident = parse_ident(&format!("mt.{label}")).unwrap();
         let mut t = cat.create_table(&ident, c).await.unwrap();
         for i in 0..6 {
-            t = append(&cat, &t, vec![Ok(id_batch(i * 50..i * 50 + 50))], None)
+            t = append(&cat, &t, vec![Ok(id_batch(i * 50..i * 50 + 50))])
                 .await
                 .unwrap()
                 .table;
@@ -1105,7 +1105,7 @@ async fn rewrite_keeps_v3_row_lineage() {
         .await
         .unwrap();
     for i in 0..4 {
-        t = append(&cat, &t, vec![Ok(id_batch(i * 50..i * 50 + 50))], None)
+        t = append(&cat, &t, vec![Ok(id_batch(i * 50..i * 50 + 50))])
             .await
             .unwrap()
             .table;
@@ -1197,7 +1197,7 @@ async fn rewrite_with_output_spec_id_after_partition_evolution() {
     let c = TableCreation::new(parse_schema("id long, v string").unwrap());
     let mut t = cat.create_table(&ident, c).await.unwrap();
     for i in 0..3 {
-        t = append(&cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))], None)
+        t = append(&cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))])
             .await
             .unwrap()
             .table;
@@ -1223,7 +1223,7 @@ async fn rewrite_with_output_spec_id_after_partition_evolution() {
     let (old_spec, new_spec) = (0, t.metadata().default_partition_spec_id());
     assert_ne!(old_spec, new_spec);
     for i in 3..5 {
-        t = append(&cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))], None)
+        t = append(&cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))])
             .await
             .unwrap()
             .table;
@@ -1318,7 +1318,7 @@ async fn dangling_table(cat: &floe::catalog::Catalog, name: &str) -> floe::Table
         .await
         .unwrap();
     for i in 0..8 {
-        t = append(cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))], None)
+        t = append(cat, &t, vec![Ok(id_batch(i * 100..i * 100 + 100))])
             .await
             .unwrap()
             .table;
@@ -1331,7 +1331,7 @@ async fn dangling_table(cat: &floe::catalog::Catalog, name: &str) -> floe::Table
         .await
         .unwrap()
         .table;
-    append(cat, &t, vec![Ok(id_batch(800..850))], None)
+    append(cat, &t, vec![Ok(id_batch(800..850))])
         .await
         .unwrap()
         .table
@@ -1564,7 +1564,7 @@ async fn remove_orphan_files_deletes_half_written_uploads() {
         .create_table(&parse_ident("o.t").unwrap(), c)
         .await
         .unwrap();
-    let t = append(&cat, &t, vec![Ok(id_batch(0..10))], None)
+    let t = append(&cat, &t, vec![Ok(id_batch(0..10))])
         .await
         .unwrap()
         .table;

@@ -1119,7 +1119,7 @@ impl Run<'_> {
         match op {
             Op::Append { rows, .. } => {
                 let rows: Vec<MRow> = rows.iter().map(Row::model).collect();
-                append(&self.cat, &table, vec![Ok(to_batch(&rows))], None)
+                append(&self.cat, &table, vec![Ok(to_batch(&rows))])
                     .await
                     .map_err(op_err)?;
                 let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;

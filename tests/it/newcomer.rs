@@ -458,3 +458,120 @@ fn every_changing_command_has_json() {
         ]
     );
 }
+
+#[tokio::test]
+async fn progress_counts_what_scans_and_writes_do() {
+    use floe::progress::Progress;
+    let (_d, cat) = crate::common::sqlite_catalog();
+    let schema = floe::spec::parse_schema("id long, v string").unwrap();
+    let mut c = floe::TableCreation::new(schema);
+    c.properties
+        .insert("write.delete.mode".into(), "merge-on-read".into());
+    let mut t = cat
+        .create_table(&floe::table::parse_ident("db.p").unwrap(), c)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        let b = crate::common::id_batch(i * 100..i * 100 + 100);
+        t = floe::txn::append(&cat, &t, vec![Ok(b)])
+            .await
+            .unwrap()
+            .table;
+    }
+    // A scan counts every planned file, its bytes and its rows.
+    let p = Progress::new();
+    let rows = p
+        .scope(floe::scan::Scan::new(&t).to_batches())
+        .await
+        .unwrap();
+    let plan = floe::scan::Scan::new(&t).plan().await.unwrap();
+    let bytes: u64 = plan.files.iter().map(|f| f.file.file_size_in_bytes()).sum();
+    let s = p.state();
+    assert_eq!((s.files_total, s.files_done), (3, 3), "{s:?}");
+    assert_eq!((s.bytes_total, s.bytes_done), (bytes, bytes), "{s:?}");
+    assert_eq!(s.rows_read, crate::common::count(&rows) as u64);
+    assert_eq!((s.rows_written, s.bytes_written), (0, 0));
+    // A merge-on-read DELETE reads the matching file and writes a delete file.
+    let p = Progress::new();
+    p.scope(floe::dml::execute(
+        &cat,
+        "DELETE FROM db.p WHERE id < 50",
+        None,
+    ))
+    .await
+    .unwrap();
+    let s = p.state();
+    assert!(s.files_done >= 1 && s.files_done == s.files_total, "{s:?}");
+    assert!(s.bytes_written > 0, "{s:?}");
+    // An append counts the rows it writes and the bytes of its files.
+    let p = Progress::new();
+    let r = p
+        .scope(floe::txn::append(
+            &cat,
+            &cat.load_table(&floe::table::parse_ident("db.p").unwrap())
+                .await
+                .unwrap(),
+            vec![Ok(crate::common::id_batch(0..1000))],
+        ))
+        .await
+        .unwrap();
+    let s = p.state();
+    assert_eq!(s.rows_written, 1000);
+    assert_eq!(s.bytes_written, r.added_bytes, "{s:?}");
+}
+
+/// `floe args` in a pseudo-terminal (`script`): what the terminal showed.
+fn on_a_terminal(dir: &Path, args: &str) -> String {
+    let cmd = format!(
+        "{} --warehouse {} {args}",
+        env!("CARGO_BIN_EXE_floe"),
+        dir.join("wh").display()
+    );
+    let o = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TERM", "xterm")
+        .output()
+        .expect("script (util-linux) runs a command in a pseudo-terminal");
+    assert!(o.status.success(), "{cmd}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+#[test]
+fn long_work_shows_a_bar_on_a_terminal_only() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let wh = dir.join("wh");
+    let run = |args: &[&str]| {
+        let o = crate::cli::floe(&wh, args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        o
+    };
+    run(&["create", "db.t", "--schema", "id long, v string"]);
+    let mut csv = String::from("id,v\n");
+    for i in 0..1_000_000 {
+        csv.push_str(&format!("{i},value-{i}\n"));
+    }
+    std::fs::write(dir.join("a.csv"), &csv).unwrap();
+    let a = dir.join("a.csv").display().to_string();
+    // Not a terminal: no bar, only the summary.
+    let o = run(&["append", "db.t", &a]);
+    assert!(o.stderr.is_empty(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("appended 1000000 rows"));
+    // A terminal: the bar (files, rows, bytes, ETA), cleared, then the summary.
+    let shown = on_a_terminal(dir, &format!("append db.t {a}"));
+    assert!(shown.contains("appending to db.t"), "{shown}");
+    assert!(shown.contains("ETA"), "{shown}");
+    assert!(shown.contains("/1 files"), "{shown}");
+    assert!(shown.contains("appended 1000000 rows"), "{shown}");
+    let shown = on_a_terminal(dir, "delete db.t --where 'id % 3 = 0'");
+    assert!(shown.contains("reading and rewriting"), "{shown}");
+    assert!(shown.contains("ETA"), "{shown}");
+    // --json on a terminal: the document only.
+    let shown = on_a_terminal(dir, "delete db.t --where 'id % 3 = 1' --json");
+    assert!(
+        !shown.contains("ETA") && !shown.contains("reading"),
+        "{shown}"
+    );
+    let v: serde_json::Value = serde_json::from_str(shown.trim()).unwrap();
+    assert!(v["deleted_records_count"].as_u64().unwrap() > 0);
+}

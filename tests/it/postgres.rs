@@ -139,9 +139,7 @@ async fn postgres_catalog_on_both_jdbc_schema_versions() {
         )
         .await
         .unwrap();
-    append(&cat, &t, vec![Ok(id_batch(0..3))], None)
-        .await
-        .unwrap();
+    append(&cat, &t, vec![Ok(id_batch(0..3))]).await.unwrap();
     let t = cat.load_table(&ident).await.unwrap();
     assert_eq!(count(&scan_rows(&t, SnapshotSelector::Current).await), 3);
 
@@ -283,7 +281,7 @@ async fn pyiceberg_opens_floe_postgres_catalog_and_keeps_writing() {
         .await
         .unwrap();
     let b = rows_like(t.metadata().current_schema(), 0, 30);
-    append(&cat, &t, vec![Ok(b)], None).await.unwrap();
+    append(&cat, &t, vec![Ok(b)]).await.unwrap();
     let wh = format!("file://{}", d.path().display());
     let Some(listed) = pyice(&["list", &uri, &wh]) else {
         return;
@@ -303,7 +301,6 @@ async fn pyiceberg_opens_floe_postgres_catalog_and_keeps_writing() {
         &cat,
         &t,
         vec![Ok(rows_like(t.metadata().current_schema(), 100, 5))],
-        None,
     )
     .await
     .unwrap();
@@ -332,7 +329,7 @@ async fn floe_opens_pyiceberg_postgres_catalog() {
         .unwrap()
         .contains(&"pyns".into()));
     let extra = rows_like(t.metadata().current_schema(), 1000, 7);
-    append(&cat, &t, vec![Ok(extra)], None).await.unwrap();
+    append(&cat, &t, vec![Ok(extra)]).await.unwrap();
     let mine = parse_ident("floens.mine").unwrap();
     let m = cat
         .create_table(
@@ -345,7 +342,6 @@ async fn floe_opens_pyiceberg_postgres_catalog() {
         &cat,
         &m,
         vec![Ok(rows_like(m.metadata().current_schema(), 0, 9))],
-        None,
     )
     .await
     .unwrap();
@@ -538,7 +534,7 @@ async fn merge_on_read_delete_through_postgres_reads_the_same_everywhere() {
     ]
     .into();
     let t = cat.create_table(&ident, c).await.unwrap();
-    let t = append(&cat, &t, vec![Ok(wide_batch(0, 600))], None)
+    let t = append(&cat, &t, vec![Ok(wide_batch(0, 600))])
         .await
         .unwrap()
         .table;

@@ -28,7 +28,7 @@ async fn table(cat: &Catalog, name: &str, files: &[std::ops::Range<i64>]) -> Tab
         .await
         .unwrap();
     for ids in files {
-        t = append(cat, &t, vec![Ok(id_batch(ids.clone()))], None)
+        t = append(cat, &t, vec![Ok(id_batch(ids.clone()))])
             .await
             .unwrap()
             .table;

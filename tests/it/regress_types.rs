@@ -182,7 +182,7 @@ async fn parquet_decimal_rescale_must_be_exact() {
     // Library append: the same refusal, nothing committed.
     let t = load(&wh, "db.t").await;
     let b = decimals("price", vec![Some(1_000), Some(2_000), Some(12_349)], 10, 3);
-    let e = floe::txn::append(&catalog(&wh), &t, vec![Ok(b)], None)
+    let e = floe::txn::append(&catalog(&wh), &t, vec![Ok(b)])
         .await
         .unwrap_err()
         .to_string();
@@ -534,14 +534,9 @@ async fn nested_parquet_appends_and_reads_back() {
         .await
         .unwrap();
     let b = nested_batch(40);
-    let r = floe::txn::append(
-        &cat,
-        &t,
-        vec![Ok(b.slice(0, 15)), Ok(b.slice(15, 25))],
-        None,
-    )
-    .await
-    .unwrap();
+    let r = floe::txn::append(&cat, &t, vec![Ok(b.slice(0, 15)), Ok(b.slice(15, 25))])
+        .await
+        .unwrap();
     check_reads(&py, d.path(), &r.table, &rs, "db.lib").await;
 }
 

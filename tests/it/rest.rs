@@ -102,7 +102,7 @@ async fn rest_catalog_operations_conflicts_and_errors() {
         .await
         .unwrap();
     assert_eq!(v3.metadata().format_version(), FormatVersion::V3);
-    let r3 = append(cat, &v3, vec![Ok(rows(0, 10))], None).await.unwrap();
+    let r3 = append(cat, &v3, vec![Ok(rows(0, 10))]).await.unwrap();
     assert_eq!(
         count(&scan_rows(&r3.table, SnapshotSelector::Current).await),
         10
@@ -110,17 +110,15 @@ async fn rest_catalog_operations_conflicts_and_errors() {
 
     // Appends; a commit from a stale base is refused by the server (409) as a conflict,
     // and an append from a stale base is retried by floe until it lands.
-    let r1 = append(cat, &t0, vec![Ok(rows(0, 100))], None)
-        .await
-        .unwrap();
+    let r1 = append(cat, &t0, vec![Ok(rows(0, 100))]).await.unwrap();
     match cat.commit(&t0, r1.table.metadata().clone()).await {
         CommitOutcome::Conflict(msg) => assert!(msg.contains("another writer"), "{msg}"),
         other => panic!("expected a conflict, got {other:?}"),
     }
-    let r2 = append(cat, &r1.table, vec![Ok(rows(100, 50))], None)
+    let r2 = append(cat, &r1.table, vec![Ok(rows(100, 50))])
         .await
         .unwrap();
-    let r3 = append(cat, &r1.table, vec![Ok(rows(150, 25))], None)
+    let r3 = append(cat, &r1.table, vec![Ok(rows(150, 25))])
         .await
         .unwrap();
     assert_eq!(r3.table.metadata().snapshots().len(), 3);
@@ -216,7 +214,7 @@ async fn peers_read_and_write_floe_tables_through_rest() {
         .create_table(&parse_ident(&name).unwrap(), c)
         .await
         .unwrap();
-    let r = append(cat, &t, vec![Ok(rows(0, 300))], None).await.unwrap();
+    let r = append(cat, &t, vec![Ok(rows(0, 300))]).await.unwrap();
     floe::dml::execute(cat, &format!("DELETE FROM {name} WHERE id % 10 = 3"), None)
         .await
         .unwrap();

@@ -182,14 +182,11 @@ async fn append_scan_on_s3(kind: CatalogKind) {
         "{kind:?}: {}",
         t.metadata_location()
     );
-    let r1 = append(cat, &t, vec![Ok(wide_batch(0, 700))], None)
-        .await
-        .unwrap();
+    let r1 = append(cat, &t, vec![Ok(wide_batch(0, 700))]).await.unwrap();
     let r2 = append(
         cat,
         &r1.table,
         vec![Ok(wide_batch(700, 400)), Ok(wide_batch(1100, 250))],
-        None,
     )
     .await
     .unwrap();
@@ -295,7 +292,6 @@ async fn row_level_on_s3(kind: CatalogKind) {
         cat,
         &t,
         vec![Ok(batches[0].clone()), Ok(batches[1].clone())],
-        None,
     )
     .await
     .unwrap();

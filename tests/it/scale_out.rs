@@ -253,7 +253,7 @@ async fn distributed_compaction_on_s3_and_postgres() {
             Some("big"),
         );
         written.extend([small.clone(), big.clone()]);
-        t = append(&cat, &t, vec![Ok(small), Ok(big)], None)
+        t = append(&cat, &t, vec![Ok(small), Ok(big)])
             .await
             .unwrap()
             .table;
@@ -569,7 +569,7 @@ async fn seaweedfs_killed_mid_commit() {
         .await
         .unwrap();
     let first = rows(0..5_000);
-    let t = append(&cat, &t, vec![Ok(first.clone())], None)
+    let t = append(&cat, &t, vec![Ok(first.clone())])
         .await
         .unwrap()
         .table;

@@ -7,7 +7,7 @@ use floe::table::parse_ident;
 use floe::{Error, ErrorKind, Result, Table};
 
 use super::output::print_json;
-use super::{catalog, iceberg_arrow_schema, input, spinner, Cli};
+use super::{catalog, iceberg_arrow_schema, input, progress_bar, Cli};
 
 /// Arguments of `floe delete`.
 #[derive(clap::Args, Debug)]
@@ -154,7 +154,7 @@ fn read_source(table: &Table, path: &str) -> Result<Vec<arrow::array::RecordBatc
     input::read_raw(path, &schema, false)?.collect()
 }
 
-/// Runs a DML statement with a spinner and prints what it did.
+/// Runs a DML statement with a progress bar and prints what it did.
 async fn run_dml(
     cli: &Cli,
     sql: &str,
@@ -163,9 +163,10 @@ async fn run_dml(
 ) -> Result<()> {
     let cat = catalog(cli)?;
     let started = Instant::now();
-    let pb = spinner("reading and rewriting", json);
-    let r = floe::dml::execute(&cat, sql, source).await;
-    pb.finish_and_clear();
+    let r = progress_bar::run("reading and rewriting", json, |_| {
+        floe::dml::execute(&cat, sql, source)
+    })
+    .await;
     let r = r?;
     let secs = started.elapsed().as_secs_f64();
     let mode = match r.mode {

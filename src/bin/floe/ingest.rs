@@ -127,12 +127,21 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     o.retain_days = a.retain_days;
     o.memory_budget_bytes = a.memory_budget_bytes;
     let started = std::time::Instant::now();
-    let pb = super::spinner(
-        &format!("ingesting {} files into {}", a.files.len(), a.staging),
-        a.json,
-    );
-    let r = floe::ingest::ingest_snapshot(&cat, &staging, readers.into_iter().flatten(), &o).await;
-    pb.finish_and_clear();
+    let sizes: Vec<u64> = a
+        .files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .collect();
+    let label = format!("ingesting {} files into {}", a.files.len(), a.staging);
+    let r = super::progress_bar::run(&label, a.json, |p| {
+        p.add_planned(sizes.len() as u64, sizes.iter().sum());
+        let batches = readers
+            .into_iter()
+            .zip(sizes)
+            .flat_map(move |(r, size)| super::input::counted(r, size, p.clone()));
+        floe::ingest::ingest_snapshot(&cat, &staging, batches, &o)
+    })
+    .await;
     let r = r?;
     if a.json {
         print_json(&super::report::ingest_snapshot(&a.staging, &r, started));

@@ -27,6 +27,31 @@ pub fn read_file(
     )))
 }
 
+/// `reader`'s batches, counted into `progress`: rows as they come, the file (of `size`
+/// bytes) once it ends.
+pub fn counted(
+    reader: Box<dyn Iterator<Item = Result<RecordBatch>>>,
+    size: u64,
+    progress: floe::progress::Progress,
+) -> impl Iterator<Item = Result<RecordBatch>> {
+    let mut reader = reader.fuse();
+    let mut done = false;
+    std::iter::from_fn(move || match reader.next() {
+        Some(b) => {
+            if let Ok(b) = &b {
+                progress.add_rows_read(b.num_rows() as u64);
+            }
+            Some(b)
+        }
+        None => {
+            if !std::mem::replace(&mut done, true) {
+                progress.add_file_done(size);
+            }
+            None
+        }
+    })
+}
+
 /// Batches of one input file as stored, typed for CSV by the table's schema (decimal columns
 /// as text when `decimals_as_text`: the CSV reader drops digits beyond a column's scale).
 pub fn read_raw(

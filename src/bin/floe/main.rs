@@ -15,6 +15,7 @@ mod input;
 mod inspect;
 mod maintenance;
 mod output;
+mod progress_bar;
 mod quickstart;
 mod report;
 
@@ -31,7 +32,7 @@ use floe::storage::Storage;
 use floe::table::{ident_name, parse_ident};
 use floe::{Error, ErrorKind, Result, Table};
 use futures::TryStreamExt;
-use indicatif::{ProgressBar, ProgressStyle};
+
 use serde_json::json;
 
 use output::{print_json, write_batches, Format};
@@ -339,21 +340,7 @@ async fn load(cli: &Cli, name: Option<&str>, metadata: Option<&str>) -> Result<T
     }
 }
 
-/// A spinner on stderr for long work; none with `--json` (or when stderr is not a terminal,
-/// which indicatif detects).
-fn spinner(msg: &str, json: bool) -> ProgressBar {
-    if json {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new_spinner();
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    pb.set_message(msg.to_string());
-    pb.enable_steady_tick(std::time::Duration::from_millis(120));
-    pb
-}
+use progress_bar::spinner;
 
 fn parse_time_ms(s: &str) -> Result<i64> {
     if let Ok(ms) = s.parse::<i64>() {
@@ -461,20 +448,19 @@ async fn run(cli: Cli) -> Result<()> {
                 readers.push(input::read_file(f, &conformer)?);
             }
             let started = Instant::now();
-            let pb = spinner(&format!("appending to {name}"), *json);
-            let progress = floe::write::WriteProgress::new();
-            let p2 = progress.clone();
-            let pb2 = pb.clone();
-            let ticker = tokio::spawn(async move {
-                loop {
-                    pb2.set_message(format!("appending: {} rows", p2.rows()));
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-            });
-            let r = floe::txn::append(&cat, &table, readers.into_iter().flatten(), Some(&progress))
-                .await;
-            ticker.abort();
-            pb.finish_and_clear();
+            let sizes: Vec<u64> = files
+                .iter()
+                .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+                .collect();
+            let r = progress_bar::run(&format!("appending to {name}"), *json, |p| {
+                p.add_planned(sizes.len() as u64, sizes.iter().sum());
+                let batches = readers
+                    .into_iter()
+                    .zip(sizes)
+                    .flat_map(move |(r, size)| input::counted(r, size, p.clone()));
+                floe::txn::append(&cat, &table, batches)
+            })
+            .await;
             let r = r?;
             let secs = started.elapsed().as_secs_f64();
             if *json {
@@ -535,20 +521,26 @@ async fn run(cli: Cli) -> Result<()> {
             });
             let plan = scan.plan().await?;
             let arrow_schema = Arc::new(floe_arrow_schema(&plan.schema, columns.as_deref())?);
-            let mut stream = scan.read(plan)?;
-            let mut batches = Vec::new();
-            let mut rows = 0usize;
-            while let Some(b) = stream.try_next().await? {
-                let b = match limit {
-                    Some(l) if rows + b.num_rows() > l => b.slice(0, l - rows),
-                    _ => b,
-                };
-                rows += b.num_rows();
-                batches.push(b);
-                if limit.is_some_and(|l| rows >= l) {
-                    break;
+            // A bar only when rows go to a file (on stdout it would mix with them).
+            let label = format!("scanning {}", table.name());
+            let read = progress_bar::run(&label, *json || output.is_none(), |_| async {
+                let mut stream = scan.read(plan)?;
+                let mut batches = Vec::new();
+                let mut rows = 0usize;
+                while let Some(b) = stream.try_next().await? {
+                    let b = match limit {
+                        Some(l) if rows + b.num_rows() > l => b.slice(0, l - rows),
+                        _ => b,
+                    };
+                    rows += b.num_rows();
+                    batches.push(b);
+                    if limit.is_some_and(|l| rows >= l) {
+                        break;
+                    }
                 }
-            }
+                Ok::<_, Error>((batches, rows))
+            });
+            let (batches, rows) = read.await?;
             let out_schema = batches.first().map(|b| b.schema()).unwrap_or(arrow_schema);
             write_batches(&batches, out_schema, format, output.as_deref())?;
             if output.is_some() {

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::output::print_json;
 use super::report;
-use super::{catalog_and_table, kv, parse_time_ms, spinner, Cli};
+use super::{catalog_and_table, kv, parse_time_ms, progress_bar, spinner, Cli};
 
 /// Arguments of `floe rewrite-data-files`.
 #[derive(clap::Args, Debug)]
@@ -174,18 +174,41 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
         print_json(&serde_json::to_value(&planned.plan)?);
         return Ok(());
     }
-    let pb = ProgressBar::new(0);
+    // A bar over file groups (each group's scan would restart a bar over bytes), with the
+    // rows and bytes written so far.
+    let pb = if progress_bar::shown(*json) {
+        ProgressBar::new(0)
+    } else {
+        ProgressBar::hidden()
+    };
     pb.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} file groups [{elapsed}]")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "[{bar:40}] {pos}/{len} file groups ({elapsed}, ETA {eta}) {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
-    let pb2 = pb.clone();
-    let progress = move |done: usize, total: usize| {
+    let counters = floe::progress::Progress::new();
+    let (pb2, c2) = (pb.clone(), counters.clone());
+    let on_group = move |done: usize, total: usize| {
+        let s = c2.state();
         pb2.set_length(total as u64);
         pb2.set_position(done as u64);
+        pb2.set_message(format!(
+            "{} rows, {} written",
+            s.rows_written,
+            indicatif::HumanBytes(s.bytes_written)
+        ));
     };
-    let r =
-        floe::maintenance::rewrite_data_files(&cat, &table, pred, &options, Some(&progress)).await;
+    let r = counters
+        .scope(floe::maintenance::rewrite_data_files(
+            &cat,
+            &table,
+            pred,
+            &options,
+            Some(&on_group),
+        ))
+        .await;
     pb.finish_and_clear();
     let r = r?;
     if *json {
@@ -218,9 +241,10 @@ pub async fn rewrite_position_delete_files(
     let (cat, table) = catalog_and_table(cli, name).await?;
     let options: HashMap<String, String> = options.iter().cloned().collect();
     let started = Instant::now();
-    let pb = spinner("rewriting position delete files", *json);
-    let r = floe::maintenance::rewrite_position_delete_files(&cat, &table, &options).await;
-    pb.finish_and_clear();
+    let r = progress_bar::run("rewriting position delete files", *json, |_| {
+        floe::maintenance::rewrite_position_delete_files(&cat, &table, &options)
+    })
+    .await;
     let r = r?;
     if *json {
         print_json(&report::rewrite_position_delete_files(name, &r, started));

@@ -136,7 +136,7 @@ pub async fn run(dir: &str, rows: usize, json: bool) -> Result<()> {
                 .step_by(50_000)
                 .map(|s| events(s as i64, 50_000.min(start + n - s)))
                 .collect();
-            table = floe::txn::append(&cat, &table, batches, None).await?.table;
+            table = floe::txn::append(&cat, &table, batches).await?.table;
             pb.inc(n as u64);
         }
         made.push((name, table));

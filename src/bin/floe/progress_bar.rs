@@ -1,0 +1,115 @@
+//! Progress bars on stderr for long work: a bar over the bytes of the files to read, with
+//! files, rows and bytes written and an ETA, drawn only on a terminal and never with `--json`.
+//! The command prints its one-line summary once the bar is cleared.
+
+use std::future::Future;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use floe::progress::{Progress, ProgressState};
+use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
+
+/// Whether a bar would be drawn.
+pub fn shown(json: bool) -> bool {
+    !json && std::io::stderr().is_terminal()
+}
+
+fn message(label: &str, s: &ProgressState) -> String {
+    let mut parts = vec![label.to_string()];
+    if s.files_total > 0 {
+        parts.push(format!("{}/{} files", s.files_done, s.files_total));
+    }
+    if s.rows_read > 0 {
+        parts.push(format!("{} rows read", s.rows_read));
+    }
+    if s.rows_written > 0 || s.bytes_written > 0 {
+        parts.push(format!(
+            "{} rows, {} written",
+            s.rows_written,
+            HumanBytes(s.bytes_written)
+        ));
+    }
+    parts.join(", ")
+}
+
+/// Runs `work` with fresh [`Progress`] counters (given to it, and current for every engine
+/// it calls), drawing them until it ends.
+pub async fn run<F, Fut>(label: &str, json: bool, work: F) -> Fut::Output
+where
+    F: FnOnce(Progress) -> Fut,
+    Fut: Future,
+{
+    let progress = Progress::new();
+    if !shown(json) {
+        return progress.scope(work(progress.clone())).await;
+    }
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_message(label.to_string());
+    let (p, bar, label_owned) = (progress.clone(), pb.clone(), label.to_string());
+    let ticker = tokio::spawn(async move {
+        let mut as_bar = false;
+        loop {
+            let s = p.state();
+            if s.bytes_total > 0 {
+                if !as_bar {
+                    bar.set_style(
+                        ProgressStyle::with_template(
+                            "{msg}\n[{bar:40}] {bytes}/{total_bytes} read ({bytes_per_sec}, ETA {eta})",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    as_bar = true;
+                }
+                bar.set_length(s.bytes_total);
+                bar.set_position(s.bytes_done.min(s.bytes_total));
+            }
+            bar.set_message(message(&label_owned, &s));
+            bar.tick();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let out = progress.scope(work(progress.clone())).await;
+    ticker.abort();
+    pb.finish_and_clear();
+    out
+}
+
+/// A spinner for work that reads and writes no data files (expiry, orphan listing).
+pub fn spinner(msg: &str, json: bool) -> ProgressBar {
+    if !shown(json) {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(Duration::from_millis(120));
+    pb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_only_what_is_counted() {
+        let mut s = ProgressState::default();
+        assert_eq!(message("deleting", &s), "deleting");
+        s.files_total = 4;
+        s.files_done = 1;
+        s.rows_read = 10;
+        s.rows_written = 3;
+        s.bytes_written = 2048;
+        assert_eq!(
+            message("deleting", &s),
+            "deleting, 1/4 files, 10 rows read, 3 rows, 2.00 KiB written"
+        );
+    }
+}

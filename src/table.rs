@@ -168,8 +168,9 @@ pub fn parse_manifest(bytes: &[u8], what: &str) -> Result<Manifest> {
     guard_avro(bytes, what, || Manifest::parse_avro(bytes))
 }
 
-/// Decodes an Avro container with `f`: declared lengths bounded, the writer schema checked
-/// first ([`crate::codec::avro::check_writer_schema`]), decoder panics turned into errors.
+/// Decodes an Avro container with `f`: declared lengths bounded, the writer schema and the
+/// blocks' expansion checked first ([`crate::codec::avro::check_writer_schema`],
+/// [`crate::codec::avro::check_blocks`]), decoder panics turned into errors.
 fn guard_avro<T>(bytes: &[u8], what: &str, f: impl FnOnce() -> iceberg::Result<T>) -> Result<T> {
     storage::limit_avro_allocations();
     let header = std::panic::catch_unwind(|| {
@@ -178,6 +179,7 @@ fn guard_avro<T>(bytes: &[u8], what: &str, f: impl FnOnce() -> iceberg::Result<T
     // A header the reader rejects is reported by the decoder below, with its own message.
     if let Ok(Ok(schema)) = header {
         crate::codec::avro::check_writer_schema(&schema, what)?;
+        crate::codec::avro::check_blocks(bytes, &schema, what)?;
     }
     std::panic::catch_unwind(AssertUnwindSafe(f))
         .map_err(|_| {

@@ -2,3 +2,4 @@
 
 pub mod avro;
 pub mod dv;
+pub mod parquet_pages;

@@ -404,7 +404,7 @@ fn read_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
         Error::corrupt(format!("delete file '{path}' cannot be read: {e}"))
     };
     let size = bytes.len() as i64;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(corrupt)?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).map_err(corrupt)?;
     for rg in builder.metadata().row_groups() {
         for c in rg.columns() {
             let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
@@ -416,6 +416,16 @@ fn read_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
                     c.column_path()
                 )));
             }
+            // Page headers whose declared counts do not fit (parquet 58 would skip through
+            // them for minutes).
+            let chunk = bytes.slice(start as usize..(start + len) as usize);
+            crate::codec::parquet_pages::check_column_chunk(&chunk).map_err(|e| {
+                Error::corrupt(format!(
+                    "delete file '{path}' is malformed: column chunk '{}': {}",
+                    c.column_path(),
+                    e.0
+                ))
+            })?;
         }
     }
     builder

@@ -168,9 +168,113 @@ fn sh_blocks() -> Vec<(String, String)> {
     out
 }
 
-/// Sections whose examples need a server (their commands run in `tests/it/postgres.rs`,
-/// `s3.rs`, `rest.rs` and `scale_out.rs` against the servers the test command starts).
-const NEEDS_A_SERVER: &[&str] = &["PostgreSQL catalog", "S3", "REST catalog", "Scale-out"];
+/// How a section that needs a server runs against the ones the test command started: the
+/// README's placeholder lines (credentials, `createdb`) dropped, its host names and paths
+/// replaced, variables set, and (Scale-out, which starts from a table) a prelude.
+#[derive(Default)]
+struct ServerRun {
+    drop: Vec<&'static str>,
+    replace: Vec<(&'static str, String)>,
+    env: Vec<(String, String)>,
+    prelude: String,
+}
+
+/// `None`: not a server section. `Some(None)`: its server is skipped (`FLOE_NO_S3`, …).
+fn server_run(heading: &str, dir: &Path) -> Option<Option<ServerRun>> {
+    let s3 = || crate::s3::s3_env();
+    let prefix = format!("readme-{}", uuid::Uuid::new_v4().simple());
+    let sqlite = format!("sqlite:///{}", dir.join("catalog.db").display());
+    let run = match heading {
+        "PostgreSQL catalog" => crate::postgres::database().map(|db| ServerRun {
+            drop: vec!["createdb "],
+            replace: vec![
+                ("postgresql://floe:secret@db.example:5432/lake", db),
+                ("/mnt/shared/lake", dir.join("lake").display().to_string()),
+            ],
+            ..Default::default()
+        }),
+        "S3" => s3().map(|e| ServerRun {
+            drop: vec!["export AWS_"],
+            replace: vec![
+                ("s3://warehouse/wh", format!("s3://{}/{prefix}", e.bucket)),
+                ("sqlite:////var/lib/floe/catalog.db", sqlite.clone()),
+            ],
+            env: e.vars,
+            ..Default::default()
+        }),
+        "REST catalog" => s3().and_then(|e| {
+            let uri = std::env::var("FLOE_TEST_REST_URI").ok()?;
+            let wh =
+                std::env::var("FLOE_TEST_REST_WAREHOUSE").unwrap_or_else(|_| "s3://lake".into());
+            // A namespace of its own on the shared server.
+            let ns = prefix.replace('-', "_");
+            Some(ServerRun {
+                drop: vec!["export AWS_"],
+                replace: vec![
+                    (
+                        "rest+http://127.0.0.1:8181",
+                        uri.replacen("http://", "rest+http://", 1),
+                    ),
+                    ("s3://lake", wh),
+                    ("db.events", format!("{ns}.events")),
+                    ("tables db", format!("tables {ns}")),
+                ],
+                env: e.vars,
+                ..Default::default()
+            })
+        }),
+        "Scale-out" => s3().and_then(|e| {
+            let db = crate::postgres::database()?;
+            let mut env = e.vars;
+            env.push(("I".into(), "0".into()));
+            env.push(("N".into(), "1".into()));
+            Some(ServerRun {
+                drop: vec!["export AWS_", "export FLOE_CATALOG"],
+                env: [
+                    env,
+                    vec![
+                        ("FLOE_CATALOG".into(), db),
+                        (
+                            "FLOE_WAREHOUSE".into(),
+                            format!("s3://{}/{prefix}", e.bucket),
+                        ),
+                    ],
+                ]
+                .concat(),
+                prelude: "floe create db.events --schema 'id long, name string, ts timestamptz' \
+                          --partition-by 'day(ts)'\n\
+                          for i in 1 2 3 4 5; do floe append db.events in.parquet; done\n"
+                    .into(),
+                ..Default::default()
+            })
+        }),
+        _ => return None,
+    };
+    Some(run)
+}
+
+/// `block` as `run` says: dropped statements (with their continuation lines) removed, text
+/// replaced, the prelude first.
+fn adapt(block: &str, run: &ServerRun) -> String {
+    let mut out = run.prelude.clone();
+    let mut dropping = false;
+    for line in block.lines() {
+        if !dropping && run.drop.iter().any(|p| line.starts_with(p)) {
+            dropping = true;
+        }
+        if dropping {
+            dropping = line.trim_end().ends_with('\\');
+            continue;
+        }
+        let mut l = line.to_string();
+        for (from, to) in &run.replace {
+            l = l.replace(from, to);
+        }
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
 
 /// The inputs the README's examples name (see the note under its CLI block).
 fn write_inputs(dir: &Path) {
@@ -295,6 +399,31 @@ fn write_inputs(dir: &Path) {
         write_parquet(&dir.join(sub).join("part-a.parquet"), &[snap(1)]);
         write_parquet(&dir.join(sub).join("part-b.parquet"), &[snap(2)]);
     }
+    write_parquet(
+        &dir.join("in.parquet"),
+        &[RecordBatch::try_from_iter(vec![
+            (
+                "id",
+                Arc::new(Int64Array::from_iter_values(0..500)) as ArrayRef,
+            ),
+            (
+                "name",
+                Arc::new(StringArray::from_iter_values(
+                    (0..500).map(|i| format!("n{i}")),
+                )) as _,
+            ),
+            (
+                "ts",
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter_values(
+                        (0..500).map(|i| 1_719_792_000_000_000 + i * 600_000_000),
+                    )
+                    .with_timezone("UTC"),
+                ) as _,
+            ),
+        ])
+        .unwrap()],
+    );
     std::fs::write(
         dir.join("snap.csv"),
         "id,ver,v\n1,1,a\n1,2,b\n2,1,c\n3,5,d\n3,4,e\n",
@@ -323,20 +452,26 @@ fn readme_examples_run_as_written() {
         if !block.lines().any(|l| l.trim_start().starts_with("floe ")) {
             continue;
         }
-        if NEEDS_A_SERVER.contains(&heading.as_str()) {
-            continue;
-        }
         let d = tempfile::tempdir().unwrap();
         write_inputs(d.path());
+        let (script, env) = match server_run(&heading, d.path()) {
+            None => (block.clone(), vec![]),
+            Some(None) => {
+                eprintln!("README section '{heading}': its server is skipped");
+                continue;
+            }
+            Some(Some(run)) => (adapt(&block, &run), run.env),
+        };
         let o = Command::new("bash")
             .arg("-euo")
             .arg("pipefail")
             .arg("-xc")
-            .arg(&block)
+            .arg(&script)
             .current_dir(d.path())
             .env("PATH", &path)
             .env_remove("FLOE_CATALOG")
             .env_remove("FLOE_WAREHOUSE")
+            .envs(env)
             .output()
             .unwrap();
         assert!(
@@ -346,6 +481,7 @@ fn readme_examples_run_as_written() {
         );
         ran += 1;
     }
-    // The CLI block and the staging → target walkthrough at least.
+    // The CLI block and the staging → target walkthrough at least (the server sections too
+    // when the test command started their servers).
     assert!(ran >= 2, "ran {ran} README blocks");
 }

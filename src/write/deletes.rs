@@ -127,24 +127,16 @@ impl DeleteFileWriter {
                 Arc::new(Int64Array::from(positions)),
             ],
         )?;
-        let props = writer_properties(&self.table.properties()?, &[])?;
-        let path = self.location(Some((spec, partition)), "deletes.parquet");
-        let failed = |e: iceberg::Error| write_failed("position delete file", &path, e);
-        let out = self
-            .table
-            .storage()
-            .file_io()
-            .new_output(&path)
-            .map_err(failed)?;
-        let mut w = ParquetWriterBuilder::new(props, schema)
-            .build(out)
-            .await
-            .map_err(failed)?;
-        w.write(&batch).await.map_err(failed)?;
-        let mut built = w.close().await.map_err(failed)?;
-        let mut fb = built
-            .pop()
-            .ok_or_else(|| Error::io(format!("position delete file '{path}' was not written")))?;
+        let (path, mut fb) = self
+            .write_parquet(
+                "position delete file",
+                "deletes.parquet",
+                spec,
+                partition,
+                schema,
+                &batch,
+            )
+            .await?;
         fb.content(DataContentType::PositionDeletes)
             .file_format(DataFileFormat::Parquet)
             .partition(partition.clone())
@@ -168,6 +160,40 @@ impl DeleteFileWriter {
             .partition_spec_id(spec.spec_id())
             .build()
             .map_err(|e| Error::io(format!("building delete file entry for '{path}': {e}")))
+    }
+
+    /// Writes `batch` as one Parquet delete file (`what`, named `…-<suffix>`) in `partition`
+    /// of `spec`; returns its path and its entry, to be completed by the caller.
+    async fn write_parquet(
+        &mut self,
+        what: &str,
+        suffix: &str,
+        spec: &PartitionSpec,
+        partition: &Struct,
+        schema: Arc<Schema>,
+        batch: &RecordBatch,
+    ) -> Result<(String, iceberg::spec::DataFileBuilder)> {
+        let props = writer_properties(&self.table.properties()?, &[])?;
+        let path = self.location(Some((spec, partition)), suffix);
+        let failed = |e: iceberg::Error| write_failed(what, &path, e);
+        let out = self
+            .table
+            .storage()
+            .file_io()
+            .new_output(&path)
+            .map_err(failed)?;
+        let mut w = ParquetWriterBuilder::new(props, schema)
+            .build(out)
+            .await
+            .map_err(failed)?;
+        w.write(batch).await.map_err(failed)?;
+        let fb = w
+            .close()
+            .await
+            .map_err(failed)?
+            .pop()
+            .ok_or_else(|| Error::io(format!("{what} '{path}' was not written")))?;
+        Ok((path, fb))
     }
 
     /// Writes a deletion vector per data file (each `(data file, spec id, positions)`) into
@@ -306,24 +332,16 @@ impl DeleteFileWriter {
             })
             .collect::<Result<Vec<_>>>()?;
         let batch = RecordBatch::try_new(arrow, cols)?;
-        let props = writer_properties(&self.table.properties()?, &[])?;
-        let path = self.location(Some((spec, partition)), "eq-deletes.parquet");
-        let failed = |e: iceberg::Error| write_failed("equality delete file", &path, e);
-        let out = self
-            .table
-            .storage()
-            .file_io()
-            .new_output(&path)
-            .map_err(failed)?;
-        let mut w = ParquetWriterBuilder::new(props, eq_schema)
-            .build(out)
-            .await
-            .map_err(failed)?;
-        w.write(&batch).await.map_err(failed)?;
-        let mut fb =
-            w.close().await.map_err(failed)?.pop().ok_or_else(|| {
-                Error::io(format!("equality delete file '{path}' was not written"))
-            })?;
+        let (path, mut fb) = self
+            .write_parquet(
+                "equality delete file",
+                "eq-deletes.parquet",
+                spec,
+                partition,
+                eq_schema,
+                &batch,
+            )
+            .await?;
         fb.content(DataContentType::EqualityDeletes)
             .file_format(DataFileFormat::Parquet)
             .partition(partition.clone())

@@ -168,11 +168,13 @@ pub fn parse_manifest(bytes: &[u8], what: &str) -> Result<Manifest> {
     guard_avro(bytes, what, || Manifest::parse_avro(bytes))
 }
 
-/// Decodes an Avro container with `f`: declared lengths bounded, the writer schema and the
-/// blocks' expansion checked first ([`crate::codec::avro::check_writer_schema`],
+/// Decodes an Avro container with `f`: declared lengths bounded, the header, the writer
+/// schema and the blocks checked first ([`crate::codec::avro::check_header`],
+/// [`crate::codec::avro::check_writer_schema`],
 /// [`crate::codec::avro::check_blocks`]), decoder panics turned into errors.
 fn guard_avro<T>(bytes: &[u8], what: &str, f: impl FnOnce() -> iceberg::Result<T>) -> Result<T> {
     storage::limit_avro_allocations();
+    crate::codec::avro::check_header(bytes, what)?;
     let header = std::panic::catch_unwind(|| {
         apache_avro::Reader::new(bytes).map(|r| r.writer_schema().clone())
     });

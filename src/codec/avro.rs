@@ -118,6 +118,17 @@ pub const MAX_EXPANSION: u64 = 256;
 /// Bytes any compressed block may expand to, whatever its size.
 pub const MIN_EXPANDED_BYTES: u64 = 1 << 20;
 
+/// Refuses an Avro container (`bytes`, the contents of `what`) whose header metadata map
+/// declares more entries than its bytes could hold: apache-avro 0.21 reserves a map's
+/// declared size before reading it, and up to its 8 Mi limit that is 1.3 GB for 2 KB of file.
+/// Run before apache-avro opens the file.
+pub fn check_header(bytes: &[u8], what: &str) -> Result<()> {
+    let mut c = Container { buf: bytes, pos: 0 };
+    c.header()
+        .map(|_| ())
+        .map_err(|why| Error::corrupt(format!("{what} is malformed: {why}")))
+}
+
 /// Refuses an Avro container (`bytes`, the contents of `what`, written with `schema`) whose
 /// blocks do not hold what they declare:
 /// - a compressed block that expands beyond [`MAX_EXPANSION`] (a few KB of deflate or zstd
@@ -130,13 +141,13 @@ pub const MIN_EXPANDED_BYTES: u64 = 1 << 20;
 /// A container this walk cannot follow (a bad header, a codec it does not know) is left to
 /// the decoder, which reports it.
 pub fn check_blocks(bytes: &[u8], schema: &Schema, what: &str) -> Result<()> {
+    let bad = |why: String| Error::corrupt(format!("{what} is malformed: {why}"));
     let mut c = Container { buf: bytes, pos: 0 };
-    let Some(codec) = c.header() else {
+    let Some(codec) = c.header().map_err(bad)? else {
         return Ok(());
     };
     let mut named = HashMap::new();
     collect_named(schema, &mut named);
-    let bad = |why: String| Error::corrupt(format!("{what} is malformed: {why}"));
     while c.pos < bytes.len() {
         let (Some(count), Some(size)) = (c.long(), c.long()) else {
             return Ok(());
@@ -362,31 +373,44 @@ impl<'a> Container<'a> {
         self.take(n)
     }
 
-    /// Reads the header (magic, metadata map, sync marker); returns the codec.
-    fn header(&mut self) -> Option<String> {
-        if self.take(4)? != b"Obj\x01" {
-            return None;
+    /// Reads the header (magic, metadata map, sync marker): its codec, `Err` for a map that
+    /// declares more entries than the bytes left could hold (apache-avro would reserve room
+    /// for them first), `Ok(None)` for a header this walk cannot follow.
+    fn header(&mut self) -> std::result::Result<Option<String>, String> {
+        if self.take(4) != Some(b"Obj\x01") {
+            return Ok(None);
         }
         let mut codec = "null".to_string();
         loop {
-            let mut n = self.long()?;
+            let Some(mut n) = self.long() else {
+                return Ok(None);
+            };
             if n == 0 {
                 break;
             }
             if n < 0 {
-                n = n.checked_neg()?;
-                self.long()?;
+                n = n.checked_neg().unwrap_or(i64::MAX);
+                if self.long().is_none() {
+                    return Ok(None);
+                }
+            }
+            // An entry is a key and a value, each at least its length byte.
+            let left = (self.buf.len() - self.pos) as u64;
+            if (n as u64).saturating_mul(2) > left {
+                return Err(format!(
+                    "its header declares {n} metadata entries with {left} bytes left"
+                ));
             }
             for _ in 0..n {
-                let k = self.bytes()?;
-                let v = self.bytes()?;
+                let (Some(k), Some(v)) = (self.bytes(), self.bytes()) else {
+                    return Ok(None);
+                };
                 if k == b"avro.codec" {
                     codec = String::from_utf8_lossy(v).into_owned();
                 }
             }
         }
-        self.take(16)?;
-        Some(codec)
+        Ok(self.take(16).map(|_| codec))
     }
 }
 
@@ -536,6 +560,18 @@ mod tests {
         assert!(blocks(r#""bytes""#, "deflate", 1, &deflate(&small)).is_ok());
         // What the walk cannot follow is the decoder's to report.
         assert!(check_blocks(b"garbage", &Schema::Null, "m").is_ok());
+    }
+
+    #[test]
+    fn header_maps_longer_than_the_file_are_refused() {
+        // Found by the fuzzer (manifest-list, third long run, case 36380): 8 Mi entries
+        // declared in a 2 KB file; apache-avro reserved 1.36 GB for them.
+        let mut v = b"Obj\x01".to_vec();
+        long(&mut v, (8 << 20) - 1);
+        v.extend_from_slice(&[0; 100]);
+        let e = check_header(&v, "manifest list 'm'").unwrap_err();
+        assert!(e.to_string().contains("metadata entries"), "{e}");
+        assert!(check_header(&container(SUMMARIES, "null", 0, &[]), "m").is_ok());
     }
 
     #[test]

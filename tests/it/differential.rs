@@ -657,6 +657,28 @@ fn float_lit(x: f64) -> Lit {
     Lit::same(t)
 }
 
+/// A decimal literal. One that no decimal(38) holds (more than 38 digits once leading zeros
+/// and trailing fraction zeros are dropped) is refused by Spark (precision exceeds 38) and
+/// read as a DOUBLE by DuckDB (`big IN (…9.99999999999)` then matches the largest
+/// decimal(38,10)); floe compares it by exact value. DuckDB is given an `error(…)` in its
+/// place, so such cases count as unreferenced (README, "Known differences"); found by the
+/// long run at seed 7 (case p1217).
+fn dec_lit(t: String) -> Lit {
+    let (int, frac) = t
+        .trim_start_matches('-')
+        .split_once('.')
+        .unwrap_or((&t, ""));
+    let int = int.trim_start_matches(['-', '0']);
+    let frac = frac.trim_end_matches('0');
+    if int.len() + frac.len() <= 38 {
+        return Lit::same(t);
+    }
+    Lit {
+        duck: "error('decimal literal beyond 38 digits')".into(),
+        ..Lit::same(t)
+    }
+}
+
 /// A literal for a column of type `ty`: a value from the data, a special value, or one
 /// outside the column's range or scale.
 fn gen_lit(rng: &mut StdRng, data: &Data, col: usize, ty: Ty) -> Lit {
@@ -715,7 +737,7 @@ fn gen_lit(rng: &mut StdRng, data: &Data, col: usize, ty: Ty) -> Lit {
                 ),
                 _ => dec_text(d, scale),
             };
-            Lit::same(t)
+            dec_lit(t)
         }
         (Ty::Str, V::S(s)) => Lit::three(quote(&s), quote(&s), spark_quote(&s)),
         (Ty::Bin | Ty::Fixed4, V::B(b)) => Lit::three(

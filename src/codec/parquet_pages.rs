@@ -75,7 +75,7 @@ impl Cursor<'_> {
     fn value(&mut self, ty: u8, depth: usize, in_list: bool) -> Result<(), PageError> {
         match ty {
             1 | 2 if !in_list => Ok(()),
-            1 | 2 | 3 => self.skip(1),
+            1..=3 => self.skip(1),
             4..=6 => self.varint().map(|_| ()),
             7 => self.skip(8),
             8 => {
@@ -234,10 +234,7 @@ mod tests {
 
     #[test]
     fn refuses_deep_nesting() {
-        let mut deep = Vec::new();
-        for _ in 0..100 {
-            deep.push(0x1c); // field +1, struct
-        }
+        let deep = vec![0x1c; 100]; // field +1, struct, nested 100 deep
         let e = check_column_chunk(&header(0, &deep)).unwrap_err();
         assert!(e.0.contains("deeper") || e.0.contains("cut off"), "{e:?}");
     }

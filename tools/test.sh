@@ -22,6 +22,10 @@ if ! command -v cargo >/dev/null; then
   echo "cargo is required (rustup toolchain)" >&2
   exit 1
 fi
+if ! command -v script >/dev/null; then
+  echo "installing script (bsdutils: the progress-bar test runs floe in a pseudo-terminal)"
+  (apt-get update -qq && apt-get install -y -qq bsdutils) >/dev/null
+fi
 if ! command -v jq >/dev/null; then
   echo "installing jq (the README's examples use it; tests/it/readme.rs runs them)"
   (apt-get update -qq && apt-get install -y -qq jq) >/dev/null

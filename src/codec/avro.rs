@@ -167,8 +167,7 @@ pub fn check_blocks(bytes: &[u8], schema: &Schema, what: &str) -> Result<()> {
             Inflated::Unreadable => return Ok(()),
         };
         let mut w = Walk {
-            buf: &data,
-            pos: 0,
+            c: Container { buf: &data, pos: 0 },
             named: &named,
         };
         // Every object takes at least a byte (schemas whose objects take none are refused).
@@ -233,35 +232,28 @@ fn inflate<'a>(codec: &str, block: &'a [u8], limit: u64) -> Inflated<'a> {
 
 /// Walks values of a schema over a block's bytes, allocating nothing.
 struct Walk<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    c: Container<'a>,
     named: &'a HashMap<&'a Name, &'a Schema>,
 }
 
 impl Walk<'_> {
+    fn left(&self) -> u64 {
+        (self.c.buf.len() - self.c.pos) as u64
+    }
+
     fn skip(&mut self, n: u64) -> std::result::Result<(), String> {
-        let left = (self.buf.len() - self.pos) as u64;
-        if n > left {
-            return Err(format!("{n} bytes declared where {left} remain"));
-        }
-        self.pos += n as usize;
-        Ok(())
+        let left = self.left();
+        usize::try_from(n)
+            .ok()
+            .and_then(|n| self.c.take(n))
+            .map(|_| ())
+            .ok_or_else(|| format!("{n} bytes declared where {left} remain"))
     }
 
     fn long(&mut self) -> std::result::Result<i64, String> {
-        let mut v = 0u64;
-        for shift in (0..70).step_by(7) {
-            let b = *self
-                .buf
-                .get(self.pos)
-                .ok_or("the block ends inside a number")?;
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << shift.min(63);
-            if b & 0x80 == 0 {
-                return Ok((v >> 1) as i64 ^ -((v & 1) as i64));
-            }
-        }
-        Err("a number longer than 10 bytes".into())
+        self.c
+            .long()
+            .ok_or_else(|| "the block ends inside a number, or a number runs past 10 bytes".into())
     }
 
     fn len(&mut self) -> std::result::Result<u64, String> {
@@ -283,7 +275,7 @@ impl Walk<'_> {
                 n = n.checked_neg().ok_or("an impossible item count")?;
                 self.long()?;
             }
-            let left = (self.buf.len() - self.pos) as u64;
+            let left = self.left();
             if n as u64 > left {
                 return Err(format!("{n} items declared where {left} bytes remain"));
             }

@@ -127,18 +127,9 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     o.retain_days = a.retain_days;
     o.memory_budget_bytes = a.memory_budget_bytes;
     let started = std::time::Instant::now();
-    let sizes: Vec<u64> = a
-        .files
-        .iter()
-        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-        .collect();
     let label = format!("ingesting {} files into {}", a.files.len(), a.staging);
     let r = super::progress_bar::run(&label, a.json, |p| {
-        p.add_planned(sizes.len() as u64, sizes.iter().sum());
-        let batches = readers
-            .into_iter()
-            .zip(sizes)
-            .flat_map(move |(r, size)| super::input::counted(r, size, p.clone()));
+        let batches = super::input::counted(&a.files, readers, p);
         floe::ingest::ingest_snapshot(&cat, &staging, batches, &o)
     })
     .await;

@@ -27,29 +27,40 @@ pub fn read_file(
     )))
 }
 
-/// `reader`'s batches, counted into `progress`: rows as they come, the file (of `size`
-/// bytes) once it ends.
+/// The batches of `files` (opened as `readers`, in the same order), counted into `progress`:
+/// the files' bytes as planned work, rows as they come, each file once it ends.
 pub fn counted(
-    reader: Box<dyn Iterator<Item = Result<RecordBatch>>>,
-    size: u64,
+    files: &[String],
+    readers: Vec<Box<dyn Iterator<Item = Result<RecordBatch>>>>,
     progress: floe::progress::Progress,
 ) -> impl Iterator<Item = Result<RecordBatch>> {
-    let mut reader = reader.fuse();
-    let mut done = false;
-    std::iter::from_fn(move || match reader.next() {
-        Some(b) => {
-            if let Ok(b) = &b {
-                progress.add_rows_read(b.num_rows() as u64);
-            }
-            Some(b)
-        }
-        None => {
-            if !std::mem::replace(&mut done, true) {
-                progress.add_file_done(size);
-            }
-            None
-        }
-    })
+    let sizes: Vec<u64> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .collect();
+    progress.add_planned(sizes.len() as u64, sizes.iter().sum());
+    readers
+        .into_iter()
+        .zip(sizes)
+        .flat_map(move |(reader, size)| {
+            let p = progress.clone();
+            let mut reader = reader.fuse();
+            let mut done = false;
+            std::iter::from_fn(move || match reader.next() {
+                Some(b) => {
+                    if let Ok(b) = &b {
+                        p.add_rows_read(b.num_rows() as u64);
+                    }
+                    Some(b)
+                }
+                None => {
+                    if !std::mem::replace(&mut done, true) {
+                        p.add_file_done(size);
+                    }
+                    None
+                }
+            })
+        })
 }
 
 /// Batches of one input file as stored, typed for CSV by the table's schema (decimal columns

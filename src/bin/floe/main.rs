@@ -448,17 +448,8 @@ async fn run(cli: Cli) -> Result<()> {
                 readers.push(input::read_file(f, &conformer)?);
             }
             let started = Instant::now();
-            let sizes: Vec<u64> = files
-                .iter()
-                .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-                .collect();
             let r = progress_bar::run(&format!("appending to {name}"), *json, |p| {
-                p.add_planned(sizes.len() as u64, sizes.iter().sum());
-                let batches = readers
-                    .into_iter()
-                    .zip(sizes)
-                    .flat_map(move |(r, size)| input::counted(r, size, p.clone()));
-                floe::txn::append(&cat, &table, batches)
+                floe::txn::append(&cat, &table, input::counted(files, readers, p))
             })
             .await;
             let r = r?;

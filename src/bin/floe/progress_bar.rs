@@ -32,6 +32,11 @@ fn message(label: &str, s: &ProgressState) -> String {
     parts.join(", ")
 }
 
+fn spinner_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+}
+
 /// Runs `work` with fresh [`Progress`] counters (given to it, and current for every engine
 /// it calls), drawing them until it ends.
 pub async fn run<F, Fut>(label: &str, json: bool, work: F) -> Fut::Output
@@ -44,10 +49,7 @@ where
         return progress.scope(work(progress.clone())).await;
     }
     let pb = ProgressBar::new_spinner();
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
+    pb.set_style(spinner_style());
     pb.set_message(label.to_string());
     let (p, bar, label_owned) = (progress.clone(), pb.clone(), label.to_string());
     let ticker = tokio::spawn(async move {
@@ -85,10 +87,7 @@ pub fn spinner(msg: &str, json: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let pb = ProgressBar::new_spinner();
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
+    pb.set_style(spinner_style());
     pb.set_message(msg.to_string());
     pb.enable_steady_tick(Duration::from_millis(120));
     pb

@@ -2,23 +2,25 @@
 //!
 //! Write and read Apache Iceberg tables (format v2 and v3) from Rust, with no JVM.
 //!
-//! Layers (each imports only the ones above it):
+//! Layers, lowest first: each module uses only the ones above it in this table (checked by
+//! the `tidy` tests, which hold the same list).
 //!
 //! | module | role | I/O |
 //! |---|---|---|
 //! | [`error`] | one opaque [`Error`] with an actionable [`ErrorKind`] | no |
-//! | [`spec`] | the Iceberg table model, typed properties, DDL for schemas/partitions/sorts | no |
-//! | [`codec`] | binary codecs the `iceberg` crate lacks (deletion vectors) | no |
+//! | [`spec`] | the Iceberg table model, typed properties, reserved field ids, DDL text forms | no |
+//! | [`codec`] | binary codecs and checks the `iceberg` crate lacks (deletion vectors, Avro / Parquet guards) | no |
+//! | `arrow_layout` | (private) Arrow type-layout helpers shared by the writer and the reader | no |
 //! | [`progress`] | opt-in counters of files read and rows/bytes written, for progress bars | no |
-//! | [`expr`] | predicates: SQL-style parsing, partition and metrics pruning | no |
+//! | [`expr`] | predicates: one SQL parser, binding, evaluation, partition and metrics pruning | no |
 //! | [`storage`] | every byte goes through `object_store` | yes |
-//! | [`catalog`] | SQLite (pyiceberg/JDBC schema) and filesystem (Hadoop) catalogs | yes |
 //! | [`table`] | a loaded table; catalog-less opening of metadata files / directories | yes |
-//! | [`scan`] | scan planning (pure) and reading to Arrow | yes |
-//! | [`write`](mod@write) | Arrow to Parquet data files (partitioned, sorted, rolled); commits nothing | yes |
-//! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
-//! | [`maintenance`] | compaction (`rewrite_data_files`) | yes |
+//! | [`catalog`] | SQLite / PostgreSQL (pyiceberg/JDBC schema), REST and filesystem catalogs | yes |
+//! | [`scan`] | scan planning (pure) and reading to Arrow, deletes applied | yes |
+//! | [`write`](mod@write) | Arrow to Parquet data and delete files (partitioned, sorted, rolled); commits nothing | yes |
 //! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`], clone | yes |
+//! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
+//! | [`maintenance`] | compaction, delete rewrites, snapshot expiry, orphan removal | yes |
 //! | [`ingest`] | snapshot-dedup ingestion into staging, published by clone | yes |
 
 mod arrow_layout;

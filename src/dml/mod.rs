@@ -3,11 +3,13 @@
 
 mod engine;
 mod equality;
+mod execute;
 mod merge;
 mod statement;
 
 pub(crate) use engine::file_scoped_deletes;
 pub use engine::{run, RowChanger, RowLevelKind, RowLevelResult};
 pub use equality::delete_by_key;
+pub use execute::execute;
 pub use merge::merge;
-pub use statement::{delete, execute, update};
+pub use statement::{delete, update};

@@ -1,4 +1,4 @@
-//! DELETE and UPDATE with SQL expressions, and [`execute`] for any DML statement.
+//! DELETE and UPDATE with SQL expressions.
 
 use std::sync::Arc;
 
@@ -6,11 +6,10 @@ use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 
 use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
-use super::merge::{merge, source_rows};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::expr::{cast_to, parse_statement, to_iceberg_predicate, BoundExpr, Expr, Statement};
-use crate::table::{parse_ident, Table};
+use crate::expr::{cast_to, to_iceberg_predicate, BoundExpr, Expr};
+use crate::table::Table;
 
 /// The table's current schema as Arrow (fields carry their field ids).
 pub(super) fn table_arrow(table: &Table) -> Result<ArrowSchemaRef> {
@@ -242,40 +241,4 @@ pub(super) fn nullable(s: &ArrowSchema) -> ArrowSchemaRef {
             .map(|f| f.as_ref().clone().with_nullable(true))
             .collect::<Vec<_>>(),
     ))
-}
-
-/// Runs one `DELETE`, `UPDATE` or `MERGE INTO` statement; tables are resolved through
-/// `catalog`. A MERGE reads its source from `source` when given, else from the statement's
-/// source (a quoted Parquet file path, or a table of the catalog).
-pub async fn execute(
-    catalog: &Catalog,
-    sql: &str,
-    source: Option<Vec<RecordBatch>>,
-) -> Result<RowLevelResult> {
-    let load = |name: String| async move {
-        let ident = parse_ident(&name)?;
-        catalog.load_table(&ident).await
-    };
-    match parse_statement(sql)? {
-        Statement::Delete { table, predicate } => {
-            let t = load(table).await?;
-            delete(catalog, &t, predicate.as_ref()).await
-        }
-        Statement::Update {
-            table,
-            assignments,
-            predicate,
-        } => {
-            let t = load(table).await?;
-            update(catalog, &t, &assignments, predicate.as_ref()).await
-        }
-        Statement::Merge(m) => {
-            let t = load(m.target.clone()).await?;
-            let rows = match source {
-                Some(b) => b,
-                None => source_rows(catalog, &m.source).await?,
-            };
-            merge(catalog, &t, &m, rows).await
-        }
-    }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow_array::{
     new_empty_array, new_null_array, Array, ArrayRef, BinaryArray, BooleanArray, Date32Array,
-    Decimal128Array, FixedSizeBinaryArray, Float64Array, Int64Array, StringArray,
+    Datum, Decimal128Array, FixedSizeBinaryArray, Float64Array, Int64Array, StringArray,
     TimestampMicrosecondArray,
 };
 use arrow_cast::{can_cast_types, cast_with_options, CastOptions};
@@ -44,6 +44,20 @@ pub(crate) enum Arith {
     Mul,
     Div,
     Rem,
+}
+
+impl Arith {
+    /// The Arrow kernel of this operator.
+    pub(crate) fn apply(self, l: &dyn Datum, r: &dyn Datum) -> Result<ArrayRef> {
+        use arrow_arith::numeric as n;
+        Ok(match self {
+            Arith::Add => n::add(l, r)?,
+            Arith::Sub => n::sub(l, r)?,
+            Arith::Mul => n::mul(l, r)?,
+            Arith::Div => n::div(l, r)?,
+            Arith::Rem => n::rem(l, r)?,
+        })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -305,11 +319,12 @@ fn literal(l: &Literal, e: &Expr) -> Result<Node> {
             let scale = frac.len();
             let precision = (int.len() + scale).max(1);
             if precision > 38 {
-                // Too many digits for a decimal: read it as a double.
-                let f: f64 = d
-                    .parse()
-                    .map_err(|_| Error::invalid(format!("in '{e}': '{d}' is not a number")))?;
-                Arc::new(Float64Array::from(vec![f]))
+                // As Spark: no decimal holds it, and a double would be a guess.
+                return Err(Error::invalid(format!(
+                    "in '{e}': the decimal literal '{d}' has {precision} digits and a decimal \
+                     holds at most 38; write it with fewer digits, or as a double (with an \
+                     exponent, like 1.5E40)"
+                )));
             } else {
                 let v = arrow_cast::parse::parse_decimal::<arrow_array::types::Decimal128Type>(
                     d,
@@ -470,22 +485,14 @@ impl Binder<'_> {
         };
         if let (DataType::Decimal128(p, s), Kind::Scalar(a)) = (&ln.ty, &rn.kind) {
             if !matches!(ln.kind, Kind::Scalar(_)) {
-                let exact = match long_decimal_text(r) {
-                    Some(text) => decimal_text_literal(op, *p, *s, &text)?,
-                    None => decimal_literal(op, *p, *s, a)?,
-                };
-                if let Some((op, lit)) = exact {
+                if let Some((op, lit)) = decimal_literal(op, *p, *s, a)? {
                     return Ok(cmp(op, ln, scalar(lit)));
                 }
             }
         }
         if let (Kind::Scalar(a), DataType::Decimal128(p, s)) = (&ln.kind, &rn.ty) {
             if !matches!(rn.kind, Kind::Scalar(_)) {
-                let exact = match long_decimal_text(l) {
-                    Some(text) => decimal_text_literal(op.flipped(), *p, *s, &text)?,
-                    None => decimal_literal(op.flipped(), *p, *s, a)?,
-                };
-                if let Some((op, lit)) = exact {
+                if let Some((op, lit)) = decimal_literal(op.flipped(), *p, *s, a)? {
                     return Ok(cmp(op, rn, scalar(lit)));
                 }
             }
@@ -784,7 +791,8 @@ impl Binder<'_> {
             _ => Arith::Rem,
         };
         // The result type is whatever the kernel gives (decimals widen); ask it on empty input.
-        let ty = super::eval::arith_kernel(a, &new_empty_array(&ln.ty), &new_empty_array(&rn.ty))
+        let ty = a
+            .apply(&new_empty_array(&ln.ty), &new_empty_array(&rn.ty))
             .map_err(|err| mismatch(e, err))?
             .data_type()
             .clone();
@@ -888,53 +896,6 @@ fn decimal_literal(
     decimal_bound(op, p, s, v.signum() as i8, q, cut).map(Some)
 }
 
-/// [`decimal_literal`] for a decimal literal's text, exactly, however many digits it has
-/// (a literal of more than 38 digits is otherwise a double). `None` if `text` is not a plain
-/// decimal number.
-fn decimal_text_literal(
-    op: BinaryOp,
-    p: u8,
-    s: i8,
-    text: &str,
-) -> Result<Option<(BinaryOp, ArrayRef)>> {
-    let (negative, t) = match text.strip_prefix('-') {
-        Some(t) => (true, t),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
-    let digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
-    if s < 0 || (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
-        return Ok(None);
-    }
-    let s = s as usize;
-    // The digits down to scale s (frac padded with zeros), and whether any below are cut.
-    let kept: String = frac.chars().chain(std::iter::repeat('0')).take(s).collect();
-    let cut = frac.len() > s && frac[s..].bytes().any(|b| b != b'0');
-    let whole = format!("{int}{kept}");
-    let whole = whole.trim_start_matches('0');
-    let zero = whole.is_empty() && !cut;
-    let sign = if zero {
-        0
-    } else if negative {
-        -1
-    } else {
-        1
-    };
-    // |value| at scale s, truncated; None beyond 38 digits (beyond every column's range).
-    let n: Option<i128> = match whole.len() {
-        0 => Some(0),
-        1..=38 => whole.parse().ok(),
-        _ => None,
-    };
-    // floor(value at scale s).
-    let q = match (n, negative) {
-        (Some(n), false) => Some(n),
-        (Some(n), true) => Some(-n - i128::from(cut)),
-        (None, _) => None,
-    };
-    decimal_bound(op, p, s as i8, sign, q, cut).map(Some)
-}
-
 /// `decimal(p, s) op q`, where `q` is the floor of the literal at scale `s` (`None`: beyond
 /// i128 on the side of `sign`) and `cut` says digits below the scale were dropped.
 fn decimal_bound(
@@ -976,23 +937,6 @@ fn decimal_bound(
     };
     let a = Decimal128Array::from(vec![value]).with_precision_and_scale(p, s)?;
     Ok((op, Arc::new(a)))
-}
-
-/// The text of a decimal literal written with more than 38 digits (`Neg` folded in).
-fn long_decimal_text(e: &Expr) -> Option<String> {
-    let text = match e {
-        Expr::Literal(Literal::Decimal(d)) => d.clone(),
-        Expr::Neg(inner) => match inner.as_ref() {
-            Expr::Literal(Literal::Decimal(d)) => match d.strip_prefix('-') {
-                Some(p) => p.to_string(),
-                None => format!("-{d}"),
-            },
-            _ => return None,
-        },
-        _ => return None,
-    };
-    let digits = text.bytes().filter(|b| b.is_ascii_digit()).count();
-    (digits > 38).then_some(text)
 }
 
 fn not_if(n: Node, negated: bool) -> Node {

@@ -65,17 +65,6 @@ impl Val {
     }
 }
 
-pub(crate) fn arith_kernel(op: Arith, l: &dyn Datum, r: &dyn Datum) -> Result<ArrayRef> {
-    use arrow_arith::numeric as n;
-    Ok(match op {
-        Arith::Add => n::add(l, r)?,
-        Arith::Sub => n::sub(l, r)?,
-        Arith::Mul => n::mul(l, r)?,
-        Arith::Div => n::div(l, r)?,
-        Arith::Rem => n::rem(l, r)?,
-    })
-}
-
 fn bools(a: &ArrayRef, what: &str) -> Result<BooleanArray> {
     a.as_boolean_opt()
         .cloned()
@@ -163,7 +152,7 @@ impl BoundExpr {
                     }
                     _ => r,
                 };
-                let out = arith_kernel(*op, l.datum(), r.datum()).map_err(|e| self.err(e))?;
+                let out = op.apply(l.datum(), r.datum()).map_err(|e| self.err(e))?;
                 Val::wrap(out, scalar)
             }
             Kind::Cmp(op, l, r) => {
@@ -855,33 +844,49 @@ mod tests {
         assert_eq!(pred("price IN (1.5, 2.5)"), [true, false, false, false]);
         assert_eq!(pred("price BETWEEN 1 AND 2"), [true, false, false, false]);
         assert_eq!(pred("1.505 < price"), [false, true, false, false]);
-        // More than 38 digits: still by value, not as a double.
-        let zeros = "0".repeat(40);
+        // 38 digits: still a decimal, by value.
+        let zeros = "0".repeat(35);
         assert_eq!(
             pred(&format!("price = 1.50{zeros}")),
             [true, false, false, false]
         );
         assert_eq!(
-            pred(&format!("price > 1.50{zeros}1")),
+            pred(&format!("price > 1.50{}1", &zeros[1..])),
             [false, true, false, false]
         );
-        assert_eq!(pred(&format!("price <= -1.50{zeros}1")), [false; 4]);
         assert_eq!(
             pred(&format!("-0.05{zeros}1 < price")),
             [true, true, false, true]
         );
         assert_eq!(
-            pred(&format!("price NOT IN (0.05{zeros})")),
+            pred(&format!("price < 1{zeros}0.5")),
+            [true, true, false, true]
+        );
+    }
+
+    #[test]
+    fn decimal_literals_no_decimal_holds_are_refused() {
+        // As Spark: more than 38 digits (trailing zeros after the point count) is an error,
+        // never a double.
+        let b = batch();
+        for text in [
+            format!("price = 1.50{}", "0".repeat(37)),
+            format!("price NOT IN (0.05{}1)", "0".repeat(40)),
+            format!("price > -1{}.5", "0".repeat(38)),
+            "price < 99999999999999999999999999999999999999.9".to_string(),
+        ] {
+            let err = parse_expr(&text).unwrap().bind(&b.schema()).unwrap_err();
+            assert!(
+                err.to_string().contains("holds at most 38"),
+                "{text}: {err}"
+            );
+        }
+        // Leading zeros do not count; an exponent makes a double.
+        assert_eq!(
+            pred(&format!("price > 0{}.5", "0".repeat(40))),
             [true, true, false, false]
         );
-        assert_eq!(
-            pred(&format!("price < 1{zeros}.5")),
-            [true, true, false, true]
-        );
-        assert_eq!(
-            pred(&format!("price > -1{zeros}.5")),
-            [true, true, false, true]
-        );
+        assert_eq!(pred("price < 1.5E40"), [true, true, false, true]);
     }
 
     #[test]

@@ -16,7 +16,8 @@ use iceberg::spec::Operation;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, ErrorKind, Result};
-use crate::scan::{canonical_path, is_file_scoped, DeleteEntry, FILE_PATH_FIELD_ID};
+use crate::scan::{canonical_path, is_file_scoped, DeleteEntry};
+use crate::spec::reserved::FILE_PATH_FIELD_ID;
 use crate::spec::{DataContentType, DataFile, Struct, TableMetadata};
 use crate::table::Table;
 use crate::txn::{commit, CommittedChange, FileKey, SnapshotProducer, Validation};

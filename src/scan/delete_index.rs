@@ -12,12 +12,8 @@ use std::sync::Arc;
 
 use iceberg::spec::{DataContentType, DataFileFormat, Datum, PartitionSpec, PrimitiveLiteral};
 
+use crate::spec::reserved::FILE_PATH_FIELD_ID;
 use crate::spec::{DataFile, Struct};
-
-/// The reserved field id of `file_path` in position delete files.
-pub const FILE_PATH_FIELD_ID: i32 = 2147483546;
-/// The reserved field id of `pos` in position delete files.
-pub const POS_FIELD_ID: i32 = 2147483545;
 
 /// A live delete file of a snapshot.
 #[derive(Debug, Clone)]

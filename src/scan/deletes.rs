@@ -15,10 +15,11 @@ use iceberg::spec::{DataContentType, DataFileFormat};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use roaring::RoaringTreemap;
 
-use super::delete_index::{canonical_path, DeleteEntry, FILE_PATH_FIELD_ID, POS_FIELD_ID};
+use super::delete_index::{canonical_path, DeleteEntry};
 use crate::codec::dv;
 use crate::error::{Error, Result};
 use crate::expr::column_by_field_id;
+use crate::spec::reserved::{FILE_PATH_FIELD_ID, POS_FIELD_ID};
 use crate::spec::Schema;
 use crate::storage::Storage;
 

@@ -16,16 +16,12 @@ use iceberg::expr::{Bind, BoundPredicate, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
 
-pub use delete_index::{
-    canonical_path, is_file_scoped, DeleteEntry, DeleteIndex, FILE_PATH_FIELD_ID, POS_FIELD_ID,
-};
+pub use delete_index::{canonical_path, is_file_scoped, DeleteEntry, DeleteIndex};
 #[doc(hidden)]
 pub use deletes::{decode_dv, decode_position_deletes, dv_range};
 pub use deletes::{read_positions, EqualityDeletes, FileDeletes, LoadedDeletes};
 pub use plan::{plan_files, PartitionFilters, PlanStats, PlannedFile};
-pub use read_file::{
-    lineage_fields, PositionedBatch, LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID, ROW_ID_FIELD_ID,
-};
+pub use read_file::{lineage_fields, PositionedBatch};
 
 use read_file::FileRead;
 

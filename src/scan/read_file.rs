@@ -14,6 +14,8 @@ use iceberg::arrow::ArrowReader;
 use iceberg::scan::FileScanTask;
 use roaring::RoaringTreemap;
 
+use crate::spec::reserved::{LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID, ROW_ID_FIELD_ID};
+
 use super::deletes::FileDeletes;
 use super::direct;
 use crate::error::{Error, Result};
@@ -42,11 +44,6 @@ pub(super) struct FileRead {
     pub batch_size: usize,
     pub table: String,
 }
-
-/// The reserved field id of `_row_id`.
-pub const ROW_ID_FIELD_ID: i32 = 2147483540;
-/// The reserved field id of `_last_updated_sequence_number`.
-pub const LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID: i32 = 2147483539;
 
 /// The row lineage columns as Arrow fields (nullable longs with their reserved field ids).
 pub fn lineage_fields() -> [arrow_schema::FieldRef; 2] {

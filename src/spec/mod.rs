@@ -5,6 +5,7 @@ mod ddl;
 mod layout;
 mod properties;
 mod property_keys;
+pub mod reserved;
 
 pub use ddl::{parse_schema, schema_from_arrow};
 pub use layout::{check_layout, check_transform, parse_partition_spec, parse_sort_order};

@@ -11,34 +11,7 @@ use crate::table::Table;
 use iceberg::spec::ManifestStatus;
 
 use super::producer::SnapshotProducer;
-use super::validate::{ChangedFile, CommittedChange};
-
-/// Checks a staged change's preconditions against the snapshots committed since its base.
-///
-/// `since` are the changes of the snapshots on `main` after the operation's starting
-/// snapshot, oldest first. Returning an error of kind [`ErrorKind::Conflict`] aborts the
-/// commit (nothing is committed).
-pub trait Validation: Send + Sync {
-    /// Validates `since` (committed after the starting snapshot) in `current`.
-    fn validate(&self, current: &TableMetadata, since: &[CommittedChange]) -> Result<()>;
-
-    /// Whether [`Validation::validate`] looks at the changes (loading them costs I/O).
-    fn needs_changes(&self) -> bool {
-        true
-    }
-}
-
-/// No preconditions (appends).
-pub struct NoValidation;
-
-impl Validation for NoValidation {
-    fn validate(&self, _: &TableMetadata, _: &[CommittedChange]) -> Result<()> {
-        Ok(())
-    }
-    fn needs_changes(&self) -> bool {
-        false
-    }
-}
+use super::validate::{ChangedFile, CommittedChange, Validation};
 
 /// Loads what each snapshot in `since` added and removed (from the manifests it wrote).
 pub async fn load_changes(table: &Table, since: &[&Snapshot]) -> Result<Vec<CommittedChange>> {

@@ -11,12 +11,10 @@ use arrow_array::RecordBatch;
 use iceberg::spec::Operation;
 
 pub use clone::{clone_table, CloneResult, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT, REPLACED_TABLE};
-pub use commit::{
-    commit, commit_or_discard, load_changes, snapshots_since, NoValidation, Validation,
-};
+pub use commit::{commit, commit_or_discard, load_changes, snapshots_since};
 pub use producer::{new_snapshot_id, FileKey, SnapshotProducer};
 pub use summary::SummaryCounts;
-pub use validate::{ChangedFile, CommittedChange, RowLevelValidation};
+pub use validate::{ChangedFile, CommittedChange, NoValidation, RowLevelValidation, Validation};
 
 use crate::catalog::Catalog;
 use crate::error::Result;

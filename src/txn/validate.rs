@@ -7,7 +7,6 @@ use std::sync::Arc;
 use iceberg::expr::BoundPredicate;
 use iceberg::spec::{Operation, PartitionSpec};
 
-use super::commit::Validation;
 use crate::error::{Error, ErrorKind, Result};
 use crate::expr::{file_may_match, partition_matches};
 use crate::scan::{canonical_path, PartitionFilters};
@@ -36,6 +35,33 @@ pub struct CommittedChange {
     /// It replaced the table's whole contents (a clone onto an existing table), without
     /// listing what it removed.
     pub replaced_table: bool,
+}
+
+/// Checks a staged change's preconditions against the snapshots committed since its base.
+///
+/// `since` are the changes of the snapshots on `main` after the operation's starting
+/// snapshot, oldest first. Returning an error of kind [`ErrorKind::Conflict`] aborts the
+/// commit (nothing is committed).
+pub trait Validation: Send + Sync {
+    /// Validates `since` (committed after the starting snapshot) in `current`.
+    fn validate(&self, current: &TableMetadata, since: &[CommittedChange]) -> Result<()>;
+
+    /// Whether [`Validation::validate`] looks at the changes (loading them costs I/O).
+    fn needs_changes(&self) -> bool {
+        true
+    }
+}
+
+/// No preconditions (appends).
+pub struct NoValidation;
+
+impl Validation for NoValidation {
+    fn validate(&self, _: &TableMetadata, _: &[CommittedChange]) -> Result<()> {
+        Ok(())
+    }
+    fn needs_changes(&self) -> bool {
+        false
+    }
 }
 
 /// The preconditions of a row-level change (DELETE, UPDATE, MERGE, compaction):

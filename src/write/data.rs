@@ -8,16 +8,14 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use iceberg::spec::{DataFile, SortOrder};
 use iceberg::writer::file_writer::ParquetWriterBuilder;
-use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::conform::Conformer;
 use super::lane::{run_lane, Settings, Slab, SlabPart};
+use super::parquet_props::{high_cardinality_columns, writer_properties};
 use super::partition::Partitioner;
 use crate::error::{Error, Result};
-use crate::spec::TableProperties;
 use crate::storage::{join, Storage};
 use crate::table::Table;
 
@@ -25,114 +23,6 @@ use crate::table::Table;
 const LANE_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// Rows written to one lane before more lanes are used (keeps small appends in one file).
 const SINGLE_LANE_ROWS: u64 = 200_000;
-
-/// Top-level columns whose sampled values are mostly distinct: a dictionary would only cost
-/// time (the Parquet writer would fall back to plain encoding after filling it), and with
-/// many small files (one per partition) that cost is paid on nearly every value.
-fn high_cardinality_columns(sample: &RecordBatch) -> Vec<String> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::{
-        Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
-    };
-    use arrow_schema::{DataType, TimeUnit};
-    use std::collections::HashSet;
-    let n = sample.num_rows().min(8192);
-    if n < 1024 {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for (f, c) in sample.schema().fields().iter().zip(sample.columns()) {
-        let c = c.slice(0, n);
-        let distinct = match f.data_type() {
-            DataType::Utf8 => c.as_string::<i32>().iter().collect::<HashSet<_>>().len(),
-            DataType::LargeUtf8 => c.as_string::<i64>().iter().collect::<HashSet<_>>().len(),
-            DataType::Binary => c.as_binary::<i32>().iter().collect::<HashSet<_>>().len(),
-            DataType::Int32 => c
-                .as_primitive::<Int32Type>()
-                .iter()
-                .collect::<HashSet<_>>()
-                .len(),
-            DataType::Date32 => c
-                .as_primitive::<Date32Type>()
-                .iter()
-                .collect::<HashSet<_>>()
-                .len(),
-            DataType::Int64 => c
-                .as_primitive::<Int64Type>()
-                .iter()
-                .collect::<HashSet<_>>()
-                .len(),
-            DataType::Timestamp(TimeUnit::Microsecond, _) => c
-                .as_primitive::<TimestampMicrosecondType>()
-                .iter()
-                .collect::<HashSet<_>>()
-                .len(),
-            DataType::Float64 => c
-                .as_primitive::<Float64Type>()
-                .iter()
-                .map(|v| v.map(f64::to_bits))
-                .collect::<HashSet<_>>()
-                .len(),
-            DataType::Float32 => c
-                .as_primitive::<Float32Type>()
-                .iter()
-                .map(|v| v.map(f32::to_bits))
-                .collect::<HashSet<_>>()
-                .len(),
-            _ => continue,
-        };
-        if distinct * 2 > n {
-            out.push(f.name().clone());
-        }
-    }
-    out
-}
-
-pub(crate) fn writer_properties(
-    p: &TableProperties,
-    plain_columns: &[String],
-) -> Result<WriterProperties> {
-    writer_properties_sized(p, plain_columns, p.parquet_row_group_size_bytes as usize)
-}
-
-/// [`writer_properties`] with row groups of at most `row_group_bytes`.
-pub(super) fn writer_properties_sized(
-    p: &TableProperties,
-    plain_columns: &[String],
-    row_group_bytes: usize,
-) -> Result<WriterProperties> {
-    let level = p.parquet_compression_level;
-    let codec = match p.parquet_compression.as_str() {
-        "zstd" => Compression::ZSTD(
-            ZstdLevel::try_new(level.unwrap_or(1))
-                .map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?,
-        ),
-        "snappy" => Compression::SNAPPY,
-        "gzip" => Compression::GZIP(
-            GzipLevel::try_new(level.unwrap_or(6) as u32)
-                .map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?,
-        ),
-        "lz4" => Compression::LZ4_RAW,
-        "brotli" => Compression::BROTLI(
-            BrotliLevel::try_new(level.unwrap_or(1) as u32)
-                .map_err(|e| Error::invalid(format!("write.parquet.compression-level: {e}")))?,
-        ),
-        _ => Compression::UNCOMPRESSED,
-    };
-    let mut b = WriterProperties::builder()
-        .set_compression(codec)
-        .set_max_row_group_bytes(Some(row_group_bytes))
-        .set_max_row_group_row_count(None)
-        .set_data_page_size_limit(p.parquet_page_size_bytes)
-        .set_dictionary_page_size_limit(p.parquet_dict_size_bytes);
-    for c in plain_columns {
-        b = b.set_column_dictionary_enabled(
-            parquet::schema::types::ColumnPath::from(c.as_str()),
-            false,
-        );
-    }
-    Ok(b.build())
-}
 
 /// A lane's inbox and task (each `None` once the lane was told to finish / was awaited).
 type Lane = (
@@ -238,9 +128,9 @@ impl DataWriter {
             let mut fields: Vec<iceberg::spec::NestedFieldRef> =
                 s.schema.as_struct().fields().to_vec();
             for (id, name) in [
-                (crate::scan::ROW_ID_FIELD_ID, "_row_id"),
+                (crate::spec::reserved::ROW_ID_FIELD_ID, "_row_id"),
                 (
-                    crate::scan::LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
+                    crate::spec::reserved::LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID,
                     "_last_updated_sequence_number",
                 ),
             ] {

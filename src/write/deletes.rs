@@ -13,17 +13,14 @@ use iceberg::spec::{
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 use roaring::RoaringTreemap;
 
-use super::data::writer_properties;
 use super::failed::write_failed;
+use super::parquet_props::writer_properties;
 use crate::codec::dv;
 use crate::error::{Error, Result};
-use crate::scan::{FILE_PATH_FIELD_ID, POS_FIELD_ID};
+use crate::spec::reserved::{FILE_PATH_FIELD_ID, POS_FIELD_ID, ROW_POSITION_FIELD_ID};
 use crate::spec::DataFile;
 use crate::storage::join;
 use crate::table::Table;
-
-/// The reserved field id of a row's position (the field of a deletion vector blob).
-const ROW_POSITION_FIELD_ID: i32 = 2147483645;
 
 /// Where a write puts its delete files and how it names them.
 #[derive(Debug, Clone)]

@@ -14,10 +14,10 @@ use iceberg::writer::file_writer::{
 use iceberg::writer::CurrentFileStatus;
 use tokio::sync::mpsc;
 
-use super::data::writer_properties_sized;
 use super::failed::write_failed;
 use super::gather::{BufferPool, Gather};
 use super::metrics::finish_data_file;
+use super::parquet_props::writer_properties_sized;
 use crate::error::{Error, Result};
 use crate::spec::{SchemaRef, TableProperties};
 use crate::storage::{join, Storage};

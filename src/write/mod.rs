@@ -8,6 +8,7 @@ mod failed;
 mod gather;
 mod lane;
 mod metrics;
+mod parquet_props;
 mod partition;
 
 pub use conform::Conformer;

@@ -435,7 +435,7 @@ async fn position_delete_files_carry_file_path_bounds() {
     assert_eq!(f.deletes.len(), 1);
     let d = &f.deletes[0].file;
     let path = |m: &std::collections::HashMap<i32, floe::spec::Datum>| {
-        m.get(&floe::scan::FILE_PATH_FIELD_ID)
+        m.get(&floe::spec::reserved::FILE_PATH_FIELD_ID)
             .map(|d| d.to_string())
     };
     let want = Some(format!("\"{}\"", f.file.file_path()));

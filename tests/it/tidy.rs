@@ -134,3 +134,201 @@ fn every_public_item_is_documented() {
     }
     assert!(seen > 50, "the check saw only {seen} public items");
 }
+
+/// The library's layers, lowest first: a module may use only the ones before it (and itself).
+/// `lib.rs` and the README's layout section describe the same order.
+const LAYERS: &[&str] = &[
+    "error",
+    "spec",
+    "codec",
+    "arrow_layout",
+    "progress",
+    "expr",
+    "storage",
+    "table",
+    "catalog",
+    "scan",
+    "write",
+    "txn",
+    "dml",
+    "maintenance",
+    "ingest",
+];
+
+/// The `crate::…` and `super::…` paths a file's code (not its comments or tests) names, each
+/// as its segments (a `use a::{b, c::d}` group gives `a::b` and `a::c::d`).
+fn paths_named(code: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for line in code.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") {
+            continue;
+        }
+        for root in ["crate::", "super::"] {
+            let mut rest = line;
+            while let Some(i) = rest.find(root) {
+                let before = rest[..i].chars().last();
+                rest = &rest[i + root.len()..];
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue; // `self::super::`, `foo_crate::`
+                }
+                let end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '{'))
+                    .unwrap_or(rest.len());
+                let head = &rest[..end];
+                let root = root.trim_end_matches(':').to_string();
+                match head.split_once('{') {
+                    // A group: take everything up to its closing brace on this line.
+                    Some((prefix, _)) => {
+                        let close = rest.find('}').unwrap_or(rest.len());
+                        let inner = &rest[prefix.len() + 1..close];
+                        for item in inner.split(',') {
+                            let item = item.trim().split(" as ").next().unwrap_or("");
+                            let path = format!("{prefix}{item}");
+                            out.push((root.clone(), segments(&path)));
+                        }
+                    }
+                    None => out.push((root.clone(), segments(head))),
+                }
+            }
+        }
+    }
+    out
+}
+
+fn segments(path: &str) -> Vec<String> {
+    path.split("::")
+        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A source file's module path under `src/` (`src/scan/plan.rs` is `["scan", "plan"]`,
+/// `src/scan/mod.rs` is `["scan"]`).
+fn module_of(src: &Path, f: &Path) -> Vec<String> {
+    let rel = f.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+fn library_files(src: &Path) -> Vec<PathBuf> {
+    rust_files(src)
+        .into_iter()
+        .filter(|f| !f.starts_with(src.join("bin")) && !f.ends_with("lib.rs"))
+        .collect()
+}
+
+#[test]
+fn imports_follow_the_layer_map() {
+    let src = repo().join("src");
+    let mut checked = 0;
+    for f in library_files(&src) {
+        let me = module_of(&src, &f);
+        let layer = |m: &str| LAYERS.iter().position(|l| *l == m);
+        let mine = layer(&me[0]).unwrap_or_else(|| {
+            panic!(
+                "{}: module '{}' is not in the layer map (tidy.rs LAYERS, lib.rs)",
+                f.display(),
+                me[0]
+            )
+        });
+        for (root, path) in paths_named(&non_test_code(&f)) {
+            if root != "crate" || path.is_empty() || path[0] == me[0] {
+                continue;
+            }
+            checked += 1;
+            match layer(&path[0]) {
+                Some(theirs) => assert!(
+                    theirs < mine,
+                    "{}: '{}' uses crate::{}, which sits above it in the layer map \
+                     (tidy.rs LAYERS): move the shared item down",
+                    f.display(),
+                    me[0],
+                    path.join("::")
+                ),
+                None => assert!(
+                    ["Error", "ErrorKind", "Result", "Table", "Catalog"]
+                        .contains(&path[0].as_str()),
+                    "{}: crate::{} is not a module of the layer map",
+                    f.display(),
+                    path.join("::")
+                ),
+            }
+        }
+    }
+    assert!(checked > 100, "the check saw only {checked} imports");
+}
+
+#[test]
+fn files_of_a_module_do_not_import_each_other_in_a_cycle() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let src = repo().join("src");
+    let files = library_files(&src);
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(&src, f)).collect();
+    // The module a path names: its longest prefix that is a file.
+    let resolve = |path: &[String]| {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| modules.contains(p))
+    };
+    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    for f in &files {
+        let me = module_of(&src, f);
+        // `super::` of module `a::b` is `a` (for `a/b.rs` and `a/b/mod.rs` alike).
+        let parent = me[..me.len() - 1].to_vec();
+        for (root, path) in paths_named(&non_test_code(f)) {
+            let full: Vec<String> = if root == "crate" {
+                path
+            } else {
+                parent.iter().cloned().chain(path).collect()
+            };
+            if let Some(t) = resolve(&full) {
+                if t != me && t.first() == me.first() {
+                    edges.entry(me.clone()).or_default().insert(t);
+                }
+            }
+        }
+    }
+    // Depth-first search for a cycle, reporting its files.
+    fn visit(
+        v: &Vec<String>,
+        edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        stack: &mut Vec<Vec<String>>,
+        done: &mut BTreeSet<Vec<String>>,
+    ) {
+        if done.contains(v) {
+            return;
+        }
+        if let Some(i) = stack.iter().position(|s| s == v) {
+            let cycle: Vec<String> = stack[i..].iter().map(|m| m.join("/")).collect();
+            panic!(
+                "files import each other in a cycle: {} -> {}; move what they share into \
+                 its own file",
+                cycle.join(" -> "),
+                v.join("/")
+            );
+        }
+        stack.push(v.clone());
+        for w in edges.get(v).into_iter().flatten() {
+            visit(w, edges, stack, done);
+        }
+        stack.pop();
+        done.insert(v.clone());
+    }
+    let mut done = BTreeSet::new();
+    for v in edges.keys() {
+        visit(v, &edges, &mut Vec::new(), &mut done);
+    }
+    assert!(
+        edges.len() > 15,
+        "the check saw only {} importing files",
+        edges.len()
+    );
+}

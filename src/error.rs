@@ -56,6 +56,12 @@ impl Error {
         self
     }
 
+    /// Appends what to do, in the caller's terms (a CLI names its flags).
+    pub fn with_hint(mut self, hint: impl fmt::Display) -> Self {
+        self.message = format!("{}; {hint}", self.message);
+        self
+    }
+
     /// The kind of error.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -109,26 +115,34 @@ impl std::error::Error for Error {
     }
 }
 
-/// Maps an `iceberg` crate error into ours, keeping it as the cause.
+/// The kind of a floe error that reached the `iceberg` crate (through floe's storage under its
+/// `FileIO`) and came back inside one of its errors.
+pub(crate) fn carried_kind(e: &iceberg::Error) -> Option<ErrorKind> {
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        if let Some(ours) = s.downcast_ref::<Error>() {
+            return Some(ours.kind);
+        }
+        src = s.source();
+    }
+    None
+}
+
+/// Maps an `iceberg` crate error into ours, keeping it as the cause; a floe error it carries
+/// keeps its kind.
 impl From<iceberg::Error> for Error {
     fn from(e: iceberg::Error) -> Self {
         use iceberg::ErrorKind as K;
-        let kind = match e.kind() {
+        let kind = carried_kind(&e).unwrap_or(match e.kind() {
             K::DataInvalid => ErrorKind::Corrupt,
             K::FeatureUnsupported => ErrorKind::Unsupported,
             K::TableNotFound | K::NamespaceNotFound => ErrorKind::NotFound,
             K::TableAlreadyExists | K::NamespaceAlreadyExists => ErrorKind::AlreadyExists,
             K::CatalogCommitConflicts => ErrorKind::Conflict,
             _ => ErrorKind::Io,
-        };
+        });
         let msg = e.message().to_string();
         Error::new(kind, msg).with_source(e)
-    }
-}
-
-impl From<parquet::errors::ParquetError> for Error {
-    fn from(e: parquet::errors::ParquetError) -> Self {
-        Error::new(ErrorKind::Corrupt, "parquet").with_source(e)
     }
 }
 
@@ -159,5 +173,24 @@ impl From<rusqlite::Error> for Error {
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {
         Error::new(ErrorKind::Corrupt, format!("json: {e}")).with_source(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_floe_error_keeps_its_kind_through_the_iceberg_crate() {
+        // Storage under the iceberg crate's FileIO: our NotFound inside its DataInvalid,
+        // wrapped once more by its reader.
+        let ours = Error::not_found("data file 's3://b/x.parquet' does not exist");
+        let inner = iceberg::Error::new(iceberg::ErrorKind::DataInvalid, "read").with_source(ours);
+        let outer =
+            iceberg::Error::new(iceberg::ErrorKind::Unexpected, "reader").with_source(inner);
+        assert_eq!(carried_kind(&outer), Some(ErrorKind::NotFound));
+        assert_eq!(Error::from(outer).kind(), ErrorKind::NotFound);
+        let theirs = iceberg::Error::new(iceberg::ErrorKind::DataInvalid, "bad footer");
+        assert_eq!(Error::from(theirs).kind(), ErrorKind::Corrupt);
     }
 }

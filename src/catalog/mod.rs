@@ -223,7 +223,7 @@ impl Catalog {
                 let wh = abs(&p)?;
                 if !create && !wh.is_dir() {
                     return Err(Error::not_found(format!(
-                        "no filesystem catalog at {} (from --catalog '{u}'): the directory \
+                        "no filesystem catalog at {} (from catalog URI '{u}'): the directory \
                          does not exist",
                         wh.display()
                     )));
@@ -280,14 +280,14 @@ impl Catalog {
             None => {
                 return Err(Error::invalid(format!(
                     "warehouse '{warehouse}' is on S3 (bucket '{bucket}'), so the catalog cannot \
-                     live inside it: pass a catalog, e.g. --catalog sqlite:////abs/path/catalog.db"
+                     live inside it: give a catalog URI, e.g. sqlite:////abs/path/catalog.db"
                 )))
             }
             Some(u) => {
                 return Err(Error::unsupported(format!(
                     "catalog '{u}' cannot keep tables in the S3 warehouse '{warehouse}': the \
-                     filesystem (Hadoop) catalog is local-only; use --catalog sqlite:////abs/path/catalog.db \
-                     or postgresql://…"
+                     filesystem (Hadoop) catalog is local-only; use a SQL catalog (sqlite:////abs/path/catalog.db \
+                     or postgresql://…)"
                 )))
             }
         };
@@ -519,7 +519,7 @@ impl Catalog {
                     ErrorKind::AlreadyExists,
                     format!(
                         "creating {name}: location {l} already holds files (of another table?); \
-                         choose another --location or remove them"
+                         choose another location or remove them"
                     ),
                 ));
             }
@@ -858,7 +858,7 @@ fn check_features(schema: &Schema, fv: FormatVersion) -> Result<()> {
             f.field_type.as_ref()
         {
             return Err(Error::invalid(format!(
-                "column '{}' has type {} which needs format-version 3; create the table with --format-version 3",
+                "column '{}' has type {} which needs format-version 3; create the table with format-version 3",
                 f.name, f.field_type
             )));
         }

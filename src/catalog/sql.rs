@@ -115,9 +115,8 @@ impl SqlBackend {
     pub(crate) fn open_existing(path: PathBuf, catalog: String, warehouse: &Path) -> Result<Self> {
         if !path.is_file() {
             return Err(Error::not_found(format!(
-                "no catalog at {} (warehouse {}): nothing has been created there yet; pass \
-                 --warehouse DIR or --catalog URI of an existing catalog, or create a table \
-                 first",
+                "no catalog at {} (warehouse {}): nothing has been created there yet; open the \
+                 warehouse or catalog URI of an existing catalog, or create a table first",
                 path.display(),
                 warehouse.display()
             )));

@@ -41,7 +41,7 @@ pub(super) async fn source_rows(catalog: &Catalog, src: &MergeSource) -> Result<
                     .map_err(|e| {
                         Error::invalid(format!(
                             "MERGE source '{path}' is not a readable Parquet file ({e}); \
-                             pass CSV sources with `floe merge --source`"
+                             read other formats into record batches and pass them as the MERGE source"
                         ))
                     })?
                     .map(|b| b.map_err(|e| Error::corrupt(format!("MERGE source '{path}': {e}"))))

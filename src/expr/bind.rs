@@ -13,6 +13,7 @@ use arrow_cast::{can_cast_types, cast_with_options, CastOptions};
 use arrow_schema::{DataType, Schema, TimeUnit};
 
 use super::ast::{sql_type_name, BinaryOp, ColumnRef, Expr, Func, Literal};
+use super::columns::resolve_column;
 use super::literal::{date_days, timestamp_micros};
 use crate::error::{Error, Result};
 
@@ -356,13 +357,8 @@ impl Binder<'_> {
     fn column(&self, c: &ColumnRef) -> Result<Node> {
         let fields = self.schema.fields();
         let want = c.qualified_name();
-        let exact = fields.iter().position(|f| f.name() == &want);
-        let idx = exact.or_else(|| {
-            let ci: Vec<usize> = (0..fields.len())
-                .filter(|&i| fields[i].name().eq_ignore_ascii_case(&want))
-                .collect();
-            (ci.len() == 1).then(|| ci[0])
-        });
+        let idx = resolve_column(fields.iter().map(|f| f.name().as_str()), &want)
+            .map_err(|err| err.context(format!("in '{}'", self.root)))?;
         let idx = match (idx, &c.qualifier) {
             (Some(i), _) => i,
             (None, None) => {
@@ -395,17 +391,13 @@ impl Binder<'_> {
     /// `s.a.b`: field `b` of struct field `a` of top-level struct column `s` (names match
     /// exactly, else case-insensitively).
     fn struct_field(&self, want: &str) -> Result<Node> {
-        fn find(fields: &arrow_schema::Fields, name: &str) -> Option<usize> {
-            fields.iter().position(|f| f.name() == name).or_else(|| {
-                let ci: Vec<usize> = (0..fields.len())
-                    .filter(|&i| fields[i].name().eq_ignore_ascii_case(name))
-                    .collect();
-                (ci.len() == 1).then(|| ci[0])
-            })
-        }
+        let find = |fields: &arrow_schema::Fields, name: &str| {
+            resolve_column(fields.iter().map(|f| f.name().as_str()), name)
+                .map_err(|err| err.context(format!("in '{}'", self.root)))
+        };
         let mut parts = want.split('.');
         let first = parts.next().unwrap_or(want);
-        let idx = find(self.schema.fields(), first).ok_or_else(|| self.unknown(want))?;
+        let idx = find(self.schema.fields(), first)?.ok_or_else(|| self.unknown(want))?;
         let mut node = Node {
             kind: Kind::Column(idx),
             ty: self.schema.field(idx).data_type().clone(),
@@ -414,7 +406,7 @@ impl Binder<'_> {
             let DataType::Struct(children) = &node.ty else {
                 return Err(self.unknown(want));
             };
-            let i = find(children, part).ok_or_else(|| self.unknown(want))?;
+            let i = find(children, part)?.ok_or_else(|| self.unknown(want))?;
             let ty = children[i].data_type().clone();
             node = Node {
                 kind: Kind::Field(Box::new(node), i),

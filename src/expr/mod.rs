@@ -13,7 +13,7 @@ mod to_iceberg;
 
 pub use ast::{BinaryOp, ColumnRef, Expr, Func, Literal};
 pub use bind::BoundExpr;
-pub use columns::{column_by_field_id, literal_array};
+pub use columns::{column_by_field_id, literal_array, resolve_column, resolve_field};
 pub use eval::cast_to;
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
 pub use prune::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
@@ -35,7 +35,7 @@ pub fn file_selection(text: &str, schema: &SchemaRef) -> Result<Predicate> {
     e.bind_predicate(&arrow)?;
     to_iceberg_predicate(&e, schema).ok_or_else(|| {
         Error::invalid(format!(
-            "--where '{text}' cannot select files: use comparisons, IN, BETWEEN and IS NULL \
+            "the filter '{text}' cannot select files: use comparisons, IN, BETWEEN and IS NULL \
              of columns with literals"
         ))
     })

@@ -6,6 +6,7 @@ use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
 
 use super::ast::{BinaryOp, ColumnRef, Expr, Literal};
+use super::columns::resolve_field;
 use super::literal::{datum_for, RawLit};
 
 /// A predicate implied by `expr` over `schema` (unqualified columns only), or `None`.
@@ -203,9 +204,8 @@ fn column(c: &ColumnRef, s: &Schema) -> Option<(Reference, PrimitiveType)> {
     if c.qualifier.is_some() {
         return None;
     }
-    let f = s
-        .field_by_name(&c.name)
-        .or_else(|| s.field_by_name_case_insensitive(&c.name))?;
+    // An ambiguous name prunes nothing (binding refuses it).
+    let f = resolve_field(s, &c.name).ok()??;
     let name = s.name_by_field_id(f.id).unwrap_or(&c.name).to_string();
     match f.field_type.as_ref() {
         Type::Primitive(p) => Some((Reference::new(name), p.clone())),

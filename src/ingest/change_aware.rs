@@ -214,7 +214,7 @@ impl RowChanger for IngestChanger {
         if spec_id != self.default_spec {
             return Err(Error::unsupported(format!(
                 "table {} has live files written under partition spec {spec_id}, not the current one; \
-                 run `floe rewrite-data-files {} --option rewrite-all=true` first so every key lives in its current partition",
+                 rewrite its data files first (rewrite_data_files with rewrite-all=true on {}) so every key lives in its current partition",
                 self.table, self.table
             )));
         }

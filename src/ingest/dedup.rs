@@ -45,7 +45,7 @@ impl KeyColumns {
             })
         };
         if key.is_empty() {
-            return Err(Error::invalid("--key names no column"));
+            return Err(Error::invalid("the key names no column"));
         }
         let key_idx = key.iter().map(|k| find(k)).collect::<Result<Vec<_>>>()?;
         let version_idx = find(version)?;

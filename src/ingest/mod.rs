@@ -69,7 +69,7 @@ impl std::str::FromStr for Strategy {
             "change-aware" => Ok(Self::ChangeAware),
             "rewrite" => Ok(Self::Rewrite),
             _ => Err(Error::invalid(format!(
-                "--strategy '{s}': expected change-aware or rewrite"
+                "strategy '{s}': expected change-aware or rewrite"
             ))),
         }
     }
@@ -251,7 +251,7 @@ fn check_key_covers_partition(table: &Table, key: &[String]) -> Result<()> {
             .to_string();
         if !key.contains(&name) {
             return Err(Error::invalid(format!(
-                "partition column '{name}' is not part of --key; a key's rows must all live in one partition, so add '{name}' to the key"
+                "partition column '{name}' is not part of the key; a key's rows must all live in one partition, so add '{name}' to the key"
             )));
         }
     }
@@ -435,7 +435,7 @@ async fn drop_old_partitions(
         })
         .ok_or_else(|| {
             Error::invalid(format!(
-                "--retain-days needs table {} partitioned by day(col) or by a date column",
+                "retention in days needs table {} partitioned by day(col) or by a date column",
                 table.name()
             ))
         })?;

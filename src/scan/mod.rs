@@ -26,7 +26,7 @@ pub use read_file::{lineage_fields, PositionedBatch};
 use read_file::FileRead;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::expr::Expr;
+use crate::expr::{resolve_column, resolve_field, Expr};
 use crate::spec::{SchemaRef, Snapshot};
 use crate::table::Table;
 
@@ -74,20 +74,14 @@ fn plain_batch(b: RecordBatch) -> iceberg::Result<RecordBatch> {
     .map_err(err)
 }
 
+/// A data file the iceberg crate's reader could not read: the kind of the storage error it
+/// carries (a missing file is `NotFound`), else `Corrupt`.
 fn read_error(table: &str, path: &str, e: iceberg::Error) -> Error {
     let msg = format!(
         "reading data file '{path}' of table {table}: {}",
         e.message()
     );
-    let lower = msg.to_ascii_lowercase();
-    let kind = if lower.contains("not found")
-        || lower.contains("missing")
-        || lower.contains("no such file")
-    {
-        ErrorKind::NotFound
-    } else {
-        ErrorKind::Corrupt
-    };
+    let kind = crate::error::carried_kind(&e).unwrap_or(ErrorKind::Corrupt);
     Error::new(kind, msg).with_source(e)
 }
 
@@ -233,25 +227,27 @@ fn top_level_id(schema: &crate::spec::Schema, id: i32) -> Option<i32> {
 }
 
 /// The top-level field ids a row filter reads (`s.a` reads struct column `s`).
-fn row_filter_ids(f: &Expr, schema: &crate::spec::Schema) -> Vec<i32> {
+fn row_filter_ids(f: &Expr, schema: &crate::spec::Schema) -> Result<Vec<i32>> {
     let top = schema.as_struct().fields();
-    let find = |name: &str| {
-        top.iter()
-            .find(|c| c.name == name)
-            .or_else(|| top.iter().find(|c| c.name.eq_ignore_ascii_case(name)))
-            .map(|c| c.id)
+    let find = |name: &str| -> Result<Option<i32>> {
+        let i = resolve_column(top.iter().map(|c| c.name.as_str()), name)?;
+        Ok(i.map(|i| top[i].id))
     };
     let mut ids = Vec::new();
     for c in f.column_refs() {
         let full = c.qualified_name();
         let first = full.split('.').next().unwrap_or(&full);
-        if let Some(id) = find(&full).or_else(|| find(first)) {
+        let id = match find(&full)? {
+            Some(id) => Some(id),
+            None => find(first)?,
+        };
+        if let Some(id) = id {
             if !ids.contains(&id) {
                 ids.push(id);
             }
         }
     }
-    ids
+    Ok(ids)
 }
 
 /// Stream of Arrow batches produced by a scan.
@@ -442,9 +438,8 @@ impl Scan {
             Some(cols) => cols
                 .iter()
                 .map(|c| {
-                    schema
-                        .field_by_name(c)
-                        .or_else(|| schema.field_by_name_case_insensitive(c))
+                    resolve_field(&schema, c)
+                        .map_err(|e| e.context(format!("table {name}")))?
                         .map(|f| f.id)
                         .ok_or_else(|| {
                             let names: Vec<&str> = schema
@@ -464,7 +459,7 @@ impl Scan {
         if let Some(f) = &self.filter {
             let arrow = iceberg::arrow::schema_to_arrow_schema(&schema)?;
             f.bind_predicate(&arrow)
-                .map_err(|e| e.context(format!("--where on table {name}")))?;
+                .map_err(|e| e.context(format!("filter on table {name}")))?;
         }
         let lowered = self
             .filter
@@ -663,7 +658,7 @@ impl Scan {
             _ => None,
         };
         let filter_ids: Vec<i32> = match &plan.row_filter {
-            Some(f) => row_filter_ids(f, &plan.schema),
+            Some(f) => row_filter_ids(f, &plan.schema)?,
             None => vec![],
         };
         let mut jobs = Vec::with_capacity(plan.tasks.len());
@@ -724,7 +719,7 @@ impl Scan {
             let filter = match &plan.row_filter {
                 Some(f) => Some(
                     f.bind_predicate(&target)
-                        .map_err(|e| e.context(format!("--where on table {name}")))?,
+                        .map_err(|e| e.context(format!("filter on table {name}")))?,
                 ),
                 None => None,
             };

@@ -123,7 +123,7 @@ pub fn check_property_keys(props: &HashMap<String, String>) -> Result<()> {
                 .unwrap_or_default();
             return Err(Error::invalid(format!(
                 "unknown table property '{k}' (did you mean '{nearest}'?); keys under {} are \
-                 Iceberg's and floe's own. To store it anyway, pass --allow-unknown-properties",
+                 Iceberg's and floe's own. To store it anyway, allow unknown properties",
                 OWNED.join(", ")
             )));
         }

@@ -271,7 +271,7 @@ impl Storage {
                 return Err(Error::unsupported(format!(
                     "cannot create '{location}' safely: {CONDITIONAL_PUT_ENV}=disabled, so S3 \
                      bucket '{}' cannot refuse an overwrite; a filesystem (Hadoop) catalog \
-                     cannot commit there. Use a SQL catalog (--catalog sqlite:////abs/catalog.db) or a server \
+                     cannot commit there. Use a SQL catalog (sqlite:////abs/catalog.db) or a server \
                      that honours conditional puts",
                     b.name
                 )));

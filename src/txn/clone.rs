@@ -83,7 +83,7 @@ pub async fn clone_table(
         return Err(Error::new(
             ErrorKind::AlreadyExists,
             format!(
-                "table {} already exists; pass --replace to make its next snapshot a clone of {}",
+                "table {} already exists; clone with replace to make its next snapshot a clone of {}",
                 crate::table::ident_name(target),
                 source.name()
             ),

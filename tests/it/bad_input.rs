@@ -184,6 +184,8 @@ fn truncated_manifest_and_missing_data_file() {
     let data_bytes = std::fs::read(&data).unwrap();
     std::fs::remove_file(&data).unwrap();
     fails(&wh, &["scan", "db.t"], &["db.t"]);
+    // A missing file is NotFound (exit 3), not Corrupt.
+    assert_eq!(floe(&wh, &["scan", "db.t"]).status.code(), Some(3));
     std::fs::write(&data, data_bytes).unwrap();
     assert_eq!(
         ok(&wh, &["scan", "db.t", "--count", "--where", "id >= 0"]).trim(),

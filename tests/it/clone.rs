@@ -279,7 +279,7 @@ async fn clone_replace_publishes_atomically() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}");
-    assert!(e.to_string().contains("--replace"), "{e}");
+    assert!(e.to_string().contains("clone with replace"), "{e}");
     assert_eq!(
         reload(&cat, "pub.target").await.metadata_location(),
         first.metadata_location()

@@ -476,7 +476,10 @@ fn cli_on_an_s3_warehouse() {
         .unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--catalog sqlite:///"), "{err}");
+    assert!(
+        err.contains("sqlite:////abs/path/catalog.db") && err.contains("--catalog URI"),
+        "{err}"
+    );
 }
 
 /// One storage used from two tokio runtimes in turn (tests, or a library user's short-lived

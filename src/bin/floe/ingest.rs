@@ -56,8 +56,12 @@ pub async fn clone(cli: &Cli, a: &CloneArgs) -> Result<()> {
     let (cat, source) = catalog_and_table(cli, &a.source).await?;
     let sel = selector(a.snapshot, a.reference.as_ref(), a.as_of.as_ref())?;
     let started = std::time::Instant::now();
-    let r =
-        floe::txn::clone_table(&cat, &source, &sel, &parse_ident(&a.target)?, a.replace).await?;
+    let r = floe::txn::clone_table(&cat, &source, &sel, &parse_ident(&a.target)?, a.replace)
+        .await
+        .map_err(|e| match e.kind() {
+            ErrorKind::AlreadyExists => e.with_hint("pass --replace to publish onto it"),
+            _ => e,
+        })?;
     if a.json {
         print_json(&super::report::clone(
             &a.source,

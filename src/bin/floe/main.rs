@@ -302,6 +302,17 @@ fn catalog(cli: &Cli) -> Result<Catalog> {
         cli.warehouse.as_deref(),
         Some(&cli.catalog_name),
     )
+    .map_err(catalog_hint)
+}
+
+/// Names the flags that choose the catalog in an error opening it.
+fn catalog_hint(e: floe::Error) -> floe::Error {
+    match e.kind() {
+        ErrorKind::InvalidInput | ErrorKind::NotFound | ErrorKind::Unsupported => {
+            e.with_hint("choose the catalog with --catalog URI or --warehouse DIR")
+        }
+        _ => e,
+    }
 }
 
 /// The catalog, created when missing (`create`, `register`, `namespaces --create`).
@@ -311,6 +322,7 @@ fn catalog_creating(cli: &Cli) -> Result<Catalog> {
         cli.warehouse.as_deref(),
         Some(&cli.catalog_name),
     )
+    .map_err(catalog_hint)
 }
 
 /// The catalog and the table `name` in it.

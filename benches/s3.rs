@@ -140,14 +140,12 @@ impl Server {
                 .unwrap_or_else(|| panic!("{k} is not set (tools/servers/seaweedfs.sh prints it)"))
         };
         Server {
-            options: S3Options {
-                endpoint: Some(get("FLOE_TEST_S3_ENDPOINT")),
-                region: Some(get("FLOE_TEST_S3_REGION")),
-                access_key_id: Some(get("FLOE_TEST_S3_ACCESS_KEY_ID")),
-                secret_access_key: Some(get("FLOE_TEST_S3_SECRET_ACCESS_KEY")),
-                conditional_put: true,
-                ..Default::default()
-            },
+            options: S3Options::static_credentials(
+                get("FLOE_TEST_S3_ENDPOINT"),
+                get("FLOE_TEST_S3_REGION"),
+                get("FLOE_TEST_S3_ACCESS_KEY_ID"),
+                get("FLOE_TEST_S3_SECRET_ACCESS_KEY"),
+            ),
             bucket: get("FLOE_TEST_S3_BUCKET"),
             run,
         }

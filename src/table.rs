@@ -47,6 +47,14 @@ impl Table {
     pub fn metadata(&self) -> &TableMetadata {
         &self.metadata
     }
+
+    /// The current schema as Arrow (each field carries its `PARQUET:field_id`): the schema
+    /// scans return and appends are conformed to.
+    pub fn arrow_schema(&self) -> Result<arrow_schema::SchemaRef> {
+        Ok(Arc::new(crate::spec::arrow_schema(
+            self.metadata.current_schema(),
+        )?))
+    }
     /// Shared handle to the current metadata.
     pub fn metadata_ref(&self) -> Arc<TableMetadata> {
         self.metadata.clone()

@@ -42,6 +42,7 @@ pub enum CommitOutcome {
 
 /// What a new table looks like.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TableCreation {
     /// Schema (field ids are reassigned).
     pub schema: Schema,
@@ -72,6 +73,36 @@ impl TableCreation {
             location: None,
             allow_unknown_properties: false,
         }
+    }
+
+    /// This format version.
+    pub fn with_format_version(mut self, v: FormatVersion) -> Self {
+        self.format_version = v;
+        self
+    }
+
+    /// This partition spec.
+    pub fn with_partition_spec(mut self, spec: UnboundPartitionSpec) -> Self {
+        self.partition_spec = spec;
+        self
+    }
+
+    /// This sort order.
+    pub fn with_sort_order(mut self, order: SortOrder) -> Self {
+        self.sort_order = Some(order);
+        self
+    }
+
+    /// One more table property.
+    pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.properties.insert(key.into(), value.into());
+        self
+    }
+
+    /// This location instead of the warehouse's default.
+    pub fn with_location(mut self, location: impl Into<String>) -> Self {
+        self.location = Some(location.into());
+        self
     }
 }
 
@@ -137,6 +168,28 @@ impl Catalog {
     /// (SQLite: the directory of the database file when a URI is given); the catalog name
     /// defaults to `default`. A SQL catalog may keep its tables in an S3 warehouse
     /// (`s3://bucket/path`), reached as [`storage::S3Options::from_env`] describes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # use std::sync::Arc;
+    /// # use arrow_array::{Int64Array, RecordBatch};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+    /// # let ident = floe::table::parse_ident("db.t")?;
+    /// # let schema = floe::spec::parse_schema("id long, v long")?;
+    /// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+    /// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+    /// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+    /// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+    /// # ])?) };
+    /// // SQLite at <warehouse>/catalog.db, the schema pyiceberg's SqlCatalog uses.
+    /// let cat = floe::Catalog::open(None, dir.path().join("warehouse").to_str(), None)?;
+    /// assert!(cat.list_namespaces().await?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn open(uri: Option<&str>, warehouse: Option<&str>, name: Option<&str>) -> Result<Catalog> {
         Self::open_with_storage(uri, warehouse, name, Storage::new())
     }

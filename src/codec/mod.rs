@@ -1,5 +1,5 @@
 //! Binary codecs of the spec that the `iceberg` crate lacks. Pure: no I/O.
 
-pub mod avro;
+pub(crate) mod avro;
 pub mod dv;
-pub mod parquet_pages;
+pub(crate) mod parquet_pages;

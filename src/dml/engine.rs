@@ -117,6 +117,7 @@ pub trait RowChanger: Send {
 
 /// What a row-level statement did.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RowLevelResult {
     /// The table at the new version (unchanged if nothing was affected).
     pub table: Table,

@@ -9,6 +9,7 @@ use super::engine::RowLevelResult;
 use super::statement::{columns_in_table_order, table_arrow};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::expr::resolve_column;
 use crate::spec::{FormatVersion, Struct, WriteMode};
 use crate::table::Table;
 use crate::txn::{commit, NoValidation, SnapshotProducer};
@@ -17,6 +18,31 @@ use crate::write::{DeleteFileWriter, Partitioner};
 /// Writes equality delete files for `keys` on `columns` and commits them as a `delete`
 /// snapshot. In a partitioned table the partition source columns must be among `columns`
 /// (each file is scoped to one partition); in an unpartitioned one the file is global.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch};
+/// # let dir = tempfile::tempdir()?;
+/// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+/// # let ident = floe::table::parse_ident("db.t")?;
+/// # let schema = floe::spec::parse_schema("id long, v long")?;
+/// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+/// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+/// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+/// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+/// # ])?) };
+/// # let table = floe::txn::append(&cat, &table, [rows(0..100)]).await?.table;
+/// // Equality delete files for these keys; the table is not read.
+/// let keys = RecordBatch::try_from_iter([("id", Arc::new(Int64Array::from(vec![3, 4])) as _)])?;
+/// let r = floe::dml::delete_by_key(&cat, &table, &["id"], &keys).await?;
+/// let left: usize = floe::scan::Scan::new(&r.table).to_batches().await?.iter().map(|b| b.num_rows()).sum();
+/// assert_eq!(left, 98);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub async fn delete_by_key(
     catalog: &Catalog,
     table: &Table,
@@ -32,7 +58,7 @@ pub async fn delete_by_key(
     }
     let schema = md.current_schema().clone();
     let arrow = table_arrow(table)?;
-    let cols = columns_in_table_order(&arrow, columns.iter().map(|c| c.to_string()));
+    let cols = columns_in_table_order(&arrow, columns.iter().map(|c| c.to_string()))?;
     if cols.len() != columns.len() {
         return Err(Error::invalid(format!(
             "equality delete on table {name}: unknown column among {columns:?}"
@@ -56,12 +82,9 @@ pub async fn delete_by_key(
         .fields()
         .iter()
         .map(|f| {
-            match keys
-                .schema()
-                .fields()
-                .iter()
-                .position(|k| k.name().eq_ignore_ascii_case(f.name()))
-            {
+            let key_names = keys.schema();
+            let key_names = key_names.fields().iter().map(|k| k.name().as_str());
+            match resolve_column(key_names, f.name())? {
                 Some(i) => Ok(arrow_cast::cast(keys.column(i), f.data_type())?),
                 None => Ok(new_null_array(f.data_type(), keys.num_rows())),
             }

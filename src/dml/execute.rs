@@ -13,6 +13,30 @@ use crate::table::parse_ident;
 /// Runs one `DELETE`, `UPDATE` or `MERGE INTO` statement; tables are resolved through
 /// `catalog`. A MERGE reads its source from `source` when given, else from the statement's
 /// source (a quoted Parquet file path, or a table of the catalog).
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch};
+/// # let dir = tempfile::tempdir()?;
+/// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+/// # let ident = floe::table::parse_ident("db.t")?;
+/// # let schema = floe::spec::parse_schema("id long, v long")?;
+/// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+/// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+/// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+/// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+/// # ])?) };
+/// # let table = floe::txn::append(&cat, &table, [rows(0..100)]).await?.table;
+/// let r = floe::dml::execute(&cat, "UPDATE db.t SET v = -v WHERE id < 10", None).await?;
+/// assert_eq!(r.removed_rows, 10);
+/// let r = floe::dml::execute(&cat, "DELETE FROM db.t WHERE id >= 90", None).await?;
+/// assert_eq!(r.removed_rows, 10);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub async fn execute(
     catalog: &Catalog,
     sql: &str,

@@ -8,7 +8,8 @@ mod merge;
 mod statement;
 
 pub(crate) use engine::file_scoped_deletes;
-pub use engine::{run, RowChanger, RowLevelKind, RowLevelResult};
+pub use engine::RowLevelResult;
+pub(crate) use engine::{run, RowChanger, RowLevelKind};
 pub use equality::delete_by_key;
 pub use execute::execute;
 pub use merge::merge;

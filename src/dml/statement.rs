@@ -8,56 +8,49 @@ use arrow_schema::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::expr::{cast_to, to_iceberg_predicate, BoundExpr, Expr};
+use crate::expr::{cast_to, resolve_column, to_iceberg_predicate, BoundExpr, Expr};
 use crate::table::Table;
 
 /// The table's current schema as Arrow (fields carry their field ids).
 pub(super) fn table_arrow(table: &Table) -> Result<ArrowSchemaRef> {
-    Ok(Arc::new(iceberg::arrow::schema_to_arrow_schema(
-        table.metadata().current_schema(),
-    )?))
+    table.arrow_schema()
 }
 
-/// The table's top-level column names `names` refers to, in table order (case-insensitive).
+/// The table's top-level column names `names` refers to, in table order (`s.a`, a struct
+/// field, reads top-level column `s`; names are found by [`resolve_column`]).
 pub(super) fn columns_in_table_order(
     arrow: &ArrowSchema,
     names: impl IntoIterator<Item = String>,
-) -> Vec<String> {
-    // `s.a` (a struct field) reads top-level column `s`.
-    let names: Vec<String> = names
-        .into_iter()
-        .flat_map(|n| {
-            let n = n.to_ascii_lowercase();
-            let first = n.split('.').next().unwrap_or(&n).to_string();
-            [n, first]
-        })
-        .collect();
-    arrow
-        .fields()
-        .iter()
-        .filter(|f| names.contains(&f.name().to_ascii_lowercase()))
-        .map(|f| f.name().clone())
-        .collect()
+) -> Result<Vec<String>> {
+    let top = || arrow.fields().iter().map(|f| f.name().as_str());
+    let mut found = vec![false; arrow.fields().len()];
+    for n in names {
+        let first = n.split('.').next().unwrap_or(&n).to_string();
+        let i = match resolve_column(top(), &n)? {
+            Some(i) => Some(i),
+            None => resolve_column(top(), &first)?,
+        };
+        if let Some(i) = i {
+            found[i] = true;
+        }
+    }
+    Ok(top()
+        .zip(found)
+        .filter(|(_, f)| *f)
+        .map(|(n, _)| n.to_string())
+        .collect())
 }
 
-/// The index of column `name` (case-insensitive) in `schema`; `what` names the schema in the
+/// The index of column `name` in `schema` ([`resolve_column`]); `what` names the schema in the
 /// error ("target", "source").
 pub(super) fn column_index(schema: &ArrowSchema, name: &str, what: &str) -> Result<usize> {
-    schema
-        .fields()
-        .iter()
-        .position(|f| f.name().eq_ignore_ascii_case(name))
-        .ok_or_else(|| {
-            Error::invalid(format!(
-                "{what} column '{name}': no such column; the {what} has {}",
-                schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })
+    let names = || schema.fields().iter().map(|f| f.name().as_str());
+    resolve_column(names(), name)?.ok_or_else(|| {
+        Error::invalid(format!(
+            "{what} column '{name}': no such column; the {what} has {}",
+            names().collect::<Vec<_>>().join(", ")
+        ))
+    })
 }
 
 /// Binds `e` as a condition to the columns `cols` of the table (as the scan returns them).
@@ -77,7 +70,7 @@ pub async fn delete(
     let (bound, columns, filter) = match predicate {
         Some(p) => {
             p.bind_predicate(&arrow).map_err(ctx)?;
-            let cols = columns_in_table_order(&arrow, p.columns());
+            let cols = columns_in_table_order(&arrow, p.columns()).map_err(ctx)?;
             let bound = bind_on(&arrow, &cols, p).map_err(ctx)?;
             let filter = to_iceberg_predicate(p, table.metadata().current_schema());
             (Some(bound), cols, filter)

@@ -13,15 +13,18 @@ mod to_iceberg;
 
 pub use ast::{BinaryOp, ColumnRef, Expr, Func, Literal};
 pub use bind::BoundExpr;
-pub use columns::{column_by_field_id, literal_array, resolve_column, resolve_field};
-pub use eval::cast_to;
+pub(crate) use columns::{column_by_field_id, literal_array};
+pub use columns::{resolve_column, resolve_field};
+pub(crate) use eval::cast_to;
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
-pub use prune::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
+pub(crate) use prune::{
+    file_may_match, manifest_may_match, partition_matches, project_to_partition,
+};
 pub use sql::{
     parse_assignments, parse_expr, parse_statement, Insert, MatchedAction, Merge, MergeClause,
     MergeSource, Statement, MAX_EXPR_DEPTH,
 };
-pub use to_iceberg::to_iceberg_predicate;
+pub(crate) use to_iceberg::to_iceberg_predicate;
 
 use crate::error::{Error, Result};
 use crate::spec::SchemaRef;

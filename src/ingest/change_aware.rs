@@ -22,6 +22,7 @@ use crate::spec::Struct;
 
 /// Counts of what the comparison found.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+#[non_exhaustive]
 pub struct ChangeCounts {
     /// Snapshot rows identical to the stored row (nothing written).
     pub unchanged: u64,

@@ -26,7 +26,7 @@ use futures::TryStreamExt;
 use iceberg::spec::{Literal, Operation, PrimitiveLiteral, Transform};
 
 pub use change_aware::ChangeCounts;
-pub use dedup::{latest_per_key, KeyColumns};
+pub(crate) use dedup::{latest_per_key, KeyColumns};
 
 use crate::catalog::Catalog;
 use crate::dml::{file_scoped_deletes, RowLevelKind, RowLevelResult};
@@ -77,6 +77,7 @@ impl std::str::FromStr for Strategy {
 
 /// What to ingest and how.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct IngestOptions {
     /// Key columns (every partition source column must be one of them).
     pub key: Vec<String>,
@@ -108,6 +109,7 @@ impl IngestOptions {
 
 /// What one ingestion did.
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct IngestResult {
     /// Strategy used.
     pub strategy: Strategy,
@@ -146,6 +148,33 @@ pub struct IngestResult {
 
 /// Ingests one full snapshot into `staging` (see the module documentation), then applies the
 /// retention and publishes when asked.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch};
+/// # let dir = tempfile::tempdir()?;
+/// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+/// # let ident = floe::table::parse_ident("db.t")?;
+/// # let schema = floe::spec::parse_schema("id long, v long")?;
+/// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+/// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+/// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+/// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+/// # ])?) };
+/// // The latest version of each key wins; the table then holds exactly the snapshot.
+/// let snapshot = RecordBatch::try_from_iter([
+///     ("id", Arc::new(Int64Array::from(vec![1, 1, 2])) as _),
+///     ("v", Arc::new(Int64Array::from(vec![10, 11, 20])) as _),
+/// ])?;
+/// let o = floe::ingest::IngestOptions::new(vec!["id".into()], "v");
+/// let r = floe::ingest::ingest_snapshot(&cat, &table, [Ok(snapshot)], &o).await?;
+/// assert_eq!(r.snapshot_rows, 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub async fn ingest_snapshot<I>(
     catalog: &Catalog,
     staging: &Table,

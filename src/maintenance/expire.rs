@@ -12,6 +12,7 @@ use crate::table::Table;
 
 /// Which snapshots to expire (the Spark procedure's arguments).
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ExpireOptions {
     /// Expire snapshots older than this (ms since the epoch; default: now minus
     /// `history.expire.max-snapshot-age-ms`, 5 days).
@@ -25,8 +26,35 @@ pub struct ExpireOptions {
     pub dry_run: bool,
 }
 
+impl ExpireOptions {
+    /// Expire snapshots older than `ms` (ms since the epoch).
+    pub fn with_older_than_ms(mut self, ms: i64) -> Self {
+        self.older_than_ms = Some(ms);
+        self
+    }
+
+    /// Keep at least `n` of the newest snapshots of `main`.
+    pub fn with_retain_last(mut self, n: usize) -> Self {
+        self.retain_last = Some(n);
+        self
+    }
+
+    /// Also expire exactly these snapshots.
+    pub fn with_snapshot_ids(mut self, ids: Vec<i64>) -> Self {
+        self.snapshot_ids = ids;
+        self
+    }
+
+    /// Only list what would be deleted.
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+}
+
 /// What `expire_snapshots` did (the Spark procedure's result columns, plus the snapshots).
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct ExpireResult {
     /// Expired snapshot ids.
     pub expired_snapshot_ids: Vec<i64>,
@@ -121,6 +149,31 @@ fn choose(t: &Table, o: &ExpireOptions) -> Result<Vec<i64>> {
 /// (an unreadable manifest of an expired snapshot, a file that cannot be deleted) is no
 /// error: it is reported in [`ExpireResult::cleanup_error`], and no file is deleted unless
 /// every manifest that decides whether it is still live was read.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch};
+/// # let dir = tempfile::tempdir()?;
+/// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+/// # let ident = floe::table::parse_ident("db.t")?;
+/// # let schema = floe::spec::parse_schema("id long, v long")?;
+/// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+/// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+/// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+/// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+/// # ])?) };
+/// # let table = floe::txn::append(&cat, &table, [rows(0..10)]).await?.table;
+/// # let table = floe::txn::append(&cat, &table, [rows(10..20)]).await?.table;
+/// let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64;
+/// let o = floe::maintenance::ExpireOptions::default().with_older_than_ms(now + 1).with_retain_last(1);
+/// let r = floe::maintenance::expire_snapshots(&cat, &table, &o).await?;
+/// assert_eq!(r.expired_snapshot_ids.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub async fn expire_snapshots(
     catalog: &Catalog,
     table: &Table,

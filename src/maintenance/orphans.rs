@@ -9,6 +9,7 @@ use crate::table::Table;
 
 /// What `remove_orphan_files` found (and deleted unless it was a dry run).
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct OrphanResult {
     /// The orphan files (`orphan_file_location` in Spark's result).
     pub orphan_file_locations: Vec<String>,
@@ -19,6 +20,29 @@ pub struct OrphanResult {
 /// Finds (and unless `dry_run` deletes) files under `table`'s location older than
 /// `older_than_ms` (default: 3 days ago) that nothing references. Spark's `.crc` sidecars
 /// of referenced files count as referenced.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch};
+/// # let dir = tempfile::tempdir()?;
+/// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+/// # let ident = floe::table::parse_ident("db.t")?;
+/// # let schema = floe::spec::parse_schema("id long, v long")?;
+/// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+/// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+/// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+/// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+/// # ])?) };
+/// # let table = floe::txn::append(&cat, &table, [rows(0..100)]).await?.table;
+/// // A dry run lists files no snapshot of any table in the catalog references.
+/// let r = floe::maintenance::remove_orphan_files(&cat, &table, None, true).await?;
+/// assert!(r.orphan_file_locations.is_empty() && !r.deleted);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub async fn remove_orphan_files(
     catalog: &Catalog,
     table: &Table,

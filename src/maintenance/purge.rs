@@ -11,6 +11,7 @@ use crate::spec::TableIdent;
 
 /// What dropping a table did.
 #[derive(Debug, Clone, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct DropResult {
     /// Files deleted.
     pub deleted_files: usize,

@@ -28,6 +28,7 @@ use crate::write::DataWriter;
 
 /// What `rewrite_data_files` did (the result columns of Iceberg's Spark procedure).
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct RewriteResult {
     /// The table at the new version.
     #[serde(skip)]
@@ -127,6 +128,7 @@ pub struct RewritePlan {
 
 /// What one task wrote.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TaskResult {
     /// The plan the task belongs to, without its tasks (the commit needs only the results).
     pub plan: RewritePlan,
@@ -562,6 +564,31 @@ async fn commit_files(
 /// Rewrites the data files the planner selects (`filter` limits them to files that may hold
 /// matching rows), applying their deletes, as one `replace` commit: [`plan_rewrite`], the
 /// tasks run here (up to `max-concurrent-file-group-rewrites` at once), [`commit_rewrite`].
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch};
+/// # let dir = tempfile::tempdir()?;
+/// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+/// # let ident = floe::table::parse_ident("db.t")?;
+/// # let schema = floe::spec::parse_schema("id long, v long")?;
+/// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+/// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+/// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+/// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+/// # ])?) };
+/// # let table = floe::txn::append(&cat, &table, [rows(0..10)]).await?.table;
+/// # let table = floe::txn::append(&cat, &table, [rows(10..20)]).await?.table;
+/// // Bin-pack small files (Spark's options; here: every file).
+/// let options = [("rewrite-all".to_string(), "true".to_string())].into();
+/// let r = floe::maintenance::rewrite_data_files(&cat, &table, None, &options, None).await?;
+/// assert_eq!((r.rewritten_data_files_count, r.added_data_files_count), (2, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub async fn rewrite_data_files(
     catalog: &Catalog,
     table: &Table,

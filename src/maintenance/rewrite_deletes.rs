@@ -18,6 +18,7 @@ use crate::write::DeleteFileWriter;
 
 /// What `rewrite_position_delete_files` did (the Spark procedure's result columns).
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct RewriteDeletesResult {
     /// The table at the new version.
     #[serde(skip)]

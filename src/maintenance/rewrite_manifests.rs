@@ -8,6 +8,7 @@ use crate::txn::{commit, NoValidation, SnapshotProducer};
 
 /// What `rewrite_manifests` did (the Spark procedure's result columns).
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct RewriteManifestsResult {
     /// The table at the new version.
     #[serde(skip)]

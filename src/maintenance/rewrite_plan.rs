@@ -9,6 +9,7 @@ use crate::spec::DataContentType;
 
 /// Options of `rewrite_data_files` (names as in Iceberg's Spark procedure).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RewriteOptions {
     /// `target-file-size-bytes` (default: the table's `write.target-file-size-bytes`).
     pub target_file_size_bytes: u64,

@@ -101,16 +101,6 @@ impl DeleteIndex {
         ix
     }
 
-    /// Whether the snapshot has no delete files.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// All indexed delete files.
-    pub fn entries(&self) -> &[DeleteEntry] {
-        &self.entries
-    }
-
     /// The delete files that apply to a data file.
     pub fn for_data_file(
         &self,

@@ -16,12 +16,13 @@ use iceberg::expr::{Bind, BoundPredicate, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
 
-pub use delete_index::{canonical_path, is_file_scoped, DeleteEntry, DeleteIndex};
+pub(crate) use delete_index::{canonical_path, is_file_scoped, DeleteEntry};
 #[doc(hidden)]
 pub use deletes::{decode_dv, decode_position_deletes, dv_range};
-pub use deletes::{read_positions, EqualityDeletes, FileDeletes, LoadedDeletes};
-pub use plan::{plan_files, PartitionFilters, PlanStats, PlannedFile};
-pub use read_file::{lineage_fields, PositionedBatch};
+pub(crate) use deletes::{read_positions, FileDeletes, LoadedDeletes};
+pub use plan::PlannedFile;
+pub(crate) use plan::{plan_files, PartitionFilters, PlanStats};
+pub(crate) use read_file::{lineage_fields, PositionedBatch};
 
 use read_file::FileRead;
 
@@ -343,6 +344,32 @@ impl ScanPlan {
 
 impl Scan {
     /// A full scan of the current snapshot.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// # use std::sync::Arc;
+    /// # use arrow_array::{Int64Array, RecordBatch};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+    /// # let ident = floe::table::parse_ident("db.t")?;
+    /// # let schema = floe::spec::parse_schema("id long, v long")?;
+    /// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+    /// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+    /// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+    /// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+    /// # ])?) };
+    /// # let table = floe::txn::append(&cat, &table, [rows(0..100)]).await?.table;
+    /// let batches = floe::scan::Scan::new(&table)
+    ///     .select(["id"])
+    ///     .filter(floe::expr::parse_expr("id BETWEEN 10 AND 19")?)
+    ///     .to_batches()
+    ///     .await?;
+    /// assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn new(table: &Table) -> Self {
         Self {
             table: table.clone(),

@@ -49,6 +49,11 @@ pub fn parse_schema(ddl: &str) -> Result<Schema> {
         .map_err(|e| Error::invalid(format!("schema '{ddl}': {e}")))
 }
 
+/// `schema` as Arrow: each field carries its `PARQUET:field_id`, as scans return batches.
+pub fn arrow_schema(schema: &Schema) -> Result<arrow_schema::Schema> {
+    Ok(iceberg::arrow::schema_to_arrow_schema(schema)?)
+}
+
 /// Converts an Arrow schema (for example a Parquet file's) into an Iceberg schema with fresh
 /// field ids in Iceberg's order (a struct's fields, then their nested fields); field ids
 /// present in the Arrow metadata are ignored.

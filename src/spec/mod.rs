@@ -7,8 +7,9 @@ mod properties;
 mod property_keys;
 pub mod reserved;
 
-pub use ddl::{parse_schema, schema_from_arrow};
-pub use layout::{check_layout, check_transform, parse_partition_spec, parse_sort_order};
+pub use ddl::{arrow_schema, parse_schema, schema_from_arrow};
+pub(crate) use layout::{check_layout, check_transform};
+pub use layout::{parse_partition_spec, parse_sort_order};
 pub use properties::{DeleteGranularity, IsolationLevel, MetricsMode, TableProperties, WriteMode};
 pub use property_keys::check_property_keys;
 

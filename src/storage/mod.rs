@@ -24,7 +24,8 @@ use std::collections::HashMap;
 
 #[doc(hidden)]
 pub use location::check as check_location;
-pub use location::{check_store, join, local_path, s3_parts, scheme, to_uri};
+pub(crate) use location::{check_store, s3_parts, to_uri};
+pub use location::{join, local_path, scheme};
 pub use s3::{S3Options, CONDITIONAL_PUT_ENV};
 pub use stats::RequestStats;
 

@@ -18,6 +18,7 @@ pub const CONDITIONAL_PUT_ENV: &str = "FLOE_S3_CONDITIONAL_PUT";
 
 /// How S3 buckets are reached. [`S3Options::from_env`] reads the AWS SDK's variables.
 #[derive(Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct S3Options {
     /// Endpoint URL (`http://127.0.0.1:8333`); `None` means AWS.
     pub endpoint: Option<String>,
@@ -69,6 +70,24 @@ fn truthy(v: &str) -> bool {
 }
 
 impl S3Options {
+    /// A server at `endpoint` in `region` with static credentials, honouring conditional
+    /// puts (MinIO, SeaweedFS, a local test server).
+    pub fn static_credentials(
+        endpoint: impl Into<String>,
+        region: impl Into<String>,
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+    ) -> Self {
+        Self {
+            endpoint: Some(endpoint.into()),
+            region: Some(region.into()),
+            access_key_id: Some(access_key_id.into()),
+            secret_access_key: Some(secret_access_key.into()),
+            conditional_put: true,
+            ..Self::default()
+        }
+    }
+
     /// Reads `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` / `AWS_ENDPOINT`,
     /// `AWS_REGION` / `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
     /// `AWS_SESSION_TOKEN`, `AWS_S3_FORCE_PATH_STYLE`, `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`,

@@ -17,6 +17,7 @@ use object_store::{
 /// request it retries counts once; the once-per-bucket create-only probe (two PUTs and a
 /// DELETE, `src/storage/s3.rs`) is not counted. Local files count the same operations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct RequestStats {
     /// Object reads, whole or ranged (`GET`).
     pub get: u64,

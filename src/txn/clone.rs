@@ -44,6 +44,7 @@ pub const REPLACED_TABLE: &str = "floe.replaced-table";
 
 /// What a clone did.
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct CloneResult {
     /// The clone.
     pub target: String,
@@ -64,6 +65,30 @@ pub struct CloneResult {
 /// Makes `target` a clone of `source` at the selected snapshot.
 /// Without `replace`, `target` must not exist; with it, an existing `target` gets a new
 /// snapshot holding the source's state (its history stays), in one catalog swap.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch};
+/// # let dir = tempfile::tempdir()?;
+/// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+/// # let ident = floe::table::parse_ident("db.t")?;
+/// # let schema = floe::spec::parse_schema("id long, v long")?;
+/// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+/// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+/// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+/// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+/// # ])?) };
+/// # let table = floe::txn::append(&cat, &table, [rows(0..100)]).await?.table;
+/// use floe::scan::SnapshotSelector;
+/// let target = floe::table::parse_ident("db.copy")?;
+/// let r = floe::txn::clone_table(&cat, &table, &SnapshotSelector::Current, &target, false).await?;
+/// assert_eq!(r.data_files, 1); // shared, not copied
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub async fn clone_table(
     catalog: &Catalog,
     source: &Table,

@@ -11,10 +11,10 @@ use arrow_array::RecordBatch;
 use iceberg::spec::Operation;
 
 pub use clone::{clone_table, CloneResult, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT, REPLACED_TABLE};
-pub use commit::{commit, commit_or_discard, load_changes, snapshots_since};
-pub use producer::{new_snapshot_id, FileKey, SnapshotProducer};
+pub(crate) use commit::{commit, commit_or_discard};
+pub(crate) use producer::{new_snapshot_id, FileKey, SnapshotProducer};
 pub use summary::SummaryCounts;
-pub use validate::{ChangedFile, CommittedChange, NoValidation, RowLevelValidation, Validation};
+pub(crate) use validate::{CommittedChange, NoValidation, RowLevelValidation, Validation};
 
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -23,6 +23,7 @@ use crate::write::DataWriter;
 
 /// What an append committed.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct AppendResult {
     /// The table at the new version.
     pub table: Table,
@@ -42,6 +43,28 @@ pub struct AppendResult {
 /// spec, sort order and `write.*` properties say), then committed. Memory stays bounded by
 /// the open files' buffers, not by the input size. Rows and bytes written are counted into
 /// the enclosing [`crate::progress::Progress::scope`], if any.
+///
+/// # Example
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch};
+/// # let dir = tempfile::tempdir()?;
+/// # let cat = floe::Catalog::open(None, dir.path().join("wh").to_str(), None)?;
+/// # let ident = floe::table::parse_ident("db.t")?;
+/// # let schema = floe::spec::parse_schema("id long, v long")?;
+/// # let table = cat.create_table(&ident, floe::TableCreation::new(schema)).await?;
+/// # let rows = |r: std::ops::Range<i64>| -> floe::Result<RecordBatch> { Ok(RecordBatch::try_from_iter([
+/// #     ("id", Arc::new(Int64Array::from_iter_values(r.clone())) as _),
+/// #     ("v", Arc::new(Int64Array::from_iter_values(r)) as _),
+/// # ])?) };
+/// let r = floe::txn::append(&cat, &table, [rows(0..100), rows(100..150)]).await?;
+/// assert_eq!(r.added_records, 150);
+/// assert!(r.snapshot_id.is_some());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub async fn append<I>(catalog: &Catalog, table: &Table, batches: I) -> Result<AppendResult>
 where
     I: IntoIterator<Item = Result<RecordBatch>>,

@@ -197,20 +197,9 @@ impl SnapshotProducer {
         self
     }
 
-    /// Extra summary properties (for example `engine-name`).
-    pub fn with_summary_properties(mut self, props: HashMap<String, String>) -> Self {
-        self.properties = props;
-        self
-    }
-
     /// The snapshot id this producer commits.
     pub fn snapshot_id(&self) -> i64 {
         self.snapshot_id
-    }
-
-    /// The files the last produced snapshot removed.
-    pub fn removed_files(&self) -> &[DataFile] {
-        &self.removed_files
     }
 
     async fn write_added_manifests(&mut self, base: &Table) -> Result<Vec<ManifestFile>> {

@@ -6,6 +6,7 @@ use crate::spec::{DataContentType, DataFile};
 
 /// Counts for one snapshot's changes.
 #[derive(Debug, Default, Clone)]
+#[non_exhaustive]
 pub struct SummaryCounts {
     added_data_files: u64,
     added_delete_files: u64,

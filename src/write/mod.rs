@@ -13,5 +13,5 @@ mod partition;
 
 pub use conform::Conformer;
 pub use data::DataWriter;
-pub use deletes::DeleteFileWriter;
+pub(crate) use deletes::DeleteFileWriter;
 pub(crate) use partition::Partitioner;

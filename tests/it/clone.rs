@@ -54,12 +54,9 @@ async fn collect_garbage(cat: &Catalog, name: &str) {
         .unwrap();
     let future = chrono::Utc::now().timestamp_millis() + 60_000;
     let t = reload(cat, name).await;
-    let o = ExpireOptions {
-        older_than_ms: Some(future),
-        retain_last: Some(1),
-        snapshot_ids: vec![],
-        dry_run: false,
-    };
+    let o = ExpireOptions::default()
+        .with_older_than_ms(future)
+        .with_retain_last(1);
     let r = expire_snapshots(cat, &t, &o).await.unwrap();
     assert!(!r.expired_snapshot_ids.is_empty(), "{name}: {r:?}");
     let t = reload(cat, name).await;
@@ -341,10 +338,8 @@ async fn clone_replace_publishes_atomically() {
     let other = cat
         .create_table(
             &parse_ident("pub.other").unwrap(),
-            TableCreation {
-                format_version: FormatVersion::V3,
-                ..TableCreation::new(parse_schema("x string").unwrap())
-            },
+            TableCreation::new(parse_schema("x string").unwrap())
+                .with_format_version(FormatVersion::V3),
         )
         .await
         .unwrap();

@@ -90,12 +90,9 @@ async fn run_every_job(cat: &Catalog, t: &Table, label: &str) -> Table {
     expire_snapshots(
         cat,
         &reload().await,
-        &ExpireOptions {
-            older_than_ms: Some(future),
-            retain_last: Some(1),
-            snapshot_ids: vec![],
-            dry_run: false,
-        },
+        &ExpireOptions::default()
+            .with_older_than_ms(future)
+            .with_retain_last(1),
     )
     .await
     .unwrap_or_else(|e| panic!("{label}: expire_snapshots: {e}"));

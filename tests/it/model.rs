@@ -1266,12 +1266,11 @@ impl Run<'_> {
                         .map(|n| others[(*n % others.len() as u64) as usize])
                         .collect()
                 };
-                let mut o = ExpireOptions {
-                    older_than_ms,
-                    retain_last: *retain_last,
-                    snapshot_ids,
-                    dry_run: true,
-                };
+                let mut o = ExpireOptions::default()
+                    .with_snapshot_ids(snapshot_ids)
+                    .with_dry_run(true);
+                o.older_than_ms = older_than_ms;
+                o.retain_last = *retain_last;
                 // Snapshots the peers have still to read are read before they go.
                 let dry = expire_snapshots(&self.cat, &table, &o)
                     .await

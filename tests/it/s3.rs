@@ -48,14 +48,7 @@ pub(crate) fn s3_env() -> Option<S3Env> {
         need("FLOE_TEST_S3_SECRET_ACCESS_KEY"),
     );
     let region = get("FLOE_TEST_S3_REGION").unwrap_or_else(|| "us-east-1".into());
-    let options = S3Options {
-        endpoint: Some(endpoint.clone()),
-        region: Some(region.clone()),
-        access_key_id: Some(key.clone()),
-        secret_access_key: Some(secret.clone()),
-        conditional_put: true,
-        ..Default::default()
-    };
+    let options = S3Options::static_credentials(&endpoint, &region, &key, &secret);
     let vars = vec![
         ("AWS_ENDPOINT_URL".to_string(), endpoint),
         ("AWS_REGION".to_string(), region),
@@ -379,12 +372,9 @@ async fn row_level_on_s3(kind: CatalogKind) {
     let ex = expire_snapshots(
         cat,
         &table,
-        &ExpireOptions {
-            older_than_ms: Some(chrono::Utc::now().timestamp_millis() + 1000),
-            retain_last: Some(1),
-            snapshot_ids: vec![],
-            dry_run: false,
-        },
+        &ExpireOptions::default()
+            .with_older_than_ms(chrono::Utc::now().timestamp_millis() + 1000)
+            .with_retain_last(1),
     )
     .await
     .unwrap();

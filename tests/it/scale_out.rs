@@ -507,14 +507,12 @@ impl PrivateS3 {
     }
 
     fn options(&self) -> S3Options {
-        S3Options {
-            endpoint: Some(self.var("FLOE_TEST_S3_ENDPOINT")),
-            region: Some(self.var("FLOE_TEST_S3_REGION")),
-            access_key_id: Some(self.var("FLOE_TEST_S3_ACCESS_KEY_ID")),
-            secret_access_key: Some(self.var("FLOE_TEST_S3_SECRET_ACCESS_KEY")),
-            conditional_put: true,
-            ..Default::default()
-        }
+        S3Options::static_credentials(
+            self.var("FLOE_TEST_S3_ENDPOINT"),
+            self.var("FLOE_TEST_S3_REGION"),
+            self.var("FLOE_TEST_S3_ACCESS_KEY_ID"),
+            self.var("FLOE_TEST_S3_SECRET_ACCESS_KEY"),
+        )
     }
 
     /// The AWS_* variables for the CLI.

@@ -1,13 +1,12 @@
 //! Row-level change commands: delete, update, merge, sql.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use floe::table::parse_ident;
 use floe::{Error, ErrorKind, Result, Table};
 
 use super::output::print_json;
-use super::{catalog, iceberg_arrow_schema, input, progress_bar, Cli};
+use super::{catalog, input, progress_bar, Cli};
 
 /// Arguments of `floe delete`.
 #[derive(clap::Args, Debug)]
@@ -150,7 +149,7 @@ pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
 
 /// Reads a MERGE source file whole (CSV columns typed by the target's columns of that name).
 fn read_source(table: &Table, path: &str) -> Result<Vec<arrow::array::RecordBatch>> {
-    let schema = Arc::new(iceberg_arrow_schema(table)?);
+    let schema = table.arrow_schema()?;
     input::read_raw(path, &schema, false)?.collect()
 }
 

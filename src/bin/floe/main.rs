@@ -672,18 +672,12 @@ fn table_conformer(t: &Table) -> Result<floe::write::Conformer> {
     floe::write::Conformer::new(t.metadata().current_schema(), &t.name())
 }
 
-fn iceberg_arrow_schema(t: &Table) -> Result<arrow::datatypes::Schema> {
-    floe_arrow_schema(t.metadata().current_schema(), None)
-}
-
+/// The Arrow schema of `schema`'s `columns` (all when `None`), as a scan returns them.
 fn floe_arrow_schema(
     schema: &floe::spec::Schema,
     columns: Option<&[String]>,
 ) -> Result<arrow::datatypes::Schema> {
-    let full = floe::write::Conformer::new(schema, "")?
-        .schema()
-        .as_ref()
-        .clone();
+    let full = floe::spec::arrow_schema(schema)?;
     Ok(match columns {
         None => full,
         Some(cols) => {

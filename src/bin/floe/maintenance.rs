@@ -296,12 +296,11 @@ pub async fn expire_snapshots(cli: &Cli, a: &ExpireSnapshotsArgs) -> Result<()> 
         json,
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
-    let o = floe::maintenance::ExpireOptions {
-        older_than_ms: older_than.as_deref().map(parse_time_ms).transpose()?,
-        retain_last: *retain_last,
-        snapshot_ids: snapshot_ids.clone(),
-        dry_run: *dry_run,
-    };
+    let mut o = floe::maintenance::ExpireOptions::default();
+    o.older_than_ms = older_than.as_deref().map(parse_time_ms).transpose()?;
+    o.retain_last = *retain_last;
+    o.snapshot_ids = snapshot_ids.clone();
+    o.dry_run = *dry_run;
     let started = Instant::now();
     let pb = spinner("expiring snapshots", *json);
     let r = floe::maintenance::expire_snapshots(&cat, &table, &o).await;

@@ -173,3 +173,262 @@ pub fn plan_files(
     }
     Ok((out, stats))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::expr::{Bind, Reference};
+    use iceberg::spec::{
+        DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, ManifestContentType,
+        ManifestEntry, ManifestMetadata, NestedField, PrimitiveType, Transform, Type,
+    };
+
+    fn schema() -> Arc<Schema> {
+        Arc::new(
+            Schema::builder()
+                .with_fields(vec![
+                    NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                    NestedField::required(2, "p", Type::Primitive(PrimitiveType::Int)).into(),
+                ])
+                .build()
+                .unwrap(),
+        )
+    }
+
+    fn by_p(schema: &Arc<Schema>) -> Arc<PartitionSpec> {
+        Arc::new(
+            PartitionSpec::builder(schema.clone())
+                .with_spec_id(1)
+                .add_partition_field("p", "p", Transform::Identity)
+                .unwrap()
+                .build()
+                .unwrap(),
+        )
+    }
+
+    /// A file of `rows` rows, ids in `[lo, hi]`, in partition `p` (`None`: unpartitioned).
+    fn file(
+        path: &str,
+        content: DataContentType,
+        p: Option<i32>,
+        rows: u64,
+        ids: (i64, i64),
+    ) -> DataFile {
+        let partition = match p {
+            Some(p) => Struct::from_iter([Some(Literal::int(p))]),
+            None => Struct::empty(),
+        };
+        DataFileBuilder::default()
+            .content(content)
+            .file_path(path.to_string())
+            .file_format(DataFileFormat::Parquet)
+            .partition(partition)
+            .partition_spec_id(if p.is_some() { 1 } else { 0 })
+            .record_count(rows)
+            .file_size_in_bytes(1000)
+            .lower_bounds([(1, Datum::long(ids.0))].into())
+            .upper_bounds([(1, Datum::long(ids.1))].into())
+            .build()
+            .unwrap()
+    }
+
+    fn manifest(
+        spec: &Arc<PartitionSpec>,
+        content: ManifestContentType,
+        entries: Vec<(ManifestStatus, Option<i64>, DataFile)>,
+    ) -> Manifest {
+        let md = ManifestMetadata::builder()
+            .schema(schema())
+            .schema_id(0)
+            .partition_spec(spec.as_ref().clone())
+            .format_version(FormatVersion::V3)
+            .content(content)
+            .build();
+        let entries = entries
+            .into_iter()
+            .map(|(status, seq, f)| {
+                ManifestEntry::builder()
+                    .status(status)
+                    .snapshot_id(1)
+                    .sequence_number_opt(seq)
+                    .file_sequence_number_opt(seq)
+                    .data_file(f)
+                    .build()
+                    .into()
+            })
+            .collect();
+        Manifest::new(md, entries)
+    }
+
+    fn bound(text: Predicate) -> BoundPredicate {
+        text.bind(schema(), true).unwrap()
+    }
+
+    fn paths(files: &[PlannedFile]) -> Vec<&str> {
+        files.iter().map(|f| f.file.file_path()).collect()
+    }
+
+    #[test]
+    fn partitions_and_metrics_prune_files() {
+        let s = schema();
+        let spec = by_p(&s);
+        let data = manifest(
+            &spec,
+            ManifestContentType::Data,
+            vec![
+                (
+                    ManifestStatus::Added,
+                    Some(1),
+                    file("a", DataContentType::Data, Some(1), 10, (0, 9)),
+                ),
+                (
+                    ManifestStatus::Added,
+                    Some(1),
+                    file("b", DataContentType::Data, Some(2), 10, (0, 9)),
+                ),
+                (
+                    ManifestStatus::Existing,
+                    Some(1),
+                    file("c", DataContentType::Data, Some(1), 10, (10, 19)),
+                ),
+                (
+                    ManifestStatus::Deleted,
+                    Some(1),
+                    file("gone", DataContentType::Data, Some(1), 10, (0, 9)),
+                ),
+            ],
+        );
+        let manifests = vec![(spec.clone(), data, None)];
+        let filter = bound(
+            Reference::new("p")
+                .equal_to(Datum::int(1))
+                .and(Reference::new("id").less_than(Datum::long(5))),
+        );
+        let pf = PartitionFilters::new(Some(&filter), [&spec]).unwrap();
+        let (files, stats) = plan_files(&manifests, Some(&filter), &pf, "db.t").unwrap();
+        assert_eq!(paths(&files), ["a"]);
+        assert_eq!(
+            (
+                stats.data_files,
+                stats.pruned_by_partition,
+                stats.pruned_by_metrics
+            ),
+            (3, 1, 1)
+        );
+        // No filter: every live file, none pruned.
+        let (files, stats) =
+            plan_files(&manifests, None, &PartitionFilters::default(), "db.t").unwrap();
+        assert_eq!(paths(&files), ["a", "b", "c"]);
+        assert_eq!(stats.pruned_by_partition + stats.pruned_by_metrics, 0);
+    }
+
+    #[test]
+    fn deletes_apply_by_sequence_number_and_partition() {
+        let s = schema();
+        let spec = by_p(&s);
+        let data = manifest(
+            &spec,
+            ManifestContentType::Data,
+            vec![
+                (
+                    ManifestStatus::Added,
+                    Some(1),
+                    file("old", DataContentType::Data, Some(1), 10, (0, 9)),
+                ),
+                (
+                    ManifestStatus::Added,
+                    Some(3),
+                    file("new", DataContentType::Data, Some(1), 10, (0, 9)),
+                ),
+                (
+                    ManifestStatus::Added,
+                    Some(1),
+                    file("other", DataContentType::Data, Some(2), 10, (0, 9)),
+                ),
+            ],
+        );
+        let deletes = manifest(
+            &spec,
+            ManifestContentType::Deletes,
+            vec![(
+                ManifestStatus::Added,
+                Some(2),
+                file("pos", DataContentType::PositionDeletes, Some(1), 1, (0, 0)),
+            )],
+        );
+        let manifests = vec![(spec.clone(), data, None), (spec.clone(), deletes, None)];
+        let (files, stats) =
+            plan_files(&manifests, None, &PartitionFilters::default(), "db.t").unwrap();
+        let with: Vec<(&str, usize)> = files
+            .iter()
+            .map(|f| (f.file.file_path(), f.deletes.len()))
+            .collect();
+        // Position deletes apply to data files of the same partition with a sequence number
+        // at most theirs: not to the newer file, nor to another partition.
+        assert_eq!(with, [("old", 1), ("new", 0), ("other", 0)]);
+        assert_eq!((stats.delete_files, stats.files_with_deletes), (1, 1));
+    }
+
+    #[test]
+    fn data_files_inherit_first_row_ids_in_entry_order() {
+        let s = schema();
+        let spec = by_p(&s);
+        let data = manifest(
+            &spec,
+            ManifestContentType::Data,
+            vec![
+                (
+                    ManifestStatus::Added,
+                    Some(1),
+                    file("a", DataContentType::Data, Some(1), 10, (0, 9)),
+                ),
+                (
+                    ManifestStatus::Existing,
+                    Some(1),
+                    file("b", DataContentType::Data, Some(1), 5, (0, 9)),
+                ),
+                (
+                    ManifestStatus::Deleted,
+                    Some(1),
+                    file("d", DataContentType::Data, Some(1), 7, (0, 9)),
+                ),
+            ],
+        );
+        let (files, _) = plan_files(
+            &[(spec, data, Some(100))],
+            None,
+            &PartitionFilters::default(),
+            "db.t",
+        )
+        .unwrap();
+        let ids: Vec<Option<i64>> = files.iter().map(|f| f.first_row_id).collect();
+        assert_eq!(ids, [Some(100), Some(110)]);
+    }
+
+    #[test]
+    fn a_delete_file_without_a_sequence_number_is_corrupt() {
+        let s = schema();
+        let spec = by_p(&s);
+        let deletes = manifest(
+            &spec,
+            ManifestContentType::Deletes,
+            vec![(
+                ManifestStatus::Existing,
+                None,
+                file("pos", DataContentType::PositionDeletes, Some(1), 1, (0, 0)),
+            )],
+        );
+        let err = plan_files(
+            &[(spec, deletes, None)],
+            None,
+            &PartitionFilters::default(),
+            "db.t",
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Corrupt);
+        assert!(
+            err.to_string().contains("db.t") && err.to_string().contains("pos"),
+            "{err}"
+        );
+    }
+}

@@ -20,9 +20,10 @@ use roaring::RoaringTreemap;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::scan::{PlannedFile, Scan, SnapshotSelector};
+use crate::scan::{PlannedFile, Scan, ScanPlan, SnapshotSelector};
 use crate::spec::{
-    DataContentType, DataFile, DeleteGranularity, FormatVersion, PartitionSpec, Struct, WriteMode,
+    DataContentType, DataFile, DeleteGranularity, FormatVersion, IsolationLevel, PartitionSpec,
+    Struct, WriteMode,
 };
 use crate::table::Table;
 use crate::txn::{commit_or_discard, FileKey, RowLevelValidation, SnapshotProducer};
@@ -141,22 +142,43 @@ pub struct RowLevelResult {
     pub written_bytes: u64,
 }
 
-/// What the read-and-write phase staged for the commit.
-struct Staged {
-    removed: Vec<FileKey>,
-    touched: Vec<(DataFile, Arc<PartitionSpec>)>,
-    removed_rows: u64,
-    removed_data_files: usize,
-    added_deletes: Vec<(i32, DataFile)>,
-    written_rows: u64,
-    rewritten_rows: u64,
-}
-
 /// Per planned file: rows seen and positions removed.
 #[derive(Default)]
 struct FileState {
     live_rows: u64,
     removed: RoaringTreemap,
+}
+
+/// Step 1's result: what the change reads, and what it removes without reading.
+struct RowLevelPlan {
+    mode: WriteMode,
+    isolation: IsolationLevel,
+    version: FormatVersion,
+    /// The snapshot read (`None`: an empty table); the copy-on-write rescan reads it too.
+    snapshot_id: Option<i64>,
+    /// The configured scan (columns, row lineage) and its plan.
+    scan: Scan,
+    plan: ScanPlan,
+    /// The files read (the plan's, in its order) and their already-deleted positions.
+    files: Vec<PlannedFile>,
+    previous: Vec<Option<RoaringTreemap>>,
+    /// Files the changer removes whole judging by partition values alone.
+    dropped: Vec<PlannedFile>,
+}
+
+/// Step 3's input: what happens to each file, decided from the rows located.
+#[derive(Debug, Default)]
+struct Decision {
+    /// Data files (and the delete files only they use) the snapshot removes.
+    removed: Vec<FileKey>,
+    /// Files that lost rows (for conflict validation).
+    touched: Vec<(DataFile, Arc<PartitionSpec>)>,
+    removed_rows: u64,
+    removed_data_files: usize,
+    /// Copy-on-write: files rewritten without these positions.
+    rewrite: Vec<(usize, RoaringTreemap)>,
+    /// Merge-on-read: files keeping their rows, with the positions to delete.
+    new_positions: Vec<(usize, RoaringTreemap)>,
 }
 
 /// Runs a row-level change on `table`. `filter` prunes the files read (it must hold for every
@@ -168,6 +190,101 @@ pub async fn run(
     filter: Option<Predicate>,
     changer: &mut dyn RowChanger,
 ) -> Result<RowLevelResult> {
+    let mut p = plan(table, kind, filter.as_ref(), changer).await?;
+    let mut data = DataWriter::new(table)?;
+    if p.version == FormatVersion::V3 {
+        // Rows copied by copy-on-write keep their lineage; new and updated rows get new row
+        // ids (their lineage columns are NULL, so they inherit the new file's).
+        data = data.with_row_lineage(table)?;
+    }
+    let mut deletes = DeleteFileWriter::new(table)?;
+    let staged = async {
+        let states = locate(&mut p, changer, &mut data).await?;
+        let mut d = decide(&p.files, &p.dropped, states, p.mode);
+        let rewritten_rows = rewrite_files(table, &p, &d.rewrite, &mut data).await?;
+        let positions = std::mem::take(&mut d.new_positions);
+        let granularity = table.properties()?.delete_granularity;
+        let added_deletes =
+            write_deletes(&p, granularity, positions, &mut deletes, &mut d.removed).await?;
+        Ok::<_, Error>((d, rewritten_rows, added_deletes))
+    }
+    .await;
+    let (d, rewritten_rows, added_deletes) = match staged {
+        Ok(s) => s,
+        Err(e) => {
+            data.abort(table.storage()).await;
+            deletes.abort().await;
+            return Err(e);
+        }
+    };
+    let written_rows = data.rows_written() - rewritten_rows;
+    let added_data = match data.close().await {
+        Ok(f) => f,
+        Err(e) => {
+            deletes.abort().await;
+            return Err(e);
+        }
+    };
+    // Deletion vectors share a Puffin file: count each file once.
+    let mut seen = std::collections::HashSet::new();
+    let written_bytes = added_data
+        .iter()
+        .chain(added_deletes.iter().map(|(_, f)| f))
+        .filter(|f| seen.insert(f.file_path().to_string()))
+        .map(|f| f.file_size_in_bytes())
+        .sum::<u64>();
+    let mut result = RowLevelResult {
+        table: table.clone(),
+        snapshot_id: None,
+        mode: p.mode,
+        removed_rows: d.removed_rows,
+        written_rows,
+        rewritten_rows,
+        removed_data_files: d.removed_data_files,
+        added_data_files: added_data.len(),
+        added_delete_files: added_deletes.len(),
+        written_bytes,
+    };
+    if d.removed.is_empty() && added_data.is_empty() && added_deletes.is_empty() {
+        return Ok(result);
+    }
+    let written: Vec<String> = added_data
+        .iter()
+        .map(|f| f.file_path().to_string())
+        .chain(deletes.written().iter().cloned())
+        .collect();
+    let (t, id) = commit_change(
+        catalog,
+        table,
+        filter.as_ref(),
+        p.isolation,
+        d,
+        added_data,
+        added_deletes,
+        &written,
+    )
+    .await?;
+    result.table = t;
+    result.snapshot_id = Some(id);
+    Ok(result)
+}
+
+/// A scan of `table` at `snapshot_id` (the current state of an empty table when `None`).
+fn scan_at(table: &Table, snapshot_id: Option<i64>) -> Scan {
+    match snapshot_id {
+        Some(id) => Scan::new(table).snapshot(SnapshotSelector::Id(id)),
+        None => Scan::new(table),
+    }
+}
+
+/// Step 1, plan: the mode, and the files that may hold affected rows (pruned by `filter`);
+/// files the changer removes whole by their identity partition values are not read.
+async fn plan(
+    table: &Table,
+    kind: RowLevelKind,
+    filter: Option<&Predicate>,
+    changer: &dyn RowChanger,
+) -> Result<RowLevelPlan> {
     let props = table.properties()?;
     let (mode, isolation) = match kind {
         RowLevelKind::Delete => (props.delete_mode, props.delete_isolation),
@@ -184,12 +301,8 @@ pub async fn run(
         )));
     }
     let snapshot_id = table.current_snapshot().map(|s| s.snapshot_id());
-    let at = |s: Scan| match snapshot_id {
-        Some(id) => s.snapshot(SnapshotSelector::Id(id)),
-        None => s,
-    };
-    let mut scan = at(Scan::new(table));
-    if let Some(f) = &filter {
+    let mut scan = scan_at(table, snapshot_id);
+    if let Some(f) = filter {
         scan = scan.prune(f.clone());
     }
     if let Some(cols) = changer.columns() {
@@ -199,10 +312,9 @@ pub async fn run(
         scan = scan.with_row_lineage();
     }
     let mut plan = scan.plan().await?.without_row_filter();
-    // Files the changer removes whole judging by partition values alone are not read.
     let mut dropped: Vec<PlannedFile> = Vec::new();
     if let Some(cols) = changer.columns() {
-        let arrow = iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?;
+        let arrow = table.arrow_schema()?;
         for f in &plan.files {
             if let Some(row) = identity_row(table, &arrow, f, &cols)? {
                 if changer.removes_all(&row)? == Some(true) {
@@ -216,253 +328,250 @@ pub async fn run(
             .collect();
         plan.retain(|p| !gone.contains(p.file.file_path()));
     }
-    let files: Vec<PlannedFile> = plan.files.clone();
-    let previous: Vec<Option<RoaringTreemap>> = (0..files.len())
+    let files = plan.files.clone();
+    let previous = (0..files.len())
         .map(|i| plan.deleted_positions(i).cloned())
         .collect();
-    let mut states: Vec<FileState> = (0..files.len()).map(|_| FileState::default()).collect();
-    // v3: rows copied by copy-on-write keep their row lineage; new and updated rows get new
-    // row ids (their lineage columns are NULL, so they inherit the new file's).
-    let v3 = version == FormatVersion::V3;
-    let mut data = DataWriter::new(table)?;
-    if v3 {
-        data = data.with_row_lineage(table)?;
-    }
-    let mut deletes = DeleteFileWriter::new(table)?;
+    Ok(RowLevelPlan {
+        mode,
+        isolation,
+        version,
+        snapshot_id,
+        scan,
+        plan,
+        files,
+        previous,
+        dropped,
+    })
+}
 
-    let outcome = async {
-        if changer.grouped() {
-            // One partition at a time: the changer holds only that partition's state.
-            let mut groups: Vec<((i32, Struct), Vec<usize>)> = Vec::new();
-            let mut at_group: HashMap<(i32, Struct), usize> = HashMap::new();
-            for (i, f) in files.iter().enumerate() {
-                let key = (f.spec.spec_id(), f.partition.clone());
-                let g = *at_group.entry(key.clone()).or_insert_with(|| {
-                    groups.push((key, Vec::new()));
-                    groups.len() - 1
-                });
-                groups[g].1.push(i);
-            }
-            for ((spec_id, partition), idx) in groups {
-                if !changer.start_group(spec_id, &partition)? {
-                    continue;
-                }
-                let stream = scan.read_positioned(plan.subset(&idx), true)?;
-                consume(stream, &idx, &mut states, changer, &mut data).await?;
-                write_all(&mut data, changer.end_group()?).await?;
-            }
-            while let Some(batches) = changer.next_new_group()? {
-                write_all(&mut data, batches).await?;
-            }
-        } else {
-            let idx: Vec<usize> = (0..files.len()).collect();
-            let stream = scan.read_positioned(plan, true)?;
-            consume(stream, &idx, &mut states, changer, &mut data).await?;
+/// Step 2, locate: the planned files' live rows go through the changer (a partition at a
+/// time when it asks), which marks removed positions; its new rows are written as they come.
+async fn locate(
+    p: &mut RowLevelPlan,
+    changer: &mut dyn RowChanger,
+    data: &mut DataWriter,
+) -> Result<Vec<FileState>> {
+    let mut states: Vec<FileState> = (0..p.files.len()).map(|_| FileState::default()).collect();
+    if changer.grouped() {
+        let mut groups: Vec<((i32, Struct), Vec<usize>)> = Vec::new();
+        let mut at_group: HashMap<(i32, Struct), usize> = HashMap::new();
+        for (i, f) in p.files.iter().enumerate() {
+            let key = (f.spec.spec_id(), f.partition.clone());
+            let g = *at_group.entry(key.clone()).or_insert_with(|| {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i);
         }
-        write_all(&mut data, changer.finish()?).await?;
-        let mut producer_removed: Vec<FileKey> = Vec::new();
-        let mut touched = Vec::new();
-        let mut removed_rows = 0u64;
-        let mut removed_data_files = 0usize;
-        for f in &dropped {
-            producer_removed.push(FileKey::of(&f.file));
-            producer_removed.extend(file_scoped_deletes(f));
-            touched.push((f.file.clone(), f.spec.clone()));
-            removed_data_files += 1;
-            removed_rows += f.file.record_count();
-        }
-        let mut rewrite: Vec<usize> = Vec::new();
-        let mut new_positions: Vec<(usize, RoaringTreemap)> = Vec::new();
-        for (i, st) in states.iter_mut().enumerate() {
-            if st.removed.is_empty() {
+        for ((spec_id, partition), idx) in groups {
+            if !changer.start_group(spec_id, &partition)? {
                 continue;
             }
-            let f = &files[i];
-            removed_rows += st.removed.len();
-            touched.push((f.file.clone(), f.spec.clone()));
-            let whole = st.removed.len() == st.live_rows;
-            if whole || mode == WriteMode::CopyOnWrite {
-                producer_removed.push(FileKey::of(&f.file));
-                producer_removed.extend(file_scoped_deletes(f));
-                removed_data_files += 1;
-                if !whole {
-                    rewrite.push(i);
-                }
-            } else {
-                new_positions.push((i, std::mem::take(&mut st.removed)));
-            }
+            let stream = p.scan.read_positioned(p.plan.subset(&idx), true)?;
+            consume(stream, &idx, &mut states, changer, data).await?;
+            write_all(data, changer.end_group()?).await?;
         }
-        // Copy-on-write: the touched files again, whole, without their removed rows.
-        let mut rewritten_rows = 0u64;
-        if !rewrite.is_empty() {
-            let keep: std::collections::HashSet<&str> =
-                rewrite.iter().map(|&i| files[i].file.file_path()).collect();
-            let mut plan = at(Scan::new(table)).plan().await?;
-            plan.retain(|p| keep.contains(p.file.file_path()));
-            let order: Vec<usize> = plan
-                .files
-                .iter()
-                .map(|p| {
-                    rewrite
-                        .iter()
-                        .copied()
-                        .find(|&i| files[i].file.file_path() == p.file.file_path())
-                        .unwrap_or(usize::MAX)
-                })
-                .collect();
-            let mut rescan = at(Scan::new(table));
-            if v3 {
-                rescan = rescan.with_row_lineage();
-            }
-            let mut stream = rescan.read_positioned(plan, true)?;
-            while let Some(item) = stream.next().await {
-                let (j, (batch, positions)) = item?;
-                let positions = positions
-                    .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
-                let removed = &states
-                    .get(order[j])
-                    .ok_or_else(|| Error::io("rewritten file lost"))?
-                    .removed;
-                let keep: BooleanArray = positions
-                    .values()
-                    .iter()
-                    .map(|p| Some(!removed.contains(*p)))
-                    .collect();
-                let b = arrow_select::filter::filter_record_batch(&batch, &keep)?;
-                if b.num_rows() > 0 {
-                    rewritten_rows += b.num_rows() as u64;
-                    data.write(b).await?;
-                }
-            }
+        while let Some(batches) = changer.next_new_group()? {
+            write_all(data, batches).await?;
         }
-        // Merge-on-read: delete files for the removed positions.
-        let mut added_deletes: Vec<(i32, DataFile)> = Vec::new();
-        if !new_positions.is_empty() {
-            if version == FormatVersion::V3 {
-                let mut vectors = Vec::new();
-                for (i, p) in new_positions {
-                    let f = &files[i];
-                    let mut all = p;
-                    if let Some(prev) = &previous[i] {
-                        all |= prev;
-                    }
-                    producer_removed.extend(file_scoped_deletes(f));
-                    vectors.push((&f.file, f.spec.spec_id(), all));
-                }
-                for dv in deletes.write_deletion_vectors(&vectors).await? {
-                    let spec_id = vectors
-                        .iter()
-                        .find(|(f, _, _)| {
-                            Some(f.file_path().to_string()) == dv.referenced_data_file()
-                        })
-                        .map(|(_, s, _)| *s)
-                        .unwrap_or(0);
-                    added_deletes.push((spec_id, dv));
-                }
-            } else {
-                let mut groups: BTreeMap<(i32, String), PositionGroup> = BTreeMap::new();
-                for (i, p) in new_positions {
-                    let f = &files[i];
-                    let key = match props.delete_granularity {
-                        DeleteGranularity::File => {
-                            (f.spec.spec_id(), f.file.file_path().to_string())
-                        }
-                        DeleteGranularity::Partition => {
-                            (f.spec.spec_id(), format!("{:?}", f.partition))
-                        }
-                    };
-                    groups
-                        .entry(key)
-                        .or_insert_with(|| (f.spec.clone(), f.partition.clone(), Vec::new()))
-                        .2
-                        .push((f.file.file_path().to_string(), p));
-                }
-                for (_, (spec, partition, entries)) in groups {
-                    let df = deletes
-                        .write_position_deletes(&spec, &partition, &entries)
-                        .await?;
-                    added_deletes.push((spec.spec_id(), df));
-                }
-            }
-        }
-        let written_rows = data.rows_written() - rewritten_rows;
-        Ok::<_, Error>(Staged {
-            removed: producer_removed,
-            touched,
-            removed_rows,
-            removed_data_files,
-            added_deletes,
-            written_rows,
-            rewritten_rows,
-        })
+    } else {
+        let idx: Vec<usize> = (0..p.files.len()).collect();
+        // The whole plan is read once: moved out, not copied (its loaded deletes can be big).
+        let empty = p.plan.subset(&[]);
+        let whole = std::mem::replace(&mut p.plan, empty);
+        let stream = p.scan.read_positioned(whole, true)?;
+        consume(stream, &idx, &mut states, changer, data).await?;
     }
-    .await;
-    let Staged {
-        removed,
-        touched,
-        removed_rows,
-        removed_data_files,
-        added_deletes,
-        written_rows,
-        rewritten_rows,
-    } = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            data.abort(table.storage()).await;
-            deletes.abort().await;
-            return Err(e);
+    write_all(data, changer.finish()?).await?;
+    Ok(states)
+}
+
+/// Step 3, decide (pure): a file that loses every row (or, judged by partition values, is
+/// `dropped`) goes away whole; under copy-on-write the others that lost rows are rewritten,
+/// under merge-on-read they get delete files for the removed positions.
+fn decide(
+    files: &[PlannedFile],
+    dropped: &[PlannedFile],
+    states: Vec<FileState>,
+    mode: WriteMode,
+) -> Decision {
+    let mut d = Decision::default();
+    for f in dropped {
+        d.removed.push(FileKey::of(&f.file));
+        d.removed.extend(file_scoped_deletes(f));
+        d.touched.push((f.file.clone(), f.spec.clone()));
+        d.removed_data_files += 1;
+        d.removed_rows += f.file.record_count();
+    }
+    for (i, st) in states.into_iter().enumerate() {
+        if st.removed.is_empty() {
+            continue;
         }
-    };
-    let added_data = match data.close().await {
-        Ok(f) => f,
-        Err(e) => {
-            deletes.abort().await;
-            return Err(e);
+        let f = &files[i];
+        d.removed_rows += st.removed.len();
+        d.touched.push((f.file.clone(), f.spec.clone()));
+        let whole = st.removed.len() == st.live_rows;
+        if whole || mode == WriteMode::CopyOnWrite {
+            d.removed.push(FileKey::of(&f.file));
+            d.removed.extend(file_scoped_deletes(f));
+            d.removed_data_files += 1;
+            if !whole {
+                d.rewrite.push((i, st.removed));
+            }
+        } else {
+            d.new_positions.push((i, st.removed));
         }
-    };
-    let nothing = removed.is_empty() && added_data.is_empty() && added_deletes.is_empty();
-    // Deletion vectors share a Puffin file: count each file once.
-    let mut seen = std::collections::HashSet::new();
-    let written_bytes = added_data
+    }
+    d
+}
+
+/// Step 4a, copy-on-write: the files in `rewrite` read again, whole, and written without
+/// their removed positions (rows keep their lineage). Returns the rows copied.
+async fn rewrite_files(
+    table: &Table,
+    p: &RowLevelPlan,
+    rewrite: &[(usize, RoaringTreemap)],
+    data: &mut DataWriter,
+) -> Result<u64> {
+    if rewrite.is_empty() {
+        return Ok(0);
+    }
+    let removed_of: HashMap<&str, &RoaringTreemap> = rewrite
         .iter()
-        .chain(added_deletes.iter().map(|(_, f)| f))
-        .filter(|f| seen.insert(f.file_path().to_string()))
-        .map(|f| f.file_size_in_bytes())
-        .sum::<u64>();
-    let mut result = RowLevelResult {
-        table: table.clone(),
-        snapshot_id: None,
-        mode,
-        removed_rows,
-        written_rows,
-        rewritten_rows,
-        removed_data_files,
-        added_data_files: added_data.len(),
-        added_delete_files: added_deletes.len(),
-        written_bytes,
-    };
-    if nothing {
-        return Ok(result);
+        .map(|(i, r)| (p.files[*i].file.file_path(), r))
+        .collect();
+    let mut plan = scan_at(table, p.snapshot_id).plan().await?;
+    plan.retain(|f| removed_of.contains_key(f.file.file_path()));
+    let order: Vec<&RoaringTreemap> = plan
+        .files
+        .iter()
+        .filter_map(|f| removed_of.get(f.file.file_path()).copied())
+        .collect();
+    if order.len() != plan.files.len() {
+        return Err(Error::io("a file to rewrite was planned twice"));
     }
+    let mut rescan = scan_at(table, p.snapshot_id);
+    if p.version == FormatVersion::V3 {
+        rescan = rescan.with_row_lineage();
+    }
+    let mut rewritten = 0u64;
+    let mut stream = rescan.read_positioned(plan, true)?;
+    while let Some(item) = stream.next().await {
+        let (j, (batch, positions)) = item?;
+        let positions =
+            positions.ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+        let removed = order
+            .get(j)
+            .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
+        let keep: BooleanArray = positions
+            .values()
+            .iter()
+            .map(|p| Some(!removed.contains(*p)))
+            .collect();
+        let b = arrow_select::filter::filter_record_batch(&batch, &keep)?;
+        if b.num_rows() > 0 {
+            rewritten += b.num_rows() as u64;
+            data.write(b).await?;
+        }
+    }
+    Ok(rewritten)
+}
+
+/// Step 4b, merge-on-read: v3 deletion vectors (each merged with the file's previous one,
+/// whose delete files `removed` then gains) or v2 position delete files grouped by
+/// `write.delete.granularity`. Returns each delete file with its spec id.
+async fn write_deletes(
+    p: &RowLevelPlan,
+    granularity: DeleteGranularity,
+    new_positions: Vec<(usize, RoaringTreemap)>,
+    deletes: &mut DeleteFileWriter,
+    removed: &mut Vec<FileKey>,
+) -> Result<Vec<(i32, DataFile)>> {
+    let mut added = Vec::new();
+    if new_positions.is_empty() {
+        return Ok(added);
+    }
+    if p.version == FormatVersion::V3 {
+        let mut vectors = Vec::new();
+        for (i, positions) in new_positions {
+            let f = &p.files[i];
+            let mut all = positions;
+            if let Some(prev) = &p.previous[i] {
+                all |= prev;
+            }
+            removed.extend(file_scoped_deletes(f));
+            vectors.push((&f.file, f.spec.spec_id(), all));
+        }
+        for dv in deletes.write_deletion_vectors(&vectors).await? {
+            let spec_id = vectors
+                .iter()
+                .find(|(f, _, _)| Some(f.file_path().to_string()) == dv.referenced_data_file())
+                .map(|(_, s, _)| *s)
+                .unwrap_or(0);
+            added.push((spec_id, dv));
+        }
+    } else {
+        for (spec, partition, entries) in position_groups(&p.files, new_positions, granularity) {
+            let df = deletes
+                .write_position_deletes(&spec, &partition, &entries)
+                .await?;
+            added.push((spec.spec_id(), df));
+        }
+    }
+    Ok(added)
+}
+
+/// v2 position deletes, one delete file per data file or per partition (pure).
+fn position_groups(
+    files: &[PlannedFile],
+    new_positions: Vec<(usize, RoaringTreemap)>,
+    granularity: DeleteGranularity,
+) -> Vec<PositionGroup> {
+    let mut groups: BTreeMap<(i32, String), PositionGroup> = BTreeMap::new();
+    for (i, positions) in new_positions {
+        let f = &files[i];
+        let key = match granularity {
+            DeleteGranularity::File => (f.spec.spec_id(), f.file.file_path().to_string()),
+            DeleteGranularity::Partition => (f.spec.spec_id(), format!("{:?}", f.partition)),
+        };
+        groups
+            .entry(key)
+            .or_insert_with(|| (f.spec.clone(), f.partition.clone(), Vec::new()))
+            .2
+            .push((f.file.file_path().to_string(), positions));
+    }
+    groups.into_values().collect()
+}
+
+/// Step 5, commit: one snapshot (`delete` when nothing was added, else `overwrite`),
+/// validated against what was committed since the snapshot read; `written` files are
+/// deleted when it does not commit.
+#[allow(clippy::too_many_arguments)]
+async fn commit_change(
+    catalog: &Catalog,
+    table: &Table,
+    filter: Option<&Predicate>,
+    isolation: IsolationLevel,
+    d: Decision,
+    added_data: Vec<DataFile>,
+    added_deletes: Vec<(i32, DataFile)>,
+    written: &[String],
+) -> Result<(Table, i64)> {
     let operation = if added_data.is_empty() {
         Operation::Delete
     } else {
         Operation::Overwrite
     };
-    let written: Vec<String> = added_data
-        .iter()
-        .map(|f| f.file_path().to_string())
-        .chain(deletes.written().iter().cloned())
-        .collect();
-    let mut by_spec: HashMap<i32, Vec<DataFile>> = HashMap::new();
+    let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
     for (s, f) in added_deletes {
         by_spec.entry(s).or_default().push(f);
     }
-    let mut producer = SnapshotProducer::new(operation, added_data).remove_files(removed);
+    let mut producer = SnapshotProducer::new(operation, added_data).remove_files(d.removed);
     for (s, fs) in by_spec {
         producer = producer.add_files(s, fs);
     }
-    let conflict_filter = match &filter {
+    let conflict_filter = match filter {
         Some(f) => Some(
             f.clone()
                 .bind(table.metadata().current_schema().clone(), false)
@@ -475,13 +584,12 @@ pub async fn run(
     let validation = RowLevelValidation {
         isolation,
         conflict_filter,
-        touched,
+        touched: d.touched,
         ignore_equality_deletes: false,
         table: table.name(),
     };
-    result.table = commit_or_discard(catalog, table, &mut producer, &validation, &written).await?;
-    result.snapshot_id = Some(producer.snapshot_id());
-    Ok(result)
+    let t = commit_or_discard(catalog, table, &mut producer, &validation, written).await?;
+    Ok((t, producer.snapshot_id()))
 }
 
 /// Feeds a stream of positioned batches (file `j` of the stream is planned file `idx[j]`) to
@@ -580,4 +688,117 @@ pub(crate) fn file_scoped_deletes(f: &PlannedFile) -> Vec<FileKey> {
         })
         .map(|d| FileKey::of(&d.file))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::test_files::{by_p, file, planned, schema};
+
+    fn positions(p: impl IntoIterator<Item = u64>) -> RoaringTreemap {
+        p.into_iter().collect()
+    }
+
+    fn state(live_rows: u64, removed: &[u64]) -> FileState {
+        FileState {
+            live_rows,
+            removed: positions(removed.iter().copied()),
+        }
+    }
+
+    /// Files a (10 rows, with a file-scoped DV), b (10 rows), c (5 rows), d (untouched);
+    /// `e` dropped by partition values.
+    fn files() -> (Vec<PlannedFile>, Vec<PlannedFile>) {
+        let spec = by_p(&schema());
+        let data = |path: &str, rows| file(path, DataContentType::Data, Some(1), rows, (0, 9));
+        let mut dv = file(
+            "a.puffin",
+            DataContentType::PositionDeletes,
+            Some(1),
+            1,
+            (0, 0),
+        );
+        dv = crate::spec::data_file_builder(&dv)
+            .referenced_data_file(Some("a".into()))
+            .content_offset(Some(4))
+            .content_size_in_bytes(Some(40))
+            .build()
+            .unwrap();
+        let files = vec![
+            planned(data("a", 10), &spec, 1, vec![dv]),
+            planned(data("b", 10), &spec, 1, vec![]),
+            planned(data("c", 5), &spec, 1, vec![]),
+            planned(data("d", 5), &spec, 1, vec![]),
+        ];
+        let dropped = vec![planned(data("e", 7), &spec, 1, vec![])];
+        (files, dropped)
+    }
+
+    fn states() -> Vec<FileState> {
+        vec![
+            state(10, &[1, 2]),
+            state(10, &[0]),
+            state(5, &[0, 1, 2, 3, 4]),
+            state(5, &[]),
+        ]
+    }
+
+    fn paths(keys: &[FileKey]) -> Vec<String> {
+        let mut v: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn copy_on_write_rewrites_touched_files_and_drops_emptied_ones() {
+        let (files, dropped) = files();
+        let d = decide(&files, &dropped, states(), WriteMode::CopyOnWrite);
+        // e (dropped, 7 rows) + a 2 + b 1 + c 5 (all of it).
+        assert_eq!(d.removed_rows, 15);
+        assert_eq!(d.removed_data_files, 4);
+        let rewritten: Vec<(usize, Vec<u64>)> = d
+            .rewrite
+            .iter()
+            .map(|(i, r)| (*i, r.iter().collect()))
+            .collect();
+        assert_eq!(rewritten, [(0, vec![1, 2]), (1, vec![0])]);
+        assert!(d.new_positions.is_empty());
+        // a's deletion vector goes with it; d is not touched.
+        let removed = paths(&d.removed);
+        assert_eq!(removed.len(), 5, "{removed:?}");
+        assert!(
+            removed.iter().any(|k| k.contains("a.puffin")),
+            "{removed:?}"
+        );
+        assert!(!removed.iter().any(|k| k.contains("\"d\"")), "{removed:?}");
+        assert_eq!(d.touched.len(), 4);
+    }
+
+    #[test]
+    fn merge_on_read_keeps_files_and_deletes_positions() {
+        let (files, dropped) = files();
+        let d = decide(&files, &dropped, states(), WriteMode::MergeOnRead);
+        assert_eq!(d.removed_rows, 15);
+        // Only the emptied file c and the dropped e go away whole.
+        assert_eq!(d.removed_data_files, 2);
+        assert!(d.rewrite.is_empty());
+        let kept: Vec<usize> = d.new_positions.iter().map(|(i, _)| *i).collect();
+        assert_eq!(kept, [0, 1]);
+    }
+
+    #[test]
+    fn position_deletes_group_by_granularity() {
+        let (files, _) = files();
+        let new = || vec![(0, positions([1])), (1, positions([2, 3]))];
+        let by_file = position_groups(&files, new(), DeleteGranularity::File);
+        assert_eq!(by_file.len(), 2);
+        let by_partition = position_groups(&files, new(), DeleteGranularity::Partition);
+        assert_eq!(by_partition.len(), 1);
+        let entries: Vec<(&str, u64)> = by_partition[0]
+            .2
+            .iter()
+            .map(|(p, r)| (p.as_str(), r.len()))
+            .collect();
+        assert_eq!(entries, [("a", 1), ("b", 2)]);
+    }
 }

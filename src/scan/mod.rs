@@ -20,6 +20,8 @@ pub(crate) use delete_index::{canonical_path, is_file_scoped, DeleteEntry};
 #[doc(hidden)]
 pub use deletes::{decode_dv, decode_position_deletes, dv_range};
 pub(crate) use deletes::{read_positions, FileDeletes, LoadedDeletes};
+#[cfg(test)]
+pub(crate) use plan::test_files;
 pub use plan::PlannedFile;
 pub(crate) use plan::{plan_files, PartitionFilters, PlanStats};
 pub(crate) use read_file::{lineage_fields, PositionedBatch};

@@ -174,16 +174,17 @@ pub fn plan_files(
     Ok((out, stats))
 }
 
+/// In-memory metadata for unit tests of planning and of the engines above it.
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_files {
     use super::*;
-    use iceberg::expr::{Bind, Reference};
     use iceberg::spec::{
-        DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal, ManifestContentType,
-        ManifestEntry, ManifestMetadata, NestedField, PrimitiveType, Transform, Type,
+        DataFileBuilder, DataFileFormat, Datum, Literal, NestedField, PrimitiveType, Transform,
+        Type,
     };
 
-    fn schema() -> Arc<Schema> {
+    /// Schema `id long, p int`.
+    pub(crate) fn schema() -> Arc<Schema> {
         Arc::new(
             Schema::builder()
                 .with_fields(vec![
@@ -195,7 +196,8 @@ mod tests {
         )
     }
 
-    fn by_p(schema: &Arc<Schema>) -> Arc<PartitionSpec> {
+    /// Identity partitions on `p` (spec id 1).
+    pub(crate) fn by_p(schema: &Arc<Schema>) -> Arc<PartitionSpec> {
         Arc::new(
             PartitionSpec::builder(schema.clone())
                 .with_spec_id(1)
@@ -207,7 +209,7 @@ mod tests {
     }
 
     /// A file of `rows` rows, ids in `[lo, hi]`, in partition `p` (`None`: unpartitioned).
-    fn file(
+    pub(crate) fn file(
         path: &str,
         content: DataContentType,
         p: Option<i32>,
@@ -231,6 +233,40 @@ mod tests {
             .build()
             .unwrap()
     }
+
+    /// A planned data file with these delete files.
+    pub(crate) fn planned(
+        f: DataFile,
+        spec: &Arc<PartitionSpec>,
+        seq: i64,
+        deletes: Vec<DataFile>,
+    ) -> PlannedFile {
+        PlannedFile {
+            partition: f.partition().clone(),
+            file: f,
+            spec: spec.clone(),
+            sequence_number: seq,
+            deletes: deletes
+                .into_iter()
+                .map(|file| DeleteEntry {
+                    file,
+                    spec: spec.clone(),
+                    sequence_number: seq,
+                })
+                .collect(),
+            first_row_id: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_files::{by_p, file, schema};
+    use super::*;
+    use iceberg::expr::{Bind, Reference};
+    use iceberg::spec::{
+        Datum, FormatVersion, ManifestContentType, ManifestEntry, ManifestMetadata,
+    };
 
     fn manifest(
         spec: &Arc<PartitionSpec>,

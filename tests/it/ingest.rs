@@ -392,7 +392,7 @@ async fn bad_snapshots_are_refused() {
         (
             batch(vec![Some(1)], false),
             IngestOptions::new(vec!["product_id".into()], "update_id"),
-            "partition column 'date' is not part of --key",
+            "partition column 'date' is not part of the key",
         ),
         (
             batch(vec![Some(1)], false),

@@ -267,20 +267,8 @@ async fn failed_append_commits_nothing_and_leaves_no_files() {
         .unwrap();
     assert!(t.current_snapshot().is_none(), "nothing committed");
     let data = dir.path().join("db/fail/data");
-    let left: Vec<_> = walk(&data);
+    let left: Vec<_> = files_under(&data);
     assert!(left.is_empty(), "orphan files left: {left:?}");
-}
-
-fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
-        if e.path().is_dir() {
-            out.extend(walk(&e.path()));
-        } else {
-            out.push(e.path());
-        }
-    }
-    out
 }
 
 #[tokio::test]
@@ -308,7 +296,7 @@ async fn old_metadata_files_are_trimmed_when_asked() {
             .table;
     }
     assert_eq!(t.metadata().metadata_log().len(), 2);
-    let jsons = walk(&dir.path().join("db/trim/metadata"))
+    let jsons = files_under(&dir.path().join("db/trim/metadata"))
         .into_iter()
         .filter(|p| p.to_string_lossy().ends_with(".metadata.json"))
         .count();

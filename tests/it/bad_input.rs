@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::cli::{floe, inputs, ok};
+use crate::common::{floe, inputs, ok};
 
 fn fails(wh: &Path, args: &[&str], want: &[&str]) -> String {
     let o = floe(wh, args);

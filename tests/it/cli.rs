@@ -1,94 +1,6 @@
 //! The `floe` binary: every command, exit codes, and two processes appending at once.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use crate::common::*;
-
-pub fn floe(wh: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_floe"))
-        .arg("--warehouse")
-        .arg(wh)
-        .args(args)
-        .output()
-        .expect("run floe")
-}
-
-/// `floe` run in `cwd` with `args` (no implied --warehouse or --catalog).
-pub fn floe_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_floe"))
-        .current_dir(cwd)
-        .env_remove("FLOE_WAREHOUSE")
-        .env_remove("FLOE_CATALOG")
-        .args(args)
-        .output()
-        .expect("run floe")
-}
-
-/// A run's exit code, stdout and stderr, for failure messages.
-pub fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-pub fn ok(wh: &Path, args: &[&str]) -> String {
-    let o = floe(wh, args);
-    assert!(
-        o.status.success(),
-        "floe {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-/// A CSV and a Parquet input file for `id long, name string, ts timestamptz`.
-pub fn inputs(dir: &Path) -> (String, String) {
-    let csv = dir.join("in.csv");
-    let mut s = String::from("id,name,ts\n");
-    for i in 0..50 {
-        s.push_str(&format!("{i},n{i},2024-01-{:02}T10:00:00Z\n", 1 + i % 20));
-    }
-    std::fs::write(&csv, s).unwrap();
-    let pq = dir.join("in.parquet");
-    let b = {
-        use arrow::array::{Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
-        use std::sync::Arc;
-        RecordBatch::try_from_iter(vec![
-            (
-                "id",
-                Arc::new(Int64Array::from((50..80).collect::<Vec<i64>>())) as _,
-            ),
-            (
-                "name",
-                Arc::new(StringArray::from(
-                    (50..80).map(|i| format!("n{i}")).collect::<Vec<_>>(),
-                )) as _,
-            ),
-            (
-                "ts",
-                Arc::new(
-                    TimestampMicrosecondArray::from(
-                        (50..80)
-                            .map(|i| 1_706_000_000_000_000 + i * 1_000_000)
-                            .collect::<Vec<i64>>(),
-                    )
-                    .with_timezone("UTC"),
-                ) as _,
-            ),
-        ])
-        .unwrap()
-    };
-    write_parquet(&pq, &[b]);
-    (
-        csv.to_string_lossy().to_string(),
-        pq.to_string_lossy().to_string(),
-    )
-}
 
 #[test]
 fn every_command_end_to_end() {
@@ -232,7 +144,7 @@ fn quickstart_builds_readable_tables() {
     let d = tempfile::tempdir().unwrap();
     let wh = d.path().join("qs");
     // A relative "./dir", as the README runs it.
-    let o = Command::new(env!("CARGO_BIN_EXE_floe"))
+    let o = crate::common::floe_cmd()
         .current_dir(d.path())
         .args(["quickstart", "--dir", "./qs", "--rows", "20000"])
         .output()
@@ -273,7 +185,7 @@ fn quickstart_builds_readable_tables() {
         "the DELETE wrote deletion vectors: {files}"
     );
     // A second run starts over and builds the same tables.
-    let o = Command::new(env!("CARGO_BIN_EXE_floe"))
+    let o = crate::common::floe_cmd()
         .current_dir(d.path())
         .args(["quickstart", "--dir", "./qs", "--rows", "20000"])
         .output()
@@ -325,7 +237,7 @@ fn two_processes_append_concurrently_and_both_land() {
                 .into_iter()
                 .map(|file| {
                     let a = args(&["append", name, file]);
-                    Command::new(env!("CARGO_BIN_EXE_floe"))
+                    crate::common::floe_cmd()
                         .arg("--warehouse")
                         .arg(&wh)
                         .args(&a)
@@ -515,7 +427,7 @@ fn two_processes_delete_from_the_same_file() {
             let children: Vec<_> = filters
                 .iter()
                 .map(|f| {
-                    Command::new(env!("CARGO_BIN_EXE_floe"))
+                    crate::common::floe_cmd()
                         .arg("--warehouse")
                         .arg(&wh)
                         .args(["delete", &name, "--where", f])

@@ -69,24 +69,6 @@ fn local(p: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(p.trim_start_matches("file://").trim_start_matches("file:"))
 }
 
-fn parquet_files_under(dir: &std::path::Path) -> usize {
-    let mut n = 0;
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                n += parquet_files_under(&p);
-            } else if p
-                .extension()
-                .is_some_and(|x| x == "parquet" || x == "puffin")
-            {
-                n += 1;
-            }
-        }
-    }
-    n
-}
-
 /// Clone shares files and copies only metadata; afterwards each table evolves alone; GC on
 /// the source (compact, expire, orphans, drop --purge) leaves the clone intact and the reverse;
 /// the peers read both as any table; files nobody references any more end up deleted.
@@ -251,7 +233,12 @@ async fn clone_shares_files_and_survives_gc_of_either_side() {
             .await
             .unwrap();
         assert_eq!(
-            parquet_files_under(&local(&src_loc)),
+            files_under(&local(&src_loc))
+                .iter()
+                .filter(|p| p
+                    .extension()
+                    .is_some_and(|x| x == "parquet" || x == "puffin"))
+                .count(),
             0,
             "{dst_name}: files neither table references are deleted"
         );

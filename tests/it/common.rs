@@ -294,3 +294,124 @@ pub fn assert_same_rows(python: &Path, expected: &Path, actual: &Path, what: &st
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// ---------------------------------------------------------------- the CLI
+
+/// The `floe` binary as a command; no catalog or warehouse leaks in from the environment.
+pub fn floe_cmd() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_floe"));
+    c.env_remove("FLOE_WAREHOUSE").env_remove("FLOE_CATALOG");
+    c
+}
+
+/// `floe --warehouse wh args…`.
+pub fn floe(wh: &Path, args: &[&str]) -> std::process::Output {
+    floe_cmd()
+        .arg("--warehouse")
+        .arg(wh)
+        .args(args)
+        .output()
+        .expect("run floe")
+}
+
+/// `floe` run in `cwd` with `args` (no implied --warehouse or --catalog).
+pub fn floe_in(cwd: &Path, args: &[&str]) -> std::process::Output {
+    floe_cmd()
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .expect("run floe")
+}
+
+/// A run's exit code, stdout and stderr, for failure messages.
+pub fn text(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `floe --warehouse wh args…`, which must succeed: its stdout.
+pub fn ok(wh: &Path, args: &[&str]) -> String {
+    let o = floe(wh, args);
+    assert!(
+        o.status.success(),
+        "floe {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// A CSV and a Parquet input file for `id long, name string, ts timestamptz`.
+pub fn inputs(dir: &Path) -> (String, String) {
+    let csv = dir.join("in.csv");
+    let mut s = String::from("id,name,ts\n");
+    for i in 0..50 {
+        s.push_str(&format!("{i},n{i},2024-01-{:02}T10:00:00Z\n", 1 + i % 20));
+    }
+    std::fs::write(&csv, s).unwrap();
+    let pq = dir.join("in.parquet");
+    let b = {
+        use arrow::array::{Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+        use std::sync::Arc;
+        RecordBatch::try_from_iter(vec![
+            (
+                "id",
+                Arc::new(Int64Array::from((50..80).collect::<Vec<i64>>())) as _,
+            ),
+            (
+                "name",
+                Arc::new(StringArray::from(
+                    (50..80).map(|i| format!("n{i}")).collect::<Vec<_>>(),
+                )) as _,
+            ),
+            (
+                "ts",
+                Arc::new(
+                    TimestampMicrosecondArray::from(
+                        (50..80)
+                            .map(|i| 1_706_000_000_000_000 + i * 1_000_000)
+                            .collect::<Vec<i64>>(),
+                    )
+                    .with_timezone("UTC"),
+                ) as _,
+            ),
+        ])
+        .unwrap()
+    };
+    write_parquet(&pq, &[b]);
+    (
+        csv.to_string_lossy().to_string(),
+        pq.to_string_lossy().to_string(),
+    )
+}
+
+// ---------------------------------------------------------------- files
+
+/// Every path under `dir` (files and directories), sorted; empty when `dir` does not exist.
+pub fn paths_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every file under `dir`, sorted; empty when `dir` does not exist.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    paths_under(dir)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect()
+}

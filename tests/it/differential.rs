@@ -646,12 +646,19 @@ fn float_lit(x: f64) -> Lit {
     let t = if x == 0.0 && x.is_sign_negative() {
         "-0.0".to_string()
     } else {
-        // Shortest text that reads back as x, without an exponent.
+        // Shortest text that reads back as x, without an exponent (a decimal literal) while
+        // it has at most 38 digits; beyond, with one (a double: every engine refuses a
+        // decimal literal no decimal(38) holds).
         let s = format!("{x:?}");
-        if s.contains('e') {
-            format!("{x}")
+        let plain = if s.contains('e') { format!("{x}") } else { s };
+        let (int, frac) = plain
+            .trim_start_matches('-')
+            .split_once('.')
+            .unwrap_or((&plain, ""));
+        if int.trim_start_matches(['-', '0']).len() + frac.len() > 38 {
+            format!("{x:e}")
         } else {
-            s
+            plain
         }
     };
     Lit::same(t)
@@ -1472,7 +1479,7 @@ async fn predicates_agree_with_duckdb_and_spark() {
     let replayed = cases.iter().filter(|c| c.name.starts_with("regression-"));
     let generated = cases.iter().filter(|c| !c.name.starts_with("regression-"));
     for case in replayed.chain(generated.step_by(40)) {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+        let o = crate::common::floe_cmd()
             .arg("--warehouse")
             .arg(dir.path())
             .args([

@@ -228,7 +228,7 @@ async fn peers_read_the_quickstart_warehouse() {
     let Some(py) = peers_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("qs");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+    let o = crate::common::floe_cmd()
         .args(["quickstart", "--rows", "30000", "--dir"])
         .arg(&wh)
         .output()

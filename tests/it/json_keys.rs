@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::cli::{floe, floe_in, text};
 use crate::common::repo;
+use crate::common::{floe, floe_in, text};
 
 /// Keys whose values are Iceberg's JSON, not floe's.
 const ICEBERG_JSON: &[&str] = &[

@@ -5,23 +5,14 @@
 
 use std::path::Path;
 
-use crate::cli::{floe_in, text};
+use crate::common::{floe_in, text};
 
 /// Every path under `dir`, sorted (what a command left behind).
 fn tree(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            out.push(p.strip_prefix(dir).unwrap().display().to_string());
-            if p.is_dir() {
-                stack.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    crate::common::paths_under(dir)
+        .iter()
+        .map(|p| p.strip_prefix(dir).unwrap().display().to_string())
+        .collect()
 }
 
 #[test]
@@ -542,7 +533,7 @@ fn long_work_shows_a_bar_on_a_terminal_only() {
     let dir = d.path();
     let wh = dir.join("wh");
     let run = |args: &[&str]| {
-        let o = crate::cli::floe(&wh, args);
+        let o = crate::common::floe(&wh, args);
         assert!(o.status.success(), "{args:?}: {}", text(&o));
         o
     };

@@ -8,7 +8,6 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use arrow::array::{Array, Int64Array, RecordBatch};
@@ -20,7 +19,7 @@ use floe::txn::append;
 use floe::ErrorKind;
 
 use crate::catalog::{exercise, pyice};
-use crate::cli::floe;
+use crate::common::floe;
 use crate::common::*;
 
 /// The test server's URI, or `None` (skip) when `FLOE_NO_POSTGRES=1`.
@@ -391,7 +390,7 @@ pub(crate) fn eight_writers_append(
     const ROWS: i64 = 4;
     let d = tempfile::tempdir().unwrap();
     let floe = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_floe"))
+        crate::common::floe_cmd()
             .envs(envs.iter().cloned())
             .args(cli)
             .args(args)

@@ -101,7 +101,7 @@ fn readme_examples_name_real_commands_and_options() {
                 None => args.push(w.clone()),
             }
         }
-        let o = Command::new(env!("CARGO_BIN_EXE_floe"))
+        let o = crate::common::floe_cmd()
             .args(&args)
             .arg("--help")
             .env_remove("FLOE_CATALOG")

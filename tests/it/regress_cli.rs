@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use floe::catalog::{Catalog, TableCreation};
 use floe::spec::{parse_partition_spec, parse_schema, TableIdent};
@@ -14,7 +14,7 @@ use floe::table::parse_ident;
 use floe::{CommitOutcome, ErrorKind, Table};
 use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 
-use crate::cli::{floe, floe_in, inputs, ok, text};
+use crate::common::{floe, floe_in, inputs, ok, text};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
@@ -80,7 +80,7 @@ fn closed_stdout_ends_every_command_quietly() {
         &["expire-snapshots", "db.t", "--dry-run"],
     ];
     for args in commands {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
+        let mut child = crate::common::floe_cmd()
             .arg("--warehouse")
             .arg(&wh)
             .args(args)
@@ -105,7 +105,7 @@ fn closed_stdout_ends_every_command_quietly() {
     let o = floe(&wh, &["scan", "db.t", "--format", "csv", "--limit", "1000"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 81);
     // A reader that quits after the first bytes of a long output.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_floe"))
+    let mut child = crate::common::floe_cmd()
         .arg("--warehouse")
         .arg(&wh)
         .args(["files", "db.t"])
@@ -518,7 +518,7 @@ async fn definite_commit_failures_are_not_unknown() {
         )
         .unwrap();
     }
-    let data_files = |dir: &Path| walk(&dir.join("db/t/data")).len();
+    let data_files = |dir: &Path| crate::common::files_under(&dir.join("db/t/data")).len();
     let files_before = data_files(&wh);
     let o = floe(&wh, &["append", "db.t", &csv]);
     let err = stderr(&o);
@@ -593,21 +593,6 @@ async fn definite_commit_failures_are_not_unknown() {
         };
         assert_eq!(got, want, "REST answer {status}");
     }
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(walk(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 // 8. A data or delete file that cannot be written: the first line names the file, the cause

@@ -17,8 +17,8 @@ use floe::spec::parse_schema;
 use floe::table::parse_ident;
 use floe::Table;
 
-use crate::cli::{floe, ok};
 use crate::common::*;
+use crate::common::{floe, ok};
 
 fn catalog(wh: &Path) -> Catalog {
     Catalog::open(None, Some(wh.to_str().unwrap()), None).unwrap()

@@ -419,9 +419,9 @@ fn cli_on_an_s3_warehouse() {
     let dir = tempfile::tempdir().unwrap();
     let wh = format!("s3://{}/cli-{}", env.bucket, uuid::Uuid::new_v4());
     let catalog = format!("sqlite:///{}", dir.path().join("catalog.db").display());
-    let (csv, _pq) = crate::cli::inputs(dir.path());
+    let (csv, _pq) = crate::common::inputs(dir.path());
     let run = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_floe"))
+        let o = crate::common::floe_cmd()
             .env_remove("AWS_PROFILE")
             .envs(env.vars.iter().cloned())
             .args(["--warehouse", &wh, "--catalog", &catalog])
@@ -459,7 +459,7 @@ fn cli_on_an_s3_warehouse() {
         "1"
     );
     // An S3 warehouse without a catalog URI is refused with a clear message.
-    let o = Command::new(env!("CARGO_BIN_EXE_floe"))
+    let o = crate::common::floe_cmd()
         .envs(env.vars.iter().cloned())
         .args(["--warehouse", &wh, "tables", "db"])
         .output()

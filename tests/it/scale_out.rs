@@ -111,7 +111,7 @@ fn text(o: &Output) -> String {
 
 /// The `floe` CLI on warehouse `wh` with catalog `catalog`, S3 settings from `vars` only.
 fn floe_cli(vars: &[(String, String)], wh: &str, catalog: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_floe"));
+    let mut c = crate::common::floe_cmd();
     c.env_remove("AWS_PROFILE")
         .envs(vars.iter().cloned())
         .args(["--warehouse", wh, "--catalog", catalog]);

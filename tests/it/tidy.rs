@@ -5,16 +5,10 @@ use std::path::{Path, PathBuf};
 use crate::common::repo;
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(rust_files(&p));
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-    out
+    crate::common::files_under(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect()
 }
 
 /// The text of a file before its `#[cfg(test)]` module.

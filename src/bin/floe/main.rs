@@ -8,6 +8,7 @@ macro_rules! outln {
     };
 }
 
+mod append;
 mod csv_nested;
 mod dml;
 mod ingest;
@@ -18,24 +19,16 @@ mod output;
 mod progress_bar;
 mod quickstart;
 mod report;
+mod scan;
+mod tables;
 
-use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use floe::catalog::{Catalog, TableCreation};
-use floe::scan::Scan;
-use floe::spec::{parse_partition_spec, parse_schema, parse_sort_order, FormatVersion};
+use floe::catalog::Catalog;
 use floe::storage::Storage;
-use floe::table::{ident_name, parse_ident};
+use floe::table::parse_ident;
 use floe::{Error, ErrorKind, Result, Table};
-use futures::TryStreamExt;
-
-use serde_json::json;
-
-use output::{print_json, write_batches, Format};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -92,87 +85,11 @@ enum Cmd {
         json: bool,
     },
     /// Create a table.
-    Create {
-        /// Table name (ns.table).
-        name: String,
-        /// Schema DDL, e.g. 'id long, name string, ts timestamptz'.
-        #[arg(long, required_unless_present = "schema_from")]
-        schema: Option<String>,
-        /// Take the schema from a Parquet file instead.
-        #[arg(long, conflicts_with = "schema")]
-        schema_from: Option<String>,
-        /// Partition spec, e.g. 'day(ts), bucket(16,id)'.
-        #[arg(long)]
-        partition_by: Option<String>,
-        /// Sort order, e.g. 'id desc nulls last'.
-        #[arg(long)]
-        sort_by: Option<String>,
-        /// Table property k=v (repeatable).
-        #[arg(long = "property", value_parser = kv)]
-        properties: Vec<(String, String)>,
-        /// Format version (1, 2 or 3).
-        #[arg(long, default_value_t = 2)]
-        format_version: u8,
-        /// Explicit table location.
-        #[arg(long)]
-        location: Option<String>,
-        /// Store --property keys under write., commit., history. or floe. that neither
-        /// Iceberg nor floe defines (by default a typo there is refused).
-        #[arg(long)]
-        allow_unknown_properties: bool,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Create(tables::CreateArgs),
     /// Append Parquet or CSV files to a table in one snapshot.
-    Append {
-        /// Table name.
-        name: String,
-        /// Input files (.parquet, .csv).
-        #[arg(required = true)]
-        files: Vec<String>,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Append(append::AppendArgs),
     /// Read rows.
-    Scan {
-        /// Table name (or use --metadata).
-        name: Option<String>,
-        /// Read a metadata.json or table directory without a catalog.
-        #[arg(long)]
-        metadata: Option<String>,
-        /// Columns to return (comma-separated).
-        #[arg(long, value_delimiter = ',')]
-        columns: Option<Vec<String>>,
-        /// Row filter, e.g. "ts >= '2024-01-01' AND id IN (1,2)".
-        #[arg(long = "where", allow_hyphen_values = true)]
-        filter: Option<String>,
-        /// Snapshot id (time travel).
-        #[arg(long)]
-        snapshot: Option<i64>,
-        /// Branch or tag.
-        #[arg(long = "ref")]
-        reference: Option<String>,
-        /// Timestamp (RFC 3339 or ms since epoch): the snapshot current then.
-        #[arg(long)]
-        as_of: Option<String>,
-        /// Print only the row count.
-        #[arg(long)]
-        count: bool,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "table")]
-        format: Format,
-        /// Output file.
-        #[arg(short = 'o', long)]
-        output: Option<String>,
-        /// At most this many rows (table format defaults to 100).
-        #[arg(long)]
-        limit: Option<usize>,
-        /// JSON output (same as --format json).
-        #[arg(long)]
-        json: bool,
-    },
+    Scan(scan::ScanArgs),
     /// Show a table's schema, partitioning, sort order, properties and current snapshot.
     Describe(inspect::TableRef),
     /// List a table's snapshots.
@@ -180,56 +97,15 @@ enum Cmd {
     /// List the data files of a snapshot, each with the delete files that apply to it.
     Files(inspect::FilesArgs),
     /// List, create or drop namespaces.
-    Namespaces {
-        /// Create this namespace.
-        #[arg(long)]
-        create: Option<String>,
-        /// Drop this (empty) namespace.
-        #[arg(long)]
-        drop: Option<String>,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Namespaces(tables::NamespacesArgs),
     /// List tables (of one namespace or all).
-    Tables {
-        /// Namespace.
-        namespace: Option<String>,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Tables(tables::TablesArgs),
     /// Rename a table.
-    Rename {
-        /// Current name.
-        from: String,
-        /// New name.
-        to: String,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Rename(tables::RenameArgs),
     /// Drop a table (with --purge, delete its files too).
-    Drop {
-        /// Table name.
-        name: String,
-        /// Delete data and metadata files.
-        #[arg(long)]
-        purge: bool,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Drop(tables::DropArgs),
     /// Register an existing metadata file as a table.
-    Register {
-        /// Table name.
-        name: String,
-        /// Metadata file location.
-        metadata: String,
-        /// JSON output.
-        #[arg(long)]
-        json: bool,
-    },
+    Register(tables::RegisterArgs),
     /// Delete rows (copy-on-write or merge-on-read per write.delete.mode).
     Delete(dml::DeleteArgs),
     /// Update rows (per write.update.mode); a changed partition column moves the row.
@@ -374,268 +250,16 @@ async fn run(cli: Cli) -> Result<()> {
             let dir = dir.as_deref().or(cli.warehouse.as_deref());
             quickstart::run(dir.unwrap_or("warehouse"), *rows, *json).await
         }
-        Cmd::Create {
-            name,
-            schema,
-            schema_from,
-            partition_by,
-            sort_by,
-            properties,
-            format_version,
-            location,
-            allow_unknown_properties,
-            json,
-        } => {
-            let ident = parse_ident(name)?;
-            let schema = match (schema, schema_from) {
-                (Some(ddl), _) => parse_schema(ddl)?,
-                (None, Some(file)) => {
-                    floe::spec::schema_from_arrow(input::parquet_schema(file)?.as_ref())?
-                }
-                (None, None) => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        "give --schema DDL or --schema-from FILE.parquet",
-                    ))
-                }
-            };
-            let mut c = TableCreation::new(schema.clone());
-            if let Some(p) = partition_by {
-                c.partition_spec = parse_partition_spec(p, &schema)?;
-            }
-            if let Some(s) = sort_by {
-                c.sort_order = Some(parse_sort_order(s, &schema)?);
-            }
-            c.properties = properties.iter().cloned().collect::<HashMap<_, _>>();
-            c.format_version = match format_version {
-                1 => FormatVersion::V1,
-                2 => FormatVersion::V2,
-                3 => FormatVersion::V3,
-                v => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        format!("--format-version {v}: expected 1, 2 or 3"),
-                    ))
-                }
-            };
-            c.location = location.clone();
-            c.allow_unknown_properties = *allow_unknown_properties;
-            // Refused before the catalog is opened, so bad input creates nothing.
-            if !c.allow_unknown_properties {
-                floe::spec::check_property_keys(&c.properties)?;
-            }
-            let cat = catalog_creating(&cli)?;
-            let t = cat.create_table(&ident, c).await?;
-            let relocated =
-                location.is_none() && t.metadata().location() != cat.default_location(&ident);
-            if *json {
-                print_json(&json!({
-                    "table": ident_name(&ident),
-                    "location": t.metadata().location(),
-                    "metadata_location": t.metadata_location(),
-                    "format_version": t.metadata().format_version() as u8,
-                    "relocated": relocated,
-                }));
-                return Ok(());
-            }
-            outln!(
-                "created {} at {}",
-                ident_name(&ident),
-                t.metadata().location()
-            );
-            if relocated {
-                outln!(
-                    "  (its default location {} holds another table's files)",
-                    cat.default_location(&ident)
-                );
-            }
-            Ok(())
-        }
-        Cmd::Append { name, files, json } => {
-            let (cat, table) = catalog_and_table(&cli, name).await?;
-            let conformer = table_conformer(&table)?;
-            // Open every input first: a bad file fails before anything is written.
-            let mut readers = Vec::new();
-            for f in files {
-                readers.push(input::read_file(f, &conformer)?);
-            }
-            let started = Instant::now();
-            let r = progress_bar::run(&format!("appending to {name}"), *json, |p| {
-                floe::txn::append(&cat, &table, input::counted(files, readers, p))
-            })
-            .await;
-            let r = r?;
-            let secs = started.elapsed().as_secs_f64();
-            if *json {
-                print_json(&report::append(name, &r, started));
-                return Ok(());
-            }
-            outln!(
-                "appended {} rows in {} files ({:.1} MB) to {} as snapshot {} in {:.2}s",
-                r.added_records,
-                r.added_files,
-                r.added_bytes as f64 / 1e6,
-                name,
-                r.snapshot_id
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                secs
-            );
-            Ok(())
-        }
-        Cmd::Scan {
-            name,
-            metadata,
-            columns,
-            filter,
-            snapshot,
-            reference,
-            as_of,
-            count,
-            format,
-            output,
-            limit,
-            json,
-        } => {
-            let table = load(&cli, name.as_deref(), metadata.as_deref()).await?;
-            let mut scan = Scan::new(&table);
-            let sel = ingest::selector(*snapshot, reference.as_ref(), as_of.as_ref())?;
-            scan = scan.snapshot(sel);
-            if let Some(f) = filter {
-                scan = scan.filter(floe::expr::parse_expr(f)?);
-            }
-            if let Some(c) = columns {
-                scan = scan.select(c.clone());
-            }
-            if *count {
-                let n = scan.count().await?;
-                if *json {
-                    print_json(&json!({"record_count": n}))
-                } else {
-                    outln!("{n}")
-                }
-                return Ok(());
-            }
-            let format = if *json { Format::Json } else { *format };
-            let limit = limit.or(if format == Format::Table && output.is_none() {
-                Some(100)
-            } else {
-                None
-            });
-            let plan = scan.plan().await?;
-            let arrow_schema = Arc::new(floe_arrow_schema(&plan.schema, columns.as_deref())?);
-            // A bar only when rows go to a file (on stdout it would mix with them).
-            let label = format!("scanning {}", table.name());
-            let read = progress_bar::run(&label, *json || output.is_none(), |_| async {
-                let mut stream = scan.read(plan)?;
-                let mut batches = Vec::new();
-                let mut rows = 0usize;
-                while let Some(b) = stream.try_next().await? {
-                    let b = match limit {
-                        Some(l) if rows + b.num_rows() > l => b.slice(0, l - rows),
-                        _ => b,
-                    };
-                    rows += b.num_rows();
-                    batches.push(b);
-                    if limit.is_some_and(|l| rows >= l) {
-                        break;
-                    }
-                }
-                Ok::<_, Error>((batches, rows))
-            });
-            let (batches, rows) = read.await?;
-            let out_schema = batches.first().map(|b| b.schema()).unwrap_or(arrow_schema);
-            write_batches(&batches, out_schema, format, output.as_deref())?;
-            if output.is_some() {
-                eprintln!("wrote {rows} rows to {}", output.as_deref().unwrap_or("-"));
-            }
-            Ok(())
-        }
+        Cmd::Create(a) => tables::create(&cli, a).await,
+        Cmd::Append(a) => append::append(&cli, a).await,
+        Cmd::Scan(a) => scan::scan(&cli, a).await,
         Cmd::Describe(a) => inspect::describe(&cli, a).await,
         Cmd::Snapshots(a) => inspect::snapshots(&cli, a).await,
         Cmd::Files(a) => inspect::files(&cli, a).await,
-        Cmd::Namespaces { create, drop, json } => {
-            let cat = match create {
-                Some(_) => catalog_creating(&cli)?,
-                None => catalog(&cli)?,
-            };
-            if let Some(ns) = create {
-                let exists = cat.list_namespaces().await?.iter().any(|n| n == ns);
-                if !exists {
-                    cat.create_namespace(ns, &[]).await?;
-                }
-                if *json {
-                    print_json(&json!({"namespace": ns, "created": !exists}));
-                } else if exists {
-                    outln!("namespace {ns} already exists (nothing changed)");
-                } else {
-                    outln!("created namespace {ns}");
-                }
-            }
-            if let Some(ns) = drop {
-                cat.drop_namespace(ns).await?;
-                if *json {
-                    print_json(&json!({"namespace": ns, "dropped": true}));
-                } else {
-                    outln!("dropped namespace {ns}");
-                }
-            }
-            if create.is_none() && drop.is_none() {
-                let ns = cat.list_namespaces().await?;
-                if *json {
-                    print_json(&json!(ns))
-                } else {
-                    ns.iter().for_each(|n| outln!("{n}"))
-                }
-            }
-            Ok(())
-        }
-        Cmd::Tables { namespace, json } => {
-            let cat = catalog(&cli)?;
-            let nss = match namespace {
-                Some(n) => vec![n.clone()],
-                None => cat.list_namespaces().await?,
-            };
-            let mut names = Vec::new();
-            for ns in nss {
-                for t in cat.list_tables(&ns).await? {
-                    names.push(ident_name(&t));
-                }
-            }
-            if *json {
-                print_json(&json!(names))
-            } else {
-                names.iter().for_each(|n| outln!("{n}"))
-            }
-            Ok(())
-        }
-        Cmd::Rename { from, to, json } => {
-            catalog(&cli)?
-                .rename_table(&parse_ident(from)?, &parse_ident(to)?)
-                .await?;
-            if *json {
-                print_json(&json!({"from": from, "to": to}));
-            } else {
-                outln!("renamed {from} to {to}");
-            }
-            Ok(())
-        }
-        Cmd::Drop { name, purge, json } => {
-            let r =
-                floe::maintenance::drop_table(&catalog(&cli)?, &parse_ident(name)?, *purge).await?;
-            if *json {
-                print_json(&report::drop(name, *purge, &r));
-            } else if *purge {
-                let kept = match r.kept_shared_files {
-                    0 => String::new(),
-                    n => format!(", {n} kept (another table still references them)"),
-                };
-                outln!("dropped {name}: {} files deleted{kept}", r.deleted_files);
-            } else {
-                outln!("dropped {name} (files kept; --purge deletes them)");
-            }
-            Ok(())
-        }
+        Cmd::Namespaces(a) => tables::namespaces(&cli, a).await,
+        Cmd::Tables(a) => tables::tables(&cli, a).await,
+        Cmd::Rename(a) => tables::rename(&cli, a).await,
+        Cmd::Drop(a) => tables::drop(&cli, a).await,
         Cmd::Delete(a) => dml::delete(&cli, a).await,
         Cmd::Update(a) => dml::update(&cli, a).await,
         Cmd::Merge(a) => dml::merge(&cli, a).await,
@@ -649,21 +273,7 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::IngestSnapshot(a) => ingest::ingest_snapshot(&cli, a).await,
         Cmd::ExpireSnapshots(a) => maintenance::expire_snapshots(&cli, a).await,
         Cmd::RemoveOrphanFiles(a) => maintenance::remove_orphan_files(&cli, a).await,
-        Cmd::Register {
-            name,
-            metadata,
-            json,
-        } => {
-            let t = catalog_creating(&cli)?
-                .register_table(&parse_ident(name)?, metadata)
-                .await?;
-            if *json {
-                print_json(&json!({"table": t.name(), "metadata_location": t.metadata_location()}));
-                return Ok(());
-            }
-            outln!("registered {} at {}", t.name(), t.metadata_location());
-            Ok(())
-        }
+        Cmd::Register(a) => tables::register(&cli, a).await,
     }
 }
 

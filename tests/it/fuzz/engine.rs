@@ -318,27 +318,11 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("spec-fixtures")
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
-}
-
 /// Fixture files whose name satisfies `pick` (hidden `.crc` sidecars excluded), at most
 /// `max_bytes` each.
 pub fn fixture_files(pick: impl Fn(&str) -> bool, max_bytes: u64) -> Vec<Vec<u8>> {
-    let mut all = Vec::new();
-    walk(&fixtures(), &mut all);
-    all.into_iter()
+    crate::common::files_under(&fixtures())
+        .into_iter()
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
             !name.starts_with('.')
@@ -352,12 +336,7 @@ pub fn fixture_files(pick: impl Fn(&str) -> bool, max_bytes: u64) -> Vec<Vec<u8>
 
 /// The regression inputs kept for `target` under `spec-fixtures/fuzz-regressions/<target>/`.
 pub fn regressions(target: &str) -> Vec<(String, Vec<u8>)> {
-    let mut files = Vec::new();
-    walk(
-        &fixtures().join("fuzz-regressions").join(target),
-        &mut files,
-    );
-    files
+    crate::common::files_under(&fixtures().join("fuzz-regressions").join(target))
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "bin"))
         .filter_map(|p| {

@@ -6,7 +6,7 @@ use arrow_array::{new_null_array, ArrayRef, RecordBatch};
 use iceberg::spec::Operation;
 
 use super::engine::RowLevelResult;
-use super::statement::{columns_in_table_order, table_arrow};
+use super::statement::columns_in_table_order;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::expr::resolve_column;
@@ -57,7 +57,7 @@ pub async fn delete_by_key(
         )));
     }
     let schema = md.current_schema().clone();
-    let arrow = table_arrow(table)?;
+    let arrow = table.arrow_schema()?;
     let cols = columns_in_table_order(&arrow, columns.iter().map(|c| c.to_string()))?;
     if cols.len() != columns.len() {
         return Err(Error::invalid(format!(

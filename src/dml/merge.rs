@@ -16,7 +16,7 @@ use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::Datum;
 
 use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
-use super::statement::{check_assignable, column_index, nullable, table_arrow};
+use super::statement::{check_assignable, column_index, nullable};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::expr::{cast_to, BoundExpr, Insert, MatchedAction, Merge, MergeClause, MergeSource};
@@ -94,7 +94,7 @@ pub async fn merge(
     source: Vec<RecordBatch>,
 ) -> Result<RowLevelResult> {
     let ctx = |e: Error| e.context(format!("MERGE INTO {}", table.name()));
-    let target = table_arrow(table)?;
+    let target = table.arrow_schema()?;
     let source = match source.first() {
         Some(first) => arrow_select::concat::concat_batches(&first.schema(), &source)?,
         None => {

@@ -11,11 +11,6 @@ use crate::error::{Error, Result};
 use crate::expr::{cast_to, resolve_column, to_iceberg_predicate, BoundExpr, Expr};
 use crate::table::Table;
 
-/// The table's current schema as Arrow (fields carry their field ids).
-pub(super) fn table_arrow(table: &Table) -> Result<ArrowSchemaRef> {
-    table.arrow_schema()
-}
-
 /// The table's top-level column names `names` refers to, in table order (`s.a`, a struct
 /// field, reads top-level column `s`; names are found by [`resolve_column`]).
 pub(super) fn columns_in_table_order(
@@ -65,7 +60,7 @@ pub async fn delete(
     table: &Table,
     predicate: Option<&Expr>,
 ) -> Result<RowLevelResult> {
-    let arrow = table_arrow(table)?;
+    let arrow = table.arrow_schema()?;
     let ctx = |e: Error| e.context(format!("DELETE FROM {}", table.name()));
     let (bound, columns, filter) = match predicate {
         Some(p) => {
@@ -112,7 +107,7 @@ pub async fn update(
     assignments: &[(String, Expr)],
     predicate: Option<&Expr>,
 ) -> Result<RowLevelResult> {
-    let arrow = table_arrow(table)?;
+    let arrow = table.arrow_schema()?;
     let ctx = |e: Error| e.context(format!("UPDATE {}", table.name()));
     if assignments.is_empty() {
         return Err(ctx(Error::invalid("SET needs at least one assignment")));

@@ -10,6 +10,8 @@
 
 #[path = "../tests/it/fuzz/engine.rs"]
 mod engine;
+#[path = "../tests/it/files.rs"]
+mod files;
 
 use std::time::{Duration, Instant};
 

@@ -55,10 +55,7 @@ impl Table {
             self.metadata.current_schema(),
         )?))
     }
-    /// Shared handle to the current metadata.
-    pub fn metadata_ref(&self) -> Arc<TableMetadata> {
-        self.metadata.clone()
-    }
+
     /// Location of the current metadata file.
     pub fn metadata_location(&self) -> &str {
         &self.metadata_location
@@ -93,7 +90,7 @@ impl Table {
     }
 
     /// Reads one manifest (entries inherit sequence numbers and snapshot ids from `mf`).
-    pub async fn load_manifest(&self, mf: &ManifestFile) -> Result<Manifest> {
+    pub(crate) async fn load_manifest(&self, mf: &ManifestFile) -> Result<Manifest> {
         let read = AssertUnwindSafe(mf.load_manifest(&self.storage.file_io()))
             .catch_unwind()
             .await
@@ -226,7 +223,7 @@ pub fn parse_ident(name: &str) -> Result<TableIdent> {
 /// location (`<warehouse>/<ns…>/<table>`) or a SQL catalog's dotted namespace: an empty part,
 /// or one holding `/`, `\`, `.` (`..` included) or a control character. Tables with such
 /// names written by other engines still load; floe does not create them.
-pub fn check_ident(ident: &TableIdent) -> Result<()> {
+pub(crate) fn check_ident(ident: &TableIdent) -> Result<()> {
     let name = ident_name(ident);
     for p in ident.namespace().iter() {
         check_name_part("table name", &name, p)?;
@@ -235,7 +232,7 @@ pub fn check_ident(ident: &TableIdent) -> Result<()> {
 }
 
 /// [`check_ident`] for a dotted namespace name (`db`, `a.b`).
-pub fn check_namespace(ns: &str) -> Result<()> {
+pub(crate) fn check_namespace(ns: &str) -> Result<()> {
     for p in ns.split('.') {
         check_name_part("namespace", ns, p)?;
     }
@@ -316,7 +313,7 @@ pub fn parse_metadata(location: &str, bytes: &Bytes) -> Result<TableMetadata> {
 }
 
 /// Finds the current metadata file of a table directory.
-pub async fn find_latest_metadata(storage: &Storage, dir: &str) -> Result<String> {
+pub(crate) async fn find_latest_metadata(storage: &Storage, dir: &str) -> Result<String> {
     let mdir = storage::join(dir, "metadata");
     let hint = storage::join(&mdir, "version-hint.text");
     if let Ok(b) = storage.get(&hint).await {

@@ -291,7 +291,7 @@ pub struct ScanPlan {
 
 impl ScanPlan {
     /// A plan of the files at `indexes` only (each with its loaded deletes).
-    pub fn subset(&self, indexes: &[usize]) -> ScanPlan {
+    pub(crate) fn subset(&self, indexes: &[usize]) -> ScanPlan {
         let pick = |i: &usize| *i < self.files.len();
         ScanPlan {
             snapshot: self.snapshot.clone(),
@@ -318,7 +318,7 @@ impl ScanPlan {
     }
 
     /// Keeps only the files `keep` accepts.
-    pub fn retain(&mut self, mut keep: impl FnMut(&PlannedFile) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&PlannedFile) -> bool) {
         let keep: Vec<bool> = self.files.iter().map(&mut keep).collect();
         let mut it = keep.iter();
         self.files.retain(|_| *it.next().unwrap_or(&false));
@@ -330,7 +330,7 @@ impl ScanPlan {
 
     /// Reads every row of the planned files: the filter still pruned files, but no longer
     /// filters rows (row-level writes evaluate their own condition).
-    pub fn without_row_filter(mut self) -> Self {
+    pub(crate) fn without_row_filter(mut self) -> Self {
         self.row_filter = None;
         for t in &mut self.tasks {
             t.predicate = None;
@@ -339,7 +339,7 @@ impl ScanPlan {
     }
 
     /// Positions already deleted in file `i` (position deletes and deletion vectors).
-    pub fn deleted_positions(&self, i: usize) -> Option<&roaring::RoaringTreemap> {
+    pub(crate) fn deleted_positions(&self, i: usize) -> Option<&roaring::RoaringTreemap> {
         self.deletes.get(i).and_then(|d| d.positions.as_ref())
     }
 }
@@ -633,7 +633,7 @@ impl Scan {
     /// Reads a planned scan returning, with each batch, the index of its file in
     /// `plan.files` and (when `with_positions`) each row's position in that file. Rows come
     /// in file order within a file; files interleave.
-    pub fn read_positioned(
+    pub(crate) fn read_positioned(
         &self,
         plan: ScanPlan,
         with_positions: bool,

@@ -22,7 +22,7 @@ pub use iceberg::spec::{
 pub use iceberg::{NamespaceIdent, TableIdent};
 
 /// A builder holding every field of `f` (to change some and build a copy).
-pub fn data_file_builder(f: &DataFile) -> iceberg::spec::DataFileBuilder {
+pub(crate) fn data_file_builder(f: &DataFile) -> iceberg::spec::DataFileBuilder {
     let mut b = iceberg::spec::DataFileBuilder::default();
     b.content(f.content_type())
         .file_path(f.file_path().to_string())

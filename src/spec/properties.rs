@@ -254,7 +254,7 @@ impl TableProperties {
     }
 
     /// The metrics mode of a top-level or nested column (by full name).
-    pub fn metrics_mode(&self, column: &str, column_index: usize) -> MetricsMode {
+    pub(crate) fn metrics_mode(&self, column: &str, column_index: usize) -> MetricsMode {
         if let Some(m) = self.metrics_columns.get(column) {
             return *m;
         }

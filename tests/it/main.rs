@@ -8,6 +8,7 @@ mod clone;
 mod common;
 mod differential;
 mod dml;
+mod files;
 mod fixture_maintenance;
 mod fixtures;
 mod fuzz;

@@ -321,7 +321,7 @@ pub fn fixtures() -> PathBuf {
 /// Fixture files whose name satisfies `pick` (hidden `.crc` sidecars excluded), at most
 /// `max_bytes` each.
 pub fn fixture_files(pick: impl Fn(&str) -> bool, max_bytes: u64) -> Vec<Vec<u8>> {
-    crate::common::files_under(&fixtures())
+    crate::files::files_under(&fixtures())
         .into_iter()
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -336,7 +336,7 @@ pub fn fixture_files(pick: impl Fn(&str) -> bool, max_bytes: u64) -> Vec<Vec<u8>
 
 /// The regression inputs kept for `target` under `spec-fixtures/fuzz-regressions/<target>/`.
 pub fn regressions(target: &str) -> Vec<(String, Vec<u8>)> {
-    crate::common::files_under(&fixtures().join("fuzz-regressions").join(target))
+    crate::files::files_under(&fixtures().join("fuzz-regressions").join(target))
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "bin"))
         .filter_map(|p| {

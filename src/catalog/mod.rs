@@ -59,6 +59,9 @@ pub struct TableCreation {
     /// Store property keys under `write.`, `commit.`, `history.` and `floe.` that neither
     /// Iceberg nor floe defines (refused by default: [`crate::spec::check_property_keys`]).
     pub allow_unknown_properties: bool,
+    /// Primary key columns, stored as the schema's `identifier-field-ids`
+    /// ([`crate::spec::with_primary_key`]); none by default.
+    pub primary_key: Vec<String>,
 }
 
 impl TableCreation {
@@ -72,7 +75,17 @@ impl TableCreation {
             format_version: FormatVersion::V2,
             location: None,
             allow_unknown_properties: false,
+            primary_key: Vec::new(),
         }
+    }
+
+    /// These primary key columns (required, primitive; see [`crate::spec::with_primary_key`]).
+    pub fn with_primary_key(
+        mut self,
+        columns: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.primary_key = columns.into_iter().map(Into::into).collect();
+        self
     }
 
     /// This format version.
@@ -504,6 +517,11 @@ impl Catalog {
     pub async fn create_table(&self, ident: &TableIdent, creation: TableCreation) -> Result<Table> {
         check_ident(ident)?;
         let name = ident_name(ident);
+        let mut creation = creation;
+        if !creation.primary_key.is_empty() {
+            creation.schema = crate::spec::with_primary_key(creation.schema, &creation.primary_key)
+                .map_err(|e| e.context(format!("creating {name}")))?;
+        }
         if self.table_exists(ident).await? {
             return Err(Error::new(
                 ErrorKind::AlreadyExists,

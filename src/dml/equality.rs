@@ -9,7 +9,7 @@ use super::engine::RowLevelResult;
 use super::statement::columns_in_table_order;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::expr::resolve_column;
+use crate::spec::resolve_column;
 use crate::spec::{FormatVersion, Struct, WriteMode};
 use crate::table::Table;
 use crate::txn::{commit, NoValidation, SnapshotProducer};

@@ -8,7 +8,8 @@ use arrow_schema::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::expr::{cast_to, resolve_column, to_iceberg_predicate, BoundExpr, Expr};
+use crate::expr::{cast_to, to_iceberg_predicate, BoundExpr, Expr};
+use crate::spec::resolve_column;
 use crate::table::Table;
 
 /// The table's top-level column names `names` refers to, in table order (`s.a`, a struct

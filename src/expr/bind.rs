@@ -13,9 +13,9 @@ use arrow_cast::{can_cast_types, cast_with_options, CastOptions};
 use arrow_schema::{DataType, Schema, TimeUnit};
 
 use super::ast::{sql_type_name, BinaryOp, ColumnRef, Expr, Func, Literal};
-use super::columns::resolve_column;
 use super::literal::{date_days, timestamp_micros};
 use crate::error::{Error, Result};
+use crate::spec::resolve_column;
 
 /// An expression checked against a schema, ready to evaluate over batches of that schema.
 #[derive(Debug, Clone)]

@@ -14,7 +14,6 @@ mod to_iceberg;
 pub use ast::{BinaryOp, ColumnRef, Expr, Func, Literal};
 pub use bind::BoundExpr;
 pub(crate) use columns::{column_by_field_id, literal_array};
-pub use columns::{resolve_column, resolve_field};
 pub(crate) use eval::cast_to;
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
 pub(crate) use prune::{

@@ -6,8 +6,8 @@ use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
 
 use super::ast::{BinaryOp, ColumnRef, Expr, Literal};
-use super::columns::resolve_field;
 use super::literal::{datum_for, RawLit};
+use crate::spec::resolve_field;
 
 /// A predicate implied by `expr` over `schema` (unqualified columns only), or `None`.
 pub fn to_iceberg_predicate(expr: &Expr, schema: &Schema) -> Option<Predicate> {

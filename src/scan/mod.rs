@@ -29,7 +29,8 @@ pub(crate) use read_file::{lineage_fields, PositionedBatch};
 use read_file::FileRead;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::expr::{resolve_column, resolve_field, Expr};
+use crate::expr::Expr;
+use crate::spec::{resolve_column, resolve_field};
 use crate::spec::{SchemaRef, Snapshot};
 use crate::table::Table;
 

@@ -49,6 +49,63 @@ pub fn parse_schema(ddl: &str) -> Result<Schema> {
         .map_err(|e| Error::invalid(format!("schema '{ddl}': {e}")))
 }
 
+/// `schema` with `columns` as its identifier fields (`identifier-field-ids`: the primary key
+/// Flink, pyiceberg's `upsert` and Spark's `SET IDENTIFIER FIELDS` use). As the spec requires,
+/// each must be a required primitive column other than float and double, not inside a list or
+/// map, and inside structs only when every enclosing struct is required; names are found by
+/// [`crate::spec::resolve_field`], and a column named twice is refused.
+pub fn with_primary_key(schema: Schema, columns: &[String]) -> Result<Schema> {
+    let mut ids = Vec::new();
+    for c in columns {
+        let err = |why: &str| Error::invalid(format!("primary key column '{c}': {why}"));
+        let f = crate::spec::resolve_field(&schema, c)?.ok_or_else(|| {
+            let names: Vec<&str> = schema
+                .as_struct()
+                .fields()
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect();
+            err(&format!(
+                "no such column; the schema has {}",
+                names.join(", ")
+            ))
+        })?;
+        let full = schema.name_by_field_id(f.id).unwrap_or(c).to_string();
+        let parts: Vec<&str> = full.split('.').collect();
+        for n in 1..parts.len() {
+            let parent = parts[..n].join(".");
+            match schema.field_by_name(&parent) {
+                Some(p) if matches!(*p.field_type, Type::Struct(_)) && p.required => {}
+                Some(p) if matches!(*p.field_type, Type::Struct(_)) => {
+                    return Err(err(&format!(
+                        "struct '{parent}' is optional; make it not null"
+                    )))
+                }
+                _ => return Err(err("a key cannot be inside a list or map")),
+            }
+        }
+        match &*f.field_type {
+            Type::Primitive(PrimitiveType::Float | PrimitiveType::Double) => {
+                return Err(err("float and double columns cannot be keys"))
+            }
+            Type::Primitive(_) => {}
+            _ => return Err(err("a key must be a primitive column")),
+        }
+        if !f.required {
+            return Err(err("key columns must be required: declare it `not null`"));
+        }
+        if ids.contains(&f.id) {
+            return Err(err("named twice"));
+        }
+        ids.push(f.id);
+    }
+    schema
+        .into_builder()
+        .with_identifier_field_ids(ids)
+        .build()
+        .map_err(|e| Error::invalid(format!("primary key {columns:?}: {e}")))
+}
+
 /// `schema` as Arrow: each field carries its `PARQUET:field_id`, as scans return batches.
 pub fn arrow_schema(schema: &Schema) -> Result<arrow_schema::Schema> {
     Ok(iceberg::arrow::schema_to_arrow_schema(schema)?)
@@ -252,6 +309,48 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn primary_keys_follow_the_spec_rules() {
+        let prim = |t| Type::Primitive(t);
+        let inner = |id| {
+            StructType::new(vec![NestedField::required(
+                id,
+                "a",
+                prim(PrimitiveType::Int),
+            )
+            .into()])
+        };
+        let s = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "id", prim(PrimitiveType::Long)).into(),
+                NestedField::required(2, "Name", prim(PrimitiveType::String)).into(),
+                NestedField::required(3, "f", prim(PrimitiveType::Double)).into(),
+                NestedField::optional(4, "opt", prim(PrimitiveType::Long)).into(),
+                NestedField::required(5, "st", Type::Struct(inner(8))).into(),
+                NestedField::optional(6, "os", Type::Struct(inner(9))).into(),
+            ])
+            .build()
+            .unwrap();
+        let k = with_primary_key(s.clone(), &["id".into(), "name".into()]).unwrap();
+        let mut ids: Vec<i32> = k.identifier_field_ids().collect();
+        ids.sort();
+        assert_eq!(ids, [1, 2]);
+        let nested = with_primary_key(s.clone(), &["st.a".into()]).unwrap();
+        assert_eq!(nested.identifier_field_ids().count(), 1);
+        for (cols, why) in [
+            (vec!["nope"], "no such column"),
+            (vec!["opt"], "must be required"),
+            (vec!["f"], "float and double"),
+            (vec!["st"], "primitive"),
+            (vec!["os.a"], "optional"),
+            (vec!["id", "ID"], "named twice"),
+        ] {
+            let cols: Vec<String> = cols.into_iter().map(String::from).collect();
+            let e = with_primary_key(s.clone(), &cols).unwrap_err().to_string();
+            assert!(e.contains(why), "{cols:?}: {e}");
+        }
+    }
 
     #[test]
     fn non_ascii_where_a_keyword_is_expected_is_an_error() {

@@ -15,6 +15,7 @@ mod fuzz;
 mod ingest;
 mod interop;
 mod json_keys;
+mod keyed;
 mod maintenance;
 mod model;
 mod newcomer;

@@ -14,7 +14,8 @@ tables) defaults to "default".
 
 Each subcommand prints one JSON document on stdout:
   list   {"catalog", "namespaces": [[...]], "tables": [{"identifier", "metadata_location",
-          "format_version", "snapshots", "current_snapshot_id", "rows"}]}
+          "format_version", "snapshots", "current_snapshot_id", "rows",
+          "identifier_fields"}]}
   create {"identifier", "metadata_location", "rows", "snapshots"}   (v2; id long, name string,
           ts timestamptz, partitioned by day(ts); 100 rows in 2 appends of 50)
   append {"identifier", "metadata_location", "rows_before", "appended", "rows", "snapshots"}
@@ -79,6 +80,7 @@ def cmd_list(cat, _a):
                     "snapshots": len(t.metadata.snapshots),
                     "current_snapshot_id": snap.snapshot_id if snap else None,
                     "rows": count_rows(t),
+                    "identifier_fields": sorted(t.schema().identifier_field_names()),
                 }
             )
     return out

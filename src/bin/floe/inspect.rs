@@ -45,6 +45,12 @@ pub struct FilesArgs {
 pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
     let t = load(cli, a.name.as_deref(), a.metadata.as_deref()).await?;
     let md = t.metadata();
+    let mut key: Vec<&str> = md
+        .current_schema()
+        .identifier_field_ids()
+        .filter_map(|id| md.current_schema().name_by_field_id(id))
+        .collect();
+    key.sort_unstable();
     let v = json!({
         "table": t.name(),
         "location": md.location(),
@@ -52,6 +58,7 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
         "format_version": md.format_version() as u8,
         "table_uuid": md.uuid().to_string(),
         "schema": md.current_schema().as_ref(),
+        "primary_key": key,
         "partition_spec": md.default_partition_spec().as_ref(),
         "sort_order": md.default_sort_order().as_ref(),
         "properties": md.properties(),
@@ -66,6 +73,9 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
         outln!("metadata      {}", t.metadata_location());
         outln!("format        v{}", md.format_version() as u8);
         outln!("schema        {}", schema_text(md.current_schema()));
+        if !key.is_empty() {
+            outln!("primary key   {}", key.join(", "));
+        }
         let spec = md.default_partition_spec();
         let spec_text: Vec<String> = spec
             .fields()

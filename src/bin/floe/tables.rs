@@ -37,6 +37,10 @@ pub struct CreateArgs {
     /// Explicit table location.
     #[arg(long)]
     pub location: Option<String>,
+    /// Primary key columns (comma-separated; each `not null`), stored as the schema's
+    /// identifier fields.
+    #[arg(long, value_delimiter = ',')]
+    pub primary_key: Vec<String>,
     /// Store --property keys under write., commit., history. or floe. that neither
     /// Iceberg nor floe defines (by default a typo there is refused).
     #[arg(long)]
@@ -118,6 +122,7 @@ pub async fn create(cli: &Cli, a: &CreateArgs) -> Result<()> {
         properties,
         format_version,
         location,
+        primary_key,
         allow_unknown_properties,
         json,
     } = a;
@@ -152,6 +157,7 @@ pub async fn create(cli: &Cli, a: &CreateArgs) -> Result<()> {
         }
     };
     c.location = location.clone();
+    c.primary_key = primary_key.clone();
     c.allow_unknown_properties = *allow_unknown_properties;
     // Refused before the catalog is opened, so bad input creates nothing.
     if !c.allow_unknown_properties {

@@ -184,8 +184,23 @@ fn truncated_manifest_and_missing_data_file() {
     let data_bytes = std::fs::read(&data).unwrap();
     std::fs::remove_file(&data).unwrap();
     fails(&wh, &["scan", "db.t"], &["db.t"]);
-    // A missing file is NotFound (exit 3), not Corrupt.
+    // A missing file is NotFound (exit 3), not Corrupt; rows streamed to a file are not left
+    // behind half-written.
     assert_eq!(floe(&wh, &["scan", "db.t"]).status.code(), Some(3));
+    let out = wh.join("out.csv");
+    let o = floe(
+        &wh,
+        &[
+            "scan",
+            "db.t",
+            "--format",
+            "csv",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert!(!out.exists(), "a failed scan left {}", out.display());
     std::fs::write(&data, data_bytes).unwrap();
     assert_eq!(
         ok(&wh, &["scan", "db.t", "--count", "--where", "id >= 0"]).trim(),

@@ -52,85 +52,147 @@ fn io_err(e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Io, format!("writing output: {e}"))
 }
 
-/// Writes batches in `format` to `out`.
-pub fn write_batches(
-    batches: &[RecordBatch],
-    schema: arrow::datatypes::SchemaRef,
+/// Rows written in one output format as they arrive, so a scan's memory stays bounded by a
+/// batch (the `table` format, which sizes its columns from every row, keeps them: it shows
+/// at most `--limit` rows). A failed or abandoned write leaves no partial output file.
+pub struct BatchWriter {
     format: Format,
-    out: Option<&str>,
-) -> Result<()> {
-    // No rows still shows the columns (a table header, a CSV header line).
-    let empty;
-    let batches = match batches {
-        [] => {
-            empty = [RecordBatch::new_empty(schema.clone())];
-            &empty[..]
-        }
-        b => b,
-    };
-    if format == Format::Parquet && out.is_none() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            "--format parquet needs -o FILE",
-        ));
-    }
-    let sink: Box<dyn Write + Send> = match out {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(Stdout)),
-    };
-    let written = write_to(sink, batches, schema, format);
-    // A failed write leaves no partial output file behind.
-    if let (Err(_), Some(p)) = (&written, out) {
-        let _ = std::fs::remove_file(p);
-    }
-    written
+    out: Option<String>,
+    /// The columns when no row comes (a table header, a CSV header line, a Parquet schema).
+    schema: arrow::datatypes::SchemaRef,
+    open: Option<Open>,
+    table_rows: Vec<RecordBatch>,
 }
 
-fn write_to(
-    mut sink: Box<dyn Write + Send>,
-    batches: &[RecordBatch],
-    schema: arrow::datatypes::SchemaRef,
-    format: Format,
-) -> Result<()> {
-    match format {
-        Format::Table => {
-            let s = arrow::util::pretty::pretty_format_batches(batches).map_err(io_err)?;
-            writeln!(sink, "{s}").map_err(io_err)?;
+enum Open {
+    Csv(arrow::csv::Writer<Box<dyn Write + Send>>),
+    Json(arrow::json::Writer<Box<dyn Write + Send>, arrow::json::writer::LineDelimited>),
+    Parquet(parquet::arrow::ArrowWriter<Box<dyn Write + Send>>),
+}
+
+impl BatchWriter {
+    /// A writer of `format` to the file `out` (stdout when `None`).
+    pub fn new(
+        format: Format,
+        out: Option<&str>,
+        schema: arrow::datatypes::SchemaRef,
+    ) -> Result<Self> {
+        if format == Format::Parquet && out.is_none() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "--format parquet needs -o FILE",
+            ));
         }
-        Format::Csv => {
-            let mut w = arrow::csv::WriterBuilder::new()
-                .with_header(true)
-                .build(sink);
-            for b in batches {
-                w.write(&crate::csv_nested::to_json_text(b)?)
-                    .map_err(io_err)?;
-            }
+        Ok(Self {
+            format,
+            out: out.map(str::to_string),
+            schema,
+            open: None,
+            table_rows: Vec::new(),
+        })
+    }
+
+    fn sink(&self) -> Result<Box<dyn Write + Send>> {
+        Ok(match &self.out {
+            Some(p) => Box::new(std::io::BufWriter::new(
+                std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?,
+            )),
+            None => Box::new(std::io::BufWriter::new(Stdout)),
+        })
+    }
+
+    /// Writes `b` (the first batch opens the output with its schema).
+    pub fn write(&mut self, b: &RecordBatch) -> Result<()> {
+        let written = self.write_inner(b);
+        if written.is_err() {
+            self.abandon();
         }
-        Format::Json => {
-            // Every column in every row, NULL as null.
-            let mut w = arrow::json::WriterBuilder::new()
-                .with_explicit_nulls(true)
-                .build::<_, arrow::json::writer::LineDelimited>(sink);
-            for b in batches {
-                w.write(b).map_err(io_err)?;
-            }
-            w.finish().map_err(io_err)?;
+        written
+    }
+
+    fn write_inner(&mut self, b: &RecordBatch) -> Result<()> {
+        if self.format == Format::Table {
+            self.table_rows.push(b.clone());
+            return Ok(());
         }
-        Format::Parquet => {
-            let props = parquet::file::properties::WriterProperties::builder()
-                .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
-                .build();
-            let mut w =
-                parquet::arrow::ArrowWriter::try_new(sink, schema, Some(props)).map_err(io_err)?;
-            for b in batches {
-                w.write(b).map_err(io_err)?;
-            }
-            w.close().map_err(io_err)?;
+        if self.open.is_none() {
+            let sink = self.sink()?;
+            self.open = Some(match self.format {
+                Format::Csv => Open::Csv(
+                    arrow::csv::WriterBuilder::new()
+                        .with_header(true)
+                        .build(sink),
+                ),
+                Format::Json => Open::Json(
+                    // Every column in every row, NULL as null.
+                    arrow::json::WriterBuilder::new()
+                        .with_explicit_nulls(true)
+                        .build::<_, arrow::json::writer::LineDelimited>(sink),
+                ),
+                _ => {
+                    let props = parquet::file::properties::WriterProperties::builder()
+                        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+                        .build();
+                    Open::Parquet(
+                        parquet::arrow::ArrowWriter::try_new(sink, b.schema(), Some(props))
+                            .map_err(io_err)?,
+                    )
+                }
+            });
+        }
+        match self.open.as_mut() {
+            Some(Open::Csv(w)) => w
+                .write(&crate::csv_nested::to_json_text(b)?)
+                .map_err(io_err),
+            Some(Open::Json(w)) => w.write(b).map_err(io_err),
+            Some(Open::Parquet(w)) => w.write(b).map_err(io_err),
+            None => Ok(()),
         }
     }
-    Ok(())
+
+    /// Ends the output (no rows still shows the columns).
+    pub fn finish(mut self) -> Result<()> {
+        let finished = self.finish_inner();
+        if finished.is_err() {
+            self.abandon();
+        }
+        finished
+    }
+
+    fn finish_inner(&mut self) -> Result<()> {
+        if self.format == Format::Table {
+            let rows = std::mem::take(&mut self.table_rows);
+            let rows = if rows.is_empty() {
+                vec![RecordBatch::new_empty(self.schema.clone())]
+            } else {
+                rows
+            };
+            let s = arrow::util::pretty::pretty_format_batches(&rows).map_err(io_err)?;
+            let mut sink = self.sink()?;
+            writeln!(sink, "{s}").map_err(io_err)?;
+            return sink.flush().map_err(io_err);
+        }
+        if self.open.is_none() {
+            self.write_inner(&RecordBatch::new_empty(self.schema.clone()))?;
+        }
+        match self.open.take() {
+            Some(Open::Csv(w)) => w.into_inner().flush().map_err(io_err),
+            Some(Open::Json(mut w)) => {
+                w.finish().map_err(io_err)?;
+                w.into_inner().flush().map_err(io_err)
+            }
+            Some(Open::Parquet(w)) => w.close().map(|_| ()).map_err(io_err),
+            None => Ok(()),
+        }
+    }
+
+    /// Drops what was written to a file (after a failed read).
+    pub fn abandon(&mut self) {
+        self.open = None;
+        if let Some(p) = &self.out {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 /// Prints a JSON value.

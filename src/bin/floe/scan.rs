@@ -7,7 +7,7 @@ use floe::{Error, Result};
 use futures::TryStreamExt;
 use serde_json::json;
 
-use super::output::{print_json, write_batches, Format};
+use super::output::{print_json, BatchWriter, Format};
 use super::{floe_arrow_schema, ingest, load, progress_bar, Cli};
 
 /// Read rows.
@@ -95,9 +95,9 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     let arrow_schema = Arc::new(floe_arrow_schema(&plan.schema, columns.as_deref())?);
     // A bar only when rows go to a file (on stdout it would mix with them).
     let label = format!("scanning {}", table.name());
+    let mut out = BatchWriter::new(format, output.as_deref(), arrow_schema)?;
     let read = progress_bar::run(&label, *json || output.is_none(), |_| async {
         let mut stream = scan.read(plan)?;
-        let mut batches = Vec::new();
         let mut rows = 0usize;
         while let Some(b) = stream.try_next().await? {
             let b = match limit {
@@ -105,16 +105,21 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
                 _ => b,
             };
             rows += b.num_rows();
-            batches.push(b);
+            out.write(&b)?;
             if limit.is_some_and(|l| rows >= l) {
                 break;
             }
         }
-        Ok::<_, Error>((batches, rows))
+        Ok::<_, Error>(rows)
     });
-    let (batches, rows) = read.await?;
-    let out_schema = batches.first().map(|b| b.schema()).unwrap_or(arrow_schema);
-    write_batches(&batches, out_schema, format, output.as_deref())?;
+    let rows = match read.await {
+        Ok(rows) => rows,
+        Err(e) => {
+            out.abandon();
+            return Err(e);
+        }
+    };
+    out.finish()?;
     if output.is_some() {
         eprintln!("wrote {rows} rows to {}", output.as_deref().unwrap_or("-"));
     }

@@ -242,13 +242,10 @@ pub(crate) fn check_namespace(ns: &str) -> Result<()> {
 fn check_name_part(what: &str, whole: &str, part: &str) -> Result<()> {
     let bad = if part.is_empty() {
         Some("an empty part".to_string())
-    } else if let Some(c) = part
-        .chars()
-        .find(|c| matches!(c, '/' | '\\' | '.') || c.is_control())
-    {
-        Some(format!("'{}' in '{part}'", c.escape_default()))
     } else {
-        None
+        part.chars()
+            .find(|c| matches!(c, '/' | '\\' | '.') || c.is_control())
+            .map(|c| format!("'{}' in '{part}'", c.escape_default()))
     };
     match bad {
         Some(b) => Err(Error::invalid(format!(

@@ -252,11 +252,10 @@ pub async fn merge(
         .iter()
         .filter(|c| matches!(c, Clause::Matched(..)))
         .collect();
-    let check_cardinality = match matched_clauses.as_slice() {
-        [] => false,
-        [Clause::Matched(None, Action::Delete)] => false,
-        _ => true,
-    };
+    let check_cardinality = !matches!(
+        matched_clauses.as_slice(),
+        [] | [Clause::Matched(None, Action::Delete)]
+    );
     let n_source = source.num_rows();
     let mut changer = MergeChanger {
         target,

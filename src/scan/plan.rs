@@ -290,7 +290,6 @@ mod tests {
                     .file_sequence_number_opt(seq)
                     .data_file(f)
                     .build()
-                    .into()
             })
             .collect();
         Manifest::new(md, entries)

@@ -22,6 +22,9 @@ use crate::spec::DataFile;
 use crate::storage::join;
 use crate::table::Table;
 
+/// A data file, its spec id and the positions its deletion vector deletes.
+type DeletionVector<'a> = (&'a DataFile, i32, RoaringTreemap);
+
 /// Where a write puts its delete files and how it names them.
 #[derive(Debug, Clone)]
 pub struct DeleteFileWriter {
@@ -228,7 +231,7 @@ impl DeleteFileWriter {
     /// `deletion-vector-v1` blob) in the order given.
     async fn write_puffin(
         &mut self,
-        blobs: Vec<(&(&DataFile, i32, RoaringTreemap), Vec<u8>)>,
+        blobs: Vec<(&DeletionVector<'_>, Vec<u8>)>,
     ) -> Result<Vec<DataFile>> {
         let path = self.location(None, "deletes.puffin");
         let failed = |e: iceberg::Error| write_failed("deletion vector file", &path, e);

@@ -886,9 +886,8 @@ fn gen_pred(rng: &mut StdRng, data: &Data, depth: u32) -> P {
         17 | 18 => {
             let sc = if rng.gen_bool(0.8) { "s" } else { "st.b" };
             let ci = col_index(sc);
-            let base = match gen_lit(rng, data, ci, Ty::Str) {
-                l => l.floe[1..l.floe.len() - 1].replace("''", "'"),
-            };
+            let l = gen_lit(rng, data, ci, Ty::Str);
+            let base = l.floe[1..l.floe.len() - 1].replace("''", "'");
             let cut: String = base.chars().take(rng.gen_range(0..3)).collect();
             let pat = match rng.gen_range(0..4) {
                 0 => format!("{cut}%"),

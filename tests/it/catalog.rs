@@ -229,38 +229,7 @@ async fn floe_opens_pyiceberg_catalog() {
         .unwrap()
         .contains(&"pyns".to_string()));
     // floe appends to pyiceberg's partitioned table; pyiceberg then sees it.
-    let schema = t.metadata().current_schema().clone();
-    let arrow_schema =
-        std::sync::Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
-    let extra = {
-        use arrow::array::{Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
-        use std::sync::Arc;
-        let n = 7;
-        let cols: Vec<arrow::array::ArrayRef> = arrow_schema
-            .fields()
-            .iter()
-            .map(|f| -> arrow::array::ArrayRef {
-                match f.data_type() {
-                    arrow::datatypes::DataType::Int64 => {
-                        Arc::new(Int64Array::from((1000..1000 + n).collect::<Vec<i64>>()))
-                    }
-                    arrow::datatypes::DataType::Utf8 => Arc::new(StringArray::from(
-                        (0..n).map(|i| format!("floe{i}")).collect::<Vec<_>>(),
-                    )),
-                    arrow::datatypes::DataType::Timestamp(_, tz) => Arc::new(
-                        TimestampMicrosecondArray::from(
-                            (0..n)
-                                .map(|i| 1_700_000_000_000_000 + i)
-                                .collect::<Vec<i64>>(),
-                        )
-                        .with_timezone_opt(tz.clone()),
-                    ),
-                    other => panic!("unexpected type {other}"),
-                }
-            })
-            .collect();
-        RecordBatch::try_new(arrow_schema, cols).unwrap()
-    };
+    let extra = rows_like(t.metadata().current_schema(), 1000, 7);
     append(&cat, &t, vec![Ok(extra)]).await.unwrap();
     let listed = pyice(&["list", &uri, &wh]).unwrap().to_string();
     assert!(

@@ -117,6 +117,38 @@ pub fn id_batch(ids: std::ops::Range<i64>) -> RecordBatch {
     .unwrap()
 }
 
+/// Rows shaped after `schema` (long, string and timestamp columns), ids from `start`.
+pub fn rows_like(schema: &floe::spec::Schema, start: i64, n: i64) -> RecordBatch {
+    use arrow::array::{ArrayRef, StringArray, TimestampMicrosecondArray};
+    let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema).unwrap());
+    let cols: Vec<ArrayRef> = arrow_schema
+        .fields()
+        .iter()
+        .map(|f| -> ArrayRef {
+            match f.data_type() {
+                arrow::datatypes::DataType::Int64 => {
+                    Arc::new(Int64Array::from((start..start + n).collect::<Vec<i64>>()))
+                }
+                arrow::datatypes::DataType::Utf8 => Arc::new(StringArray::from(
+                    (start..start + n)
+                        .map(|i| format!("floe{i}"))
+                        .collect::<Vec<_>>(),
+                )),
+                arrow::datatypes::DataType::Timestamp(_, tz) => Arc::new(
+                    TimestampMicrosecondArray::from(
+                        (start..start + n)
+                            .map(|i| 1_700_000_000_000_000 + i * 3_600_000_000)
+                            .collect::<Vec<i64>>(),
+                    )
+                    .with_timezone_opt(tz.clone()),
+                ),
+                other => panic!("unexpected type {other}"),
+            }
+        })
+        .collect();
+    RecordBatch::try_new(arrow_schema, cols).unwrap()
+}
+
 /// Rows of a scan, collected.
 pub async fn scan_rows(t: &Table, sel: SnapshotSelector) -> Vec<RecordBatch> {
     Scan::new(t).snapshot(sel).to_batches().await.unwrap()

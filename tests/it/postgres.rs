@@ -8,9 +8,8 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
 
-use arrow::array::{Array, Int64Array, RecordBatch};
+use arrow::array::{Array, Int64Array};
 use floe::catalog::{Catalog, TableCreation};
 use floe::scan::SnapshotSelector;
 use floe::spec::parse_schema;
@@ -222,38 +221,6 @@ async fn postgres_errors_name_the_catalog_and_say_what_to_do() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("names no database"), "{e}");
-}
-
-/// Rows shaped after `schema` (long, string and timestamp columns), ids from `start`.
-fn rows_like(schema: &floe::spec::Schema, start: i64, n: i64) -> RecordBatch {
-    use arrow::array::{ArrayRef, StringArray, TimestampMicrosecondArray};
-    let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema).unwrap());
-    let cols: Vec<ArrayRef> = arrow_schema
-        .fields()
-        .iter()
-        .map(|f| -> ArrayRef {
-            match f.data_type() {
-                arrow::datatypes::DataType::Int64 => {
-                    Arc::new(Int64Array::from((start..start + n).collect::<Vec<i64>>()))
-                }
-                arrow::datatypes::DataType::Utf8 => Arc::new(StringArray::from(
-                    (start..start + n)
-                        .map(|i| format!("floe{i}"))
-                        .collect::<Vec<_>>(),
-                )),
-                arrow::datatypes::DataType::Timestamp(_, tz) => Arc::new(
-                    TimestampMicrosecondArray::from(
-                        (start..start + n)
-                            .map(|i| 1_700_000_000_000_000 + i * 3_600_000_000)
-                            .collect::<Vec<i64>>(),
-                    )
-                    .with_timezone_opt(tz.clone()),
-                ),
-                other => panic!("unexpected type {other}"),
-            }
-        })
-        .collect();
-    RecordBatch::try_new(arrow_schema, cols).unwrap()
 }
 
 fn rows_of(listing: &serde_json::Value, ident: &str) -> Option<u64> {

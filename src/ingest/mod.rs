@@ -32,7 +32,7 @@ use crate::catalog::Catalog;
 use crate::dml::{file_scoped_deletes, RowLevelKind, RowLevelResult};
 use crate::error::{Error, Result};
 use crate::scan::{PlannedFile, Scan, SnapshotSelector};
-use crate::spec::{PrimitiveType, TableIdent, Type, WriteMode};
+use crate::spec::{resolve_column, PrimitiveType, TableIdent, Type, WriteMode};
 use crate::table::Table;
 use crate::txn::{
     clone_table, commit, commit_or_discard, CloneResult, FileKey, RowLevelValidation,
@@ -185,12 +185,26 @@ where
     I: IntoIterator<Item = Result<RecordBatch>>,
 {
     let started = Instant::now();
-    let md = staging.metadata();
-    let arrow = iceberg::arrow::schema_to_arrow_schema(md.current_schema())?;
+    let arrow = staging.arrow_schema()?;
     let ctx = |e: Error| e.context(format!("ingesting into {}", staging.name()));
-    check_key_covers_partition(staging, &options.key).map_err(ctx)?;
-    let (key, sorted) = merge_key_order(staging, &options.key);
-    let cols = KeyColumns::new(&arrow, &key, &options.version).map_err(ctx)?;
+    // The table's own spelling of the names given (found by the one rule, resolve_column).
+    let spelled = |n: &String| -> Result<String> {
+        let names = arrow.fields().iter().map(|f| f.name().as_str());
+        Ok(match resolve_column(names, n)? {
+            Some(i) => arrow.field(i).name().clone(),
+            None => n.clone(), // refused by KeyColumns::new, which lists the columns
+        })
+    };
+    let given_key = options
+        .key
+        .iter()
+        .map(spelled)
+        .collect::<Result<Vec<_>>>()
+        .map_err(ctx)?;
+    let version = spelled(&options.version).map_err(ctx)?;
+    check_key_covers_partition(staging, &given_key).map_err(ctx)?;
+    let (key, sorted) = merge_key_order(staging, &given_key);
+    let cols = KeyColumns::new(&arrow, &key, &version).map_err(ctx)?;
     let parts =
         SnapshotPartitions::build(staging, snapshot, options.memory_budget_bytes).map_err(ctx)?;
     let mut result = IngestResult {
@@ -216,7 +230,7 @@ where
             let mut changer = IngestChanger::new(
                 parts,
                 cols,
-                md.default_partition_spec_id(),
+                staging.metadata().default_partition_spec_id(),
                 sorted,
                 staging.name(),
             )?;

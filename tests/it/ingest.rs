@@ -416,4 +416,17 @@ async fn bad_snapshots_are_refused() {
             "nothing committed for: {msg}"
         );
     }
+    // Key and version names are found as every user-written name is (case-insensitively).
+    let upper = IngestOptions::new(
+        key().iter().map(|k| k.to_uppercase()).collect(),
+        "Update_Id",
+    );
+    let r = ingest_snapshot(&cat, &t, vec![Ok(batch(vec![Some(1)], false))], &upper)
+        .await
+        .unwrap();
+    assert_eq!(r.snapshot_rows, 1);
+    assert_eq!(
+        count(&scan_rows(&r.staging, SnapshotSelector::Current).await),
+        1
+    );
 }

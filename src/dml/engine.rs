@@ -443,14 +443,12 @@ async fn rewrite_files(
         .collect();
     let mut plan = scan_at(table, p.snapshot_id).plan().await?;
     plan.retain(|f| removed_of.contains_key(f.file.file_path()));
+    // After `retain`, every planned file is one to rewrite.
     let order: Vec<&RoaringTreemap> = plan
         .files
         .iter()
         .filter_map(|f| removed_of.get(f.file.file_path()).copied())
         .collect();
-    if order.len() != plan.files.len() {
-        return Err(Error::io("a file to rewrite was planned twice"));
-    }
     let mut rescan = scan_at(table, p.snapshot_id);
     if p.version == FormatVersion::V3 {
         rescan = rescan.with_row_lineage();

@@ -157,9 +157,12 @@ pub async fn create(cli: &Cli, a: &CreateArgs) -> Result<()> {
         }
     };
     c.location = location.clone();
-    c.primary_key = primary_key.clone();
     c.allow_unknown_properties = *allow_unknown_properties;
     // Refused before the catalog is opened, so bad input creates nothing.
+    if !primary_key.is_empty() {
+        c.schema = floe::spec::with_primary_key(c.schema, primary_key)
+            .map_err(|e| e.context(format!("creating {name}")))?;
+    }
     if !c.allow_unknown_properties {
         floe::spec::check_property_keys(&c.properties)
             .map_err(|e| e.with_hint("pass --allow-unknown-properties to store it anyway"))?;

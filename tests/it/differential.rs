@@ -920,8 +920,14 @@ fn render(p: &P, d: Dialect) -> String {
         Dialect::Spark => l.spark.clone(),
         Dialect::SparkIceberg => l.spark_ice.clone(),
     };
+    // floe finds a column whatever its case (one name rule): every other column is written
+    // in upper case on floe's side.
+    let col = |c: usize| match d {
+        Dialect::Floe if c % 2 == 1 => COLS[c].name.to_uppercase(),
+        _ => COLS[c].name.to_string(),
+    };
     let opnd = |o: &Operand| match o {
-        Operand::Col(c) => COLS[*c].name.to_string(),
+        Operand::Col(c) => col(*c),
         Operand::Lit(l) => lit(l),
     };
     let not = |n: bool| if n { "NOT " } else { "" };
@@ -929,7 +935,7 @@ fn render(p: &P, d: Dialect) -> String {
         P::Cmp(a, op, b) => format!("{} {op} {}", opnd(a), opnd(b)),
         P::In(c, items, neg) => format!(
             "{} {}IN ({})",
-            COLS[*c].name,
+            col(*c),
             not(*neg),
             items
                 .iter()
@@ -940,17 +946,17 @@ fn render(p: &P, d: Dialect) -> String {
         P::Between(c, lo, hi, neg) => {
             format!(
                 "{} {}BETWEEN {} AND {}",
-                COLS[*c].name,
+                col(*c),
                 not(*neg),
                 lit(lo),
                 lit(hi)
             )
         }
-        P::IsNull(c, neg) => format!("{} IS {}NULL", COLS[*c].name, not(*neg)),
+        P::IsNull(c, neg) => format!("{} IS {}NULL", col(*c), not(*neg)),
         P::IsNan(c, neg) => match d {
             // Spark: isnan(NULL) is FALSE; DuckDB's is NULL.
-            Dialect::Duck => format!("{}coalesce(isnan({}), false)", not(*neg), COLS[*c].name),
-            _ => format!("{}isnan({})", not(*neg), COLS[*c].name),
+            Dialect::Duck => format!("{}coalesce(isnan({}), false)", not(*neg), col(*c)),
+            _ => format!("{}isnan({})", not(*neg), col(*c)),
         },
         P::Like(c, pat, neg) => {
             let q = if matches!(d, Dialect::Spark | Dialect::SparkIceberg) {
@@ -958,9 +964,9 @@ fn render(p: &P, d: Dialect) -> String {
             } else {
                 quote(pat)
             };
-            format!("{} {}LIKE {q}", COLS[*c].name, not(*neg))
+            format!("{} {}LIKE {q}", col(*c), not(*neg))
         }
-        P::Mod(c, k, r) => format!("{} % {k} = {r}", COLS[*c].name),
+        P::Mod(c, k, r) => format!("{} % {k} = {r}", col(*c)),
         P::And(a, b) => format!("({}) AND ({})", render(a, d), render(b, d)),
         P::Or(a, b) => format!("({}) OR ({})", render(a, d), render(b, d)),
         P::Not(a) => format!("NOT ({})", render(a, d)),

@@ -20,6 +20,7 @@
 //! | [`write`](mod@write) | Arrow to Parquet data and delete files (partitioned, sorted, rolled); commits nothing | yes |
 //! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`], clone | yes |
 //! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
+//! | [`keyed`] | keyed tables and the CDC sink: versioned upserts and deletes, tombstones, checkpoints | yes |
 //! | [`maintenance`] | compaction, delete rewrites, snapshot expiry, orphan removal | yes |
 //! | [`ingest`] | snapshot-dedup ingestion into staging, published by clone | yes |
 //!
@@ -80,6 +81,7 @@ pub mod dml;
 pub mod error;
 pub mod expr;
 pub mod ingest;
+pub mod keyed;
 pub mod maintenance;
 pub mod progress;
 pub mod scan;

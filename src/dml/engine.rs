@@ -26,7 +26,10 @@ use crate::spec::{
     Struct, WriteMode,
 };
 use crate::table::Table;
-use crate::txn::{commit_or_discard, FileKey, RowLevelValidation, SnapshotProducer};
+use crate::txn::{
+    commit_or_discard, FileKey, NoConcurrentCommit, PropertyUpdate, RowLevelValidation,
+    SnapshotProducer, Validation,
+};
 use crate::write::{DataWriter, DeleteFileWriter};
 
 /// Deleted positions bound for one delete file: the spec and partition it is written for,
@@ -190,6 +193,97 @@ pub async fn run(
     filter: Option<Predicate>,
     changer: &mut dyn RowChanger,
 ) -> Result<RowLevelResult> {
+    stage(table, kind, filter, changer)
+        .await?
+        .commit(catalog, table, CommitExtras::default())
+        .await
+}
+
+/// A row-level change whose files are written, not yet committed.
+pub(crate) struct Staged {
+    result: RowLevelResult,
+    filter: Option<Predicate>,
+    isolation: IsolationLevel,
+    decision: Decision,
+    added_data: Vec<DataFile>,
+    added_deletes: Vec<(i32, DataFile)>,
+    written: Vec<String>,
+}
+
+/// What a caller commits with a staged change besides its files.
+#[derive(Default)]
+pub(crate) struct CommitExtras {
+    /// Snapshot summary entries.
+    pub summary: Vec<(String, String)>,
+    /// Table property changes (each conditional on the base).
+    pub properties: Vec<PropertyUpdate>,
+    /// A new current schema (derived from schema id `.0`).
+    pub schema: Option<(i32, crate::spec::Schema)>,
+    /// Other files the caller wrote for this commit (deleted if it does not commit).
+    pub written: Vec<String>,
+    /// Refuse any commit since the base (the change is then planned again) instead of
+    /// validating by isolation level.
+    pub no_concurrent_commit: bool,
+}
+
+impl CommitExtras {
+    fn is_empty(&self) -> bool {
+        self.summary.is_empty() && self.properties.is_empty() && self.schema.is_none()
+    }
+}
+
+impl Staged {
+    /// Deletes the staged files (the change is given up).
+    pub(crate) async fn abort(self, table: &Table) {
+        for p in &self.written {
+            let _ = table.storage().delete(p).await;
+        }
+    }
+
+    /// Commits the staged change with `extras` onto `table` (the base it was staged from);
+    /// nothing happens when it changes nothing and `extras` is empty.
+    pub(crate) async fn commit(
+        self,
+        catalog: &Catalog,
+        table: &Table,
+        extras: CommitExtras,
+    ) -> Result<RowLevelResult> {
+        let mut result = self.result;
+        let d = self.decision;
+        if d.removed.is_empty()
+            && self.added_data.is_empty()
+            && self.added_deletes.is_empty()
+            && extras.is_empty()
+        {
+            return Ok(result);
+        }
+        let mut written = self.written;
+        written.extend(extras.written.iter().cloned());
+        let (t, id) = commit_change(
+            catalog,
+            table,
+            self.filter.as_ref(),
+            self.isolation,
+            d,
+            self.added_data,
+            self.added_deletes,
+            &written,
+            extras,
+        )
+        .await?;
+        result.table = t;
+        result.snapshot_id = Some(id);
+        Ok(result)
+    }
+}
+
+/// Steps 1-4 of [`run`]: the change planned, located, decided and its files written.
+pub(crate) async fn stage(
+    table: &Table,
+    kind: RowLevelKind,
+    filter: Option<Predicate>,
+    changer: &mut dyn RowChanger,
+) -> Result<Staged> {
     let mut p = plan(table, kind, filter.as_ref(), changer).await?;
     let mut data = DataWriter::new(table)?;
     if p.version == FormatVersion::V3 {
@@ -233,7 +327,7 @@ pub async fn run(
         .filter(|f| seen.insert(f.file_path().to_string()))
         .map(|f| f.file_size_in_bytes())
         .sum::<u64>();
-    let mut result = RowLevelResult {
+    let result = RowLevelResult {
         table: table.clone(),
         snapshot_id: None,
         mode: p.mode,
@@ -245,28 +339,20 @@ pub async fn run(
         added_delete_files: added_deletes.len(),
         written_bytes,
     };
-    if d.removed.is_empty() && added_data.is_empty() && added_deletes.is_empty() {
-        return Ok(result);
-    }
     let written: Vec<String> = added_data
         .iter()
         .map(|f| f.file_path().to_string())
         .chain(deletes.written().iter().cloned())
         .collect();
-    let (t, id) = commit_change(
-        catalog,
-        table,
-        filter.as_ref(),
-        p.isolation,
-        d,
+    Ok(Staged {
+        result,
+        filter,
+        isolation: p.isolation,
+        decision: d,
         added_data,
         added_deletes,
-        &written,
-    )
-    .await?;
-    result.table = t;
-    result.snapshot_id = Some(id);
-    Ok(result)
+        written,
+    })
 }
 
 /// A scan of `table` at `snapshot_id` (the current state of an empty table when `None`).
@@ -555,11 +641,15 @@ async fn commit_change(
     added_data: Vec<DataFile>,
     added_deletes: Vec<(i32, DataFile)>,
     written: &[String],
+    extras: CommitExtras,
 ) -> Result<(Table, i64)> {
-    let operation = if added_data.is_empty() {
+    let operation = if !added_data.is_empty() {
+        Operation::Overwrite
+    } else if !d.removed.is_empty() || !added_deletes.is_empty() {
         Operation::Delete
     } else {
-        Operation::Overwrite
+        // Only summary or property changes (a keyed batch whose every change lost).
+        Operation::Append
     };
     let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
     for (s, f) in added_deletes {
@@ -568,6 +658,13 @@ async fn commit_change(
     let mut producer = SnapshotProducer::new(operation, added_data).remove_files(d.removed);
     for (s, fs) in by_spec {
         producer = producer.add_files(s, fs);
+    }
+    for (k, v) in extras.summary {
+        producer = producer.with_summary_property(k, v);
+    }
+    producer = producer.with_property_updates(extras.properties);
+    if let Some((from, schema)) = extras.schema {
+        producer = producer.with_schema(from, schema);
     }
     let conflict_filter = match filter {
         Some(f) => Some(
@@ -586,7 +683,15 @@ async fn commit_change(
         ignore_equality_deletes: false,
         table: table.name(),
     };
-    let t = commit_or_discard(catalog, table, &mut producer, &validation, written).await?;
+    let strict = NoConcurrentCommit {
+        table: table.name(),
+    };
+    let validation: &dyn Validation = if extras.no_concurrent_commit {
+        &strict
+    } else {
+        &validation
+    };
+    let t = commit_or_discard(catalog, table, &mut producer, validation, written).await?;
     Ok((t, producer.snapshot_id()))
 }
 

@@ -2,6 +2,7 @@
 //! typed properties and the text forms of schemas, partition specs and sort orders.
 
 mod ddl;
+pub mod keyed;
 mod layout;
 mod names;
 mod properties;

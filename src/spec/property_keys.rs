@@ -97,6 +97,10 @@ const KNOWN: &[&str] = &[
     "floe.clone.source",
     "floe.clone.source-snapshot-id",
     "floe.replaced-table",
+    "floe.merge-engine",
+    "floe.merge.version-column",
+    "floe.merge.delete-column",
+    "floe.tombstones",
 ];
 
 /// Per-column families: any key that starts with one of these is known.
@@ -105,6 +109,7 @@ const PREFIXES: &[&str] = &[
     "write.parquet.bloom-filter-enabled.column.",
     "write.parquet.bloom-filter-fpp.column.",
     "write.parquet.stats-enabled.column.",
+    "floe.sink.",
 ];
 
 /// Refuses keys in an owned namespace that no one defines, naming the nearest known key.

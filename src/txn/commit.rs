@@ -108,8 +108,15 @@ pub async fn commit(
     loop {
         let attempt_result = async {
             let since = snapshots_since(base.metadata(), start_snapshot)?;
-            if !since.is_empty() && validation.needs_changes() {
-                let changes = load_changes(&base, &since).await?;
+            if !since.is_empty() {
+                let changes = if validation.needs_changes() {
+                    load_changes(&base, &since).await?
+                } else {
+                    since
+                        .iter()
+                        .map(|s| CommittedChange::of_snapshot(s))
+                        .collect()
+                };
                 validation.validate(base.metadata(), &changes)?;
             }
             producer.produce(&base).await
@@ -194,4 +201,63 @@ pub async fn commit_or_discard(
         }
     }
     r
+}
+
+/// Commits table property changes (no snapshot) onto `table`, once: a base whose values
+/// differ from the updates' expected ones, or a concurrent commit, is a conflict for the
+/// caller to plan again.
+pub async fn commit_properties(
+    catalog: &Catalog,
+    table: &Table,
+    updates: &[super::PropertyUpdate],
+) -> Result<Table> {
+    let md = table.metadata();
+    for u in updates {
+        if md.properties().get(&u.key) != u.expected.as_ref() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "table {}: property {} was changed by a concurrent commit",
+                    table.name(),
+                    u.key
+                ),
+            ));
+        }
+    }
+    let building = |e: iceberg::Error| {
+        Error::invalid(format!("building metadata for table {}: {e}", table.name()))
+    };
+    let mut b = iceberg::spec::TableMetadataBuilder::new_from_metadata(
+        md.clone(),
+        Some(table.metadata_location().to_string()),
+    );
+    let set: std::collections::HashMap<String, String> = updates
+        .iter()
+        .filter_map(|u| Some((u.key.clone(), u.value.clone()?)))
+        .collect();
+    let unset: Vec<String> = updates
+        .iter()
+        .filter(|u| u.value.is_none())
+        .map(|u| u.key.clone())
+        .collect();
+    if !set.is_empty() {
+        b = b.set_properties(set).map_err(building)?;
+    }
+    if !unset.is_empty() {
+        b = b.remove_properties(&unset).map_err(building)?;
+    }
+    let next = b.build().map_err(building)?.metadata;
+    match catalog.commit(table, next).await {
+        CommitOutcome::Committed(t) => Ok(t),
+        CommitOutcome::Conflict(msg) => Err(Error::new(ErrorKind::Conflict, msg)),
+        CommitOutcome::Failed(e) => Err(e.context(format!(
+            "commit to table {} failed and nothing was committed",
+            table.name()
+        ))),
+        CommitOutcome::Unknown(e) => Err(Error::new(
+            ErrorKind::CommitStateUnknown,
+            format!("commit to table {} may or may not have happened; reload the table and check its properties", table.name()),
+        )
+        .with_source(e)),
+    }
 }

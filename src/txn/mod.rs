@@ -11,10 +11,12 @@ use arrow_array::RecordBatch;
 use iceberg::spec::Operation;
 
 pub use clone::{clone_table, CloneResult, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT, REPLACED_TABLE};
-pub(crate) use commit::{commit, commit_or_discard};
-pub(crate) use producer::{new_snapshot_id, FileKey, SnapshotProducer};
+pub(crate) use commit::{commit, commit_or_discard, commit_properties};
+pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use summary::SummaryCounts;
-pub(crate) use validate::{CommittedChange, NoValidation, RowLevelValidation, Validation};
+pub(crate) use validate::{
+    CommittedChange, NoConcurrentCommit, NoValidation, RowLevelValidation, Validation,
+};
 
 use crate::catalog::Catalog;
 use crate::error::Result;

@@ -65,6 +65,23 @@ pub struct SnapshotProducer {
     /// `rewrite_manifests`: target manifest size; counts of the last attempt.
     cluster_manifests: Option<u64>,
     manifest_counts: BTreeMap<&'static str, u64>,
+    /// Table property changes made with the snapshot, each checked against the base.
+    property_updates: Vec<PropertyUpdate>,
+    /// A new current schema, committed with the snapshot if the base's current schema is
+    /// still the one it was derived from (its id).
+    new_schema: Option<(i32, iceberg::spec::Schema)>,
+}
+
+/// A table property change committed with a snapshot, conditional on the base: the commit
+/// fails with a conflict unless the base's value of `key` is `expected` (`None`: unset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PropertyUpdate {
+    /// The property.
+    pub key: String,
+    /// Its value in the metadata the change was planned against.
+    pub expected: Option<String>,
+    /// Its new value (`None`: removed).
+    pub value: Option<String>,
 }
 
 /// A positive random snapshot id, as Iceberg Java derives them.
@@ -150,7 +167,35 @@ impl SnapshotProducer {
             data_sequence_number: None,
             cluster_manifests: None,
             manifest_counts: BTreeMap::new(),
+            property_updates: Vec::new(),
+            new_schema: None,
         }
+    }
+
+    /// Adds `key=value` to the snapshot's summary.
+    pub fn with_summary_property(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.properties.insert(key.into(), value.into());
+        self
+    }
+
+    /// Changes table properties in the same commit (each conditional on the base's value).
+    pub fn with_property_updates(
+        mut self,
+        updates: impl IntoIterator<Item = PropertyUpdate>,
+    ) -> Self {
+        self.property_updates.extend(updates);
+        self
+    }
+
+    /// Makes `schema` the current schema in the same commit; the base's current schema must
+    /// still be `from_schema_id`.
+    pub fn with_schema(mut self, from_schema_id: i32, schema: iceberg::spec::Schema) -> Self {
+        self.new_schema = Some((from_schema_id, schema));
+        self
     }
 
     /// A `replace` snapshot that rewrites every manifest holding live entries into manifests
@@ -419,9 +464,41 @@ impl SnapshotProducer {
         }
     }
 
+    /// Whether `base` still holds what the property updates and the schema change were
+    /// planned against (a conflict otherwise: the change must be planned again).
+    fn check_base(&self, base: &Table) -> Result<()> {
+        let md = base.metadata();
+        for u in &self.property_updates {
+            let now = md.properties().get(&u.key);
+            if now != u.expected.as_ref() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "table {}: property {} was changed by a concurrent commit",
+                        base.name(),
+                        u.key
+                    ),
+                ));
+            }
+        }
+        if let Some((from, _)) = &self.new_schema {
+            if md.current_schema_id() != *from {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "table {}: the schema was changed by a concurrent commit",
+                        base.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Produces the next metadata of `base` with this snapshot on `main`.
     pub async fn produce(&mut self, base: &Table) -> Result<TableMetadata> {
         let md = base.metadata();
+        self.check_base(base)?;
         let io = base.storage().file_io();
         let new_manifests = self.write_added_manifests(base).await?;
         let parent = md.current_snapshot().cloned();
@@ -487,29 +564,56 @@ impl SnapshotProducer {
                 operation: self.operation.clone(),
                 additional_properties: props,
             })
-            .with_schema_id(md.current_schema_id());
+            .with_schema_id(match &self.new_schema {
+                Some((_, schema)) => schema.schema_id(),
+                None => md.current_schema_id(),
+            });
         let snapshot = if md.format_version() == FormatVersion::V3 {
             let added_rows = next_row_id.unwrap_or(first_row_id) - first_row_id;
             builder.with_row_range(first_row_id, added_rows).build()
         } else {
             builder.build()
         };
-        let r = TableMetadataBuilder::new_from_metadata(
+        let mut builder = TableMetadataBuilder::new_from_metadata(
             md.clone(),
             Some(base.metadata_location().to_string()),
-        )
-        .add_snapshot(snapshot)
-        .and_then(|b| {
-            b.set_ref(
-                MAIN_BRANCH,
-                SnapshotReference::new(
-                    self.snapshot_id,
-                    SnapshotRetention::branch(None, None, None),
-                ),
-            )
-        })
-        .and_then(|b| b.build())
-        .map_err(|e| Error::invalid(format!("building metadata for table {}: {e}", base.name())))?;
+        );
+        let building = |e: iceberg::Error| {
+            Error::invalid(format!("building metadata for table {}: {e}", base.name()))
+        };
+        if let Some((_, schema)) = &self.new_schema {
+            builder = builder
+                .add_current_schema(schema.clone())
+                .map_err(building)?;
+        }
+        let (set, unset): (Vec<_>, Vec<_>) = self
+            .property_updates
+            .iter()
+            .partition(|u| u.value.is_some());
+        if !set.is_empty() {
+            let set = set
+                .iter()
+                .filter_map(|u| Some((u.key.clone(), u.value.clone()?)))
+                .collect();
+            builder = builder.set_properties(set).map_err(building)?;
+        }
+        if !unset.is_empty() {
+            let keys: Vec<String> = unset.iter().map(|u| u.key.clone()).collect();
+            builder = builder.remove_properties(&keys).map_err(building)?;
+        }
+        let r = builder
+            .add_snapshot(snapshot)
+            .and_then(|b| {
+                b.set_ref(
+                    MAIN_BRANCH,
+                    SnapshotReference::new(
+                        self.snapshot_id,
+                        SnapshotRetention::branch(None, None, None),
+                    ),
+                )
+            })
+            .and_then(|b| b.build())
+            .map_err(building)?;
         self.expired_metadata = r
             .expired_metadata_logs
             .iter()

@@ -37,6 +37,19 @@ pub struct CommittedChange {
     pub replaced_table: bool,
 }
 
+impl CommittedChange {
+    /// A committed snapshot without its files (for validations that do not look at them).
+    pub fn of_snapshot(s: &crate::spec::Snapshot) -> Self {
+        Self {
+            snapshot_id: s.snapshot_id(),
+            operation: s.summary().operation.clone(),
+            added: vec![],
+            removed: vec![],
+            replaced_table: false,
+        }
+    }
+}
+
 /// Checks a staged change's preconditions against the snapshots committed since its base.
 ///
 /// `since` are the changes of the snapshots on `main` after the operation's starting
@@ -58,6 +71,31 @@ pub struct NoValidation;
 impl Validation for NoValidation {
     fn validate(&self, _: &TableMetadata, _: &[CommittedChange]) -> Result<()> {
         Ok(())
+    }
+    fn needs_changes(&self) -> bool {
+        false
+    }
+}
+
+/// Nothing may be committed since the base: a change planned from the whole state of the
+/// table (a keyed upsert: its lookups and tombstones) is planned again instead.
+pub struct NoConcurrentCommit {
+    /// The table, for messages.
+    pub table: String,
+}
+
+impl Validation for NoConcurrentCommit {
+    fn validate(&self, _: &TableMetadata, since: &[CommittedChange]) -> Result<()> {
+        match since.first() {
+            None => Ok(()),
+            Some(c) => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "table {} changed while the change was planned (snapshot {} was committed)",
+                    self.table, c.snapshot_id
+                ),
+            )),
+        }
     }
     fn needs_changes(&self) -> bool {
         false

@@ -145,6 +145,7 @@ const LAYERS: &[&str] = &[
     "write",
     "txn",
     "dml",
+    "keyed",
     "maintenance",
     "ingest",
 ];

@@ -1,0 +1,1 @@
+//! Debezium JSON change events (placeholder filled below).

@@ -1,0 +1,268 @@
+//! Tombstone files: per deleted key, the version that deleted it and when, so a late replay
+//! of an older version cannot bring the key back. They are Parquet files under the table's
+//! `metadata/` directory, listed in the table property `floe.tombstones` and so committed in
+//! the same metadata swap as the snapshot that needs them. Readers of the table never see
+//! them; a listed file that is missing is an error, never an empty set.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::row::RowConverter;
+use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
+use arrow_schema::{DataType, Field, FieldRef, Schema as ArrowSchema, SchemaRef};
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::spec::keyed::{
+    TombstoneFile, TombstoneList, TOMBSTONES, TOMBSTONE_DELETED, TOMBSTONE_DELETED_AT,
+    TOMBSTONE_VERSION,
+};
+use crate::storage::join;
+use crate::table::Table;
+
+/// Merge the list into one file once it holds more files than this.
+const MAX_FILES: usize = 8;
+
+/// The latest record of one key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Record {
+    /// The version of the change.
+    pub version: i64,
+    /// When it was committed (ms since the epoch).
+    pub at_ms: i64,
+    /// `true`: the key is deleted (a tombstone); `false`: it was brought back.
+    pub deleted: bool,
+}
+
+/// Tombstone records folded per key (encoded key → latest record), with the key values.
+pub(crate) struct Folded {
+    pub records: HashMap<Box<[u8]>, Record>,
+    /// The key columns of one row per key (any order), for rewriting.
+    pub keys: Vec<ArrayRef>,
+    /// Encoded key → row in `keys`.
+    pub key_rows: HashMap<Box<[u8]>, u32>,
+}
+
+/// The Arrow schema of a tombstone file with these key fields.
+fn file_schema(key_fields: &[FieldRef]) -> SchemaRef {
+    let mut fields: Vec<Field> = key_fields
+        .iter()
+        .map(|f| Field::new(f.name(), f.data_type().clone(), false))
+        .collect();
+    fields.push(Field::new(TOMBSTONE_VERSION, DataType::Int64, false));
+    fields.push(Field::new(TOMBSTONE_DELETED_AT, DataType::Int64, false));
+    fields.push(Field::new(TOMBSTONE_DELETED, DataType::Boolean, false));
+    Arc::new(ArrowSchema::new(fields))
+}
+
+fn missing(table: &Table, path: &str, e: Error) -> Error {
+    Error::corrupt(format!(
+        "tombstone file '{path}' of table {} cannot be read ({e}); it is listed in property {TOMBSTONES} \
+         (another engine's orphan-file removal may have deleted it). floe writes no keyed change without it: \
+         restore the file; or, accepting that replays of older versions may bring deleted keys back, \
+         remove the property",
+        table.name()
+    ))
+}
+
+/// Reads the records of `list` (oldest file first) and folds them per key: the higher
+/// version wins, a later record on ties. With `wanted`, only those keys are kept.
+pub(crate) async fn load(
+    table: &Table,
+    list: &TombstoneList,
+    key_fields: &[FieldRef],
+    conv: &RowConverter,
+    wanted: Option<&HashSet<Box<[u8]>>>,
+) -> Result<Folded> {
+    let n_key = key_fields.len();
+    let mut out = Folded {
+        records: HashMap::new(),
+        keys: Vec::new(),
+        key_rows: HashMap::new(),
+    };
+    let mut key_parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); n_key];
+    let mut next_row = 0u32;
+    for f in &list.files {
+        let bytes = table
+            .storage()
+            .get(&f.path)
+            .await
+            .map_err(|e| missing(table, &f.path, e))?;
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(|e| missing(table, &f.path, Error::corrupt(e.to_string())))?;
+        for b in reader {
+            let b = b.map_err(|e| missing(table, &f.path, Error::corrupt(e.to_string())))?;
+            if b.num_columns() != n_key + 3 {
+                return Err(Error::corrupt(format!(
+                    "tombstone file '{}' of table {} has {} columns; the primary key has {n_key} (was it changed?)",
+                    f.path,
+                    table.name(),
+                    b.num_columns()
+                )));
+            }
+            let keys: Vec<ArrayRef> = (0..n_key)
+                .map(|i| arrow_cast::cast(b.column(i), key_fields[i].data_type()))
+                .collect::<std::result::Result<_, _>>()?;
+            let rows = conv.convert_columns(&keys)?;
+            let col = |i: usize| b.column(n_key + i).clone();
+            let versions = arrow_cast::cast(&col(0), &DataType::Int64)?;
+            let at = arrow_cast::cast(&col(1), &DataType::Int64)?;
+            let (Some(versions), Some(at), Some(deleted)) = (
+                versions.as_any().downcast_ref::<Int64Array>(),
+                at.as_any().downcast_ref::<Int64Array>(),
+                col(2).as_any().downcast_ref::<BooleanArray>().cloned(),
+            ) else {
+                return Err(Error::corrupt(format!(
+                    "tombstone file '{}' of table {}: unexpected column types",
+                    f.path,
+                    table.name()
+                )));
+            };
+            let mut take = Vec::new();
+            for r in 0..b.num_rows() {
+                let k = rows.row(r);
+                if wanted.is_some_and(|w| !w.contains(k.as_ref())) {
+                    continue;
+                }
+                let rec = Record {
+                    version: versions.value(r),
+                    at_ms: at.value(r),
+                    deleted: deleted.value(r),
+                };
+                match out.records.get_mut(k.as_ref()) {
+                    Some(old) if rec.version >= old.version => *old = rec,
+                    Some(_) => {}
+                    None => {
+                        out.records.insert(k.as_ref().into(), rec);
+                        out.key_rows.insert(k.as_ref().into(), next_row);
+                        next_row += 1;
+                        take.push(r as u32);
+                    }
+                }
+            }
+            let idx = UInt32Array::from(take);
+            for (i, part) in key_parts.iter_mut().enumerate() {
+                part.push(arrow_select::take::take(&keys[i], &idx, None)?);
+            }
+        }
+    }
+    for (i, part) in key_parts.into_iter().enumerate() {
+        let refs: Vec<&dyn Array> = part.iter().map(|a| a.as_ref()).collect();
+        out.keys.push(if refs.is_empty() {
+            arrow_array::new_empty_array(key_fields[i].data_type())
+        } else {
+            arrow_select::concat::concat(&refs)?
+        });
+    }
+    Ok(out)
+}
+
+/// Writes records (`keys`: the key columns; one version, time and flag per row) as a new
+/// tombstone file of `table`.
+pub(crate) async fn write(
+    table: &Table,
+    key_fields: &[FieldRef],
+    keys: Vec<ArrayRef>,
+    versions: Int64Array,
+    at_ms: Int64Array,
+    deleted: BooleanArray,
+) -> Result<TombstoneFile> {
+    let schema = file_schema(key_fields);
+    let mut cols = keys;
+    cols.push(Arc::new(versions));
+    cols.push(Arc::new(at_ms));
+    cols.push(Arc::new(deleted));
+    let batch = RecordBatch::try_new(schema.clone(), cols)?;
+    let records = batch.num_rows() as u64;
+    let mut buf = Vec::new();
+    {
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+            .build();
+        let encode = |e: parquet::errors::ParquetError| {
+            Error::io(format!(
+                "encoding a tombstone file of table {}: {e}",
+                table.name()
+            ))
+        };
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(&mut buf, schema, Some(props)).map_err(encode)?;
+        w.write(&batch).map_err(encode)?;
+        w.close().map_err(encode)?;
+    }
+    let path = join(
+        table.metadata().location(),
+        &format!("metadata/tombstones-{}.parquet", uuid::Uuid::new_v4()),
+    );
+    let size = buf.len() as u64;
+    table.storage().put(&path, Bytes::from(buf)).await?;
+    Ok(TombstoneFile {
+        path,
+        records,
+        file_size_in_bytes: size,
+    })
+}
+
+/// The list after adding `file`; when it grows past [`MAX_FILES`] every record is read and
+/// folded into one file that keeps only tombstones (records of keys brought back go). The
+/// files left out stay where they are (a clone may list them; orphan removal deletes them
+/// once no table lists them). Returns the new list and the files written.
+pub(crate) async fn with_file(
+    table: &Table,
+    list: &TombstoneList,
+    file: Option<TombstoneFile>,
+    key_fields: &[FieldRef],
+    conv: &RowConverter,
+) -> Result<(TombstoneList, Vec<String>)> {
+    let mut next = list.clone();
+    let mut written = Vec::new();
+    if let Some(f) = file {
+        written.push(f.path.clone());
+        next.files.push(f);
+    }
+    if next.files.len() <= MAX_FILES {
+        return Ok((next, written));
+    }
+    let merged = rewrite(table, &next, key_fields, conv, |_| true).await?;
+    written.extend(merged.files.iter().map(|f| f.path.clone()));
+    Ok((merged, written))
+}
+
+/// Every record of `list` folded per key, keeping the tombstones `keep` accepts, written as
+/// one file (an empty list when none is kept).
+pub(crate) async fn rewrite(
+    table: &Table,
+    list: &TombstoneList,
+    key_fields: &[FieldRef],
+    conv: &RowConverter,
+    keep: impl Fn(&Record) -> bool,
+) -> Result<TombstoneList> {
+    let all = load(table, list, key_fields, conv, None).await?;
+    let mut rows: Vec<(u32, Record)> = all
+        .records
+        .iter()
+        .filter(|(_, r)| r.deleted && keep(r))
+        .filter_map(|(k, r)| Some((*all.key_rows.get(k)?, *r)))
+        .collect();
+    rows.sort_unstable_by_key(|(i, _)| *i);
+    if rows.is_empty() {
+        return Ok(TombstoneList::default());
+    }
+    let idx = UInt32Array::from_iter_values(rows.iter().map(|(i, _)| *i));
+    let keys = all
+        .keys
+        .iter()
+        .map(|k| arrow_select::take::take(k, &idx, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let f = write(
+        table,
+        key_fields,
+        keys,
+        Int64Array::from_iter_values(rows.iter().map(|(_, r)| r.version)),
+        Int64Array::from_iter_values(rows.iter().map(|(_, r)| r.at_ms)),
+        BooleanArray::from(vec![true; rows.len()]),
+    )
+    .await?;
+    Ok(TombstoneList { files: vec![f] })
+}

@@ -172,3 +172,33 @@ pub fn parquet_schema(path: &str) -> Result<SchemaRef> {
     )?;
     Ok(b.schema().clone())
 }
+
+/// Batches of a JSON-lines file (one object per line), typed by the table's schema with every
+/// column nullable; a key no column has is refused.
+pub fn read_jsonl(
+    path: &str,
+    table_schema: &SchemaRef,
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
+    let file = File::open(path).map_err(|e| {
+        Error::new(
+            floe::ErrorKind::NotFound,
+            format!("cannot open input '{path}': {e}"),
+        )
+    })?;
+    let loose = Arc::new(Schema::new(
+        table_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone().with_nullable(true))
+            .collect::<Vec<_>>(),
+    ));
+    let reader = arrow::json::ReaderBuilder::new(loose)
+        .with_batch_size(65536)
+        .with_strict_mode(true)
+        .build(std::io::BufReader::new(file))
+        .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
+    let p = path.to_string();
+    Ok(Box::new(reader.map(move |r| {
+        r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("'{p}': {e}")))
+    })))
+}

@@ -14,6 +14,7 @@ mod dml;
 mod ingest;
 mod input;
 mod inspect;
+mod keyed;
 mod maintenance;
 mod output;
 mod progress_bar;
@@ -131,6 +132,13 @@ enum Cmd {
     IngestSnapshot(ingest::IngestSnapshotArgs),
     /// Run a DELETE, UPDATE or MERGE INTO statement.
     Sql(dml::SqlArgs),
+    /// Apply change files (upserts and deletes by primary key, with versions) to a keyed table
+    /// in one commit.
+    Upsert(keyed::UpsertArgs),
+    /// Show a keyed table's tombstones (deleted keys remembered against late replays).
+    Tombstones(keyed::TombstonesArgs),
+    /// Remove tombstones older than a time (replays of older versions can then resurrect keys).
+    ExpireTombstones(keyed::ExpireTombstonesArgs),
 }
 
 fn kv(s: &str) -> std::result::Result<(String, String), String> {
@@ -264,6 +272,9 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Update(a) => dml::update(&cli, a).await,
         Cmd::Merge(a) => dml::merge(&cli, a).await,
         Cmd::Sql(a) => dml::sql(&cli, a).await,
+        Cmd::Upsert(a) => keyed::upsert(&cli, a).await,
+        Cmd::Tombstones(a) => keyed::tombstones(&cli, a).await,
+        Cmd::ExpireTombstones(a) => keyed::expire_tombstones(&cli, a).await,
         Cmd::RewriteDataFiles(a) => maintenance::rewrite_data_files(&cli, a).await,
         Cmd::RewritePositionDeleteFiles(a) => {
             maintenance::rewrite_position_delete_files(&cli, a).await

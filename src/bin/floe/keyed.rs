@@ -1,0 +1,293 @@
+//! `floe upsert`, `floe tombstones`, `floe expire-tombstones`: keyed tables as a CDC sink.
+
+use std::time::Instant;
+
+use floe::keyed::{ChangeBatch, UpsertOptions};
+use floe::table::parse_ident;
+use floe::{Error, ErrorKind, Result};
+
+use super::output::{print_json, print_table};
+use super::{catalog, catalog_and_table, input, parse_time_ms, progress_bar, Cli};
+
+/// Input formats of `upsert`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeFormat {
+    /// Parquet files.
+    Parquet,
+    /// CSV with a header (columns by name).
+    Csv,
+    /// One JSON object per line (columns by name).
+    Jsonl,
+    /// Debezium change events, one per line (with or without the schema envelope).
+    DebeziumJson,
+}
+
+/// Apply change files (upserts and deletes by primary key) to a keyed table in one commit.
+#[derive(clap::Args, Debug)]
+pub struct UpsertArgs {
+    /// Table name.
+    pub name: String,
+    /// Change files, in arrival order (a later file's change wins a tie of versions).
+    #[arg(required = true)]
+    pub files: Vec<String>,
+    /// Input format (default: by file extension; .json/.jsonl/.ndjson are JSON lines).
+    #[arg(long, value_enum)]
+    pub format: Option<ChangeFormat>,
+    /// The sink the checkpoint belongs to.
+    #[arg(long)]
+    pub sink_id: Option<String>,
+    /// The batch's checkpoint: recorded in the snapshot summary (floe.sink.<id>.checkpoint);
+    /// one at or below the committed one makes the upsert a no-op.
+    #[arg(long, requires = "sink_id")]
+    pub checkpoint: Option<i64>,
+    /// Add the files' new columns to the table (optional columns) in the same commit.
+    #[arg(long)]
+    pub evolve_schema: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn format_of(path: &str, given: Option<ChangeFormat>) -> ChangeFormat {
+    if let Some(f) = given {
+        return f;
+    }
+    let p = path.to_ascii_lowercase();
+    if p.ends_with(".csv") || p.ends_with(".csv.gz") || p.ends_with(".tsv") {
+        ChangeFormat::Csv
+    } else if p.ends_with(".json") || p.ends_with(".jsonl") || p.ends_with(".ndjson") {
+        ChangeFormat::Jsonl
+    } else {
+        ChangeFormat::Parquet
+    }
+}
+
+/// `floe upsert`.
+pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
+    let (cat, table) = catalog_and_table(cli, &a.name).await?;
+    let schema = table.arrow_schema()?;
+    let mut changes = ChangeBatch::new();
+    for f in &a.files {
+        let source = format!("'{f}'");
+        match format_of(f, a.format) {
+            ChangeFormat::DebeziumJson => {
+                let text = std::fs::read_to_string(f).map_err(|e| {
+                    Error::new(ErrorKind::NotFound, format!("cannot open input '{f}': {e}"))
+                })?;
+                let rows = floe::keyed::debezium::decode(&text, &source, &table)?;
+                changes.push(source, rows);
+            }
+            ChangeFormat::Jsonl => {
+                for b in input::read_jsonl(f, &schema)? {
+                    changes.push(source.clone(), b?);
+                }
+            }
+            ChangeFormat::Parquet | ChangeFormat::Csv => {
+                for b in input::read_raw(f, &schema, false)? {
+                    changes.push(source.clone(), b?);
+                }
+            }
+        }
+    }
+    let mut options = UpsertOptions::default().with_evolve_schema(a.evolve_schema);
+    if let Some(s) = &a.sink_id {
+        options.sink_id = Some(s.clone());
+    }
+    options.checkpoint = a.checkpoint;
+    let ident = table.ident().clone();
+    let started = Instant::now();
+    let r = progress_bar::run(&format!("upserting into {}", a.name), a.json, |_| {
+        floe::keyed::upsert(&cat, &ident, &changes, &options)
+    })
+    .await
+    .map_err(|e| {
+        if e.to_string().contains("let the upsert evolve the schema") {
+            e.with_hint("pass --evolve-schema to add new columns")
+        } else {
+            e
+        }
+    })?;
+    let secs = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&r)?;
+        v["table"] = a.name.clone().into();
+        v["sink_id"] = a.sink_id.clone().into();
+        v["seconds"] = secs.into();
+        print_json(&v);
+        return Ok(());
+    }
+    if r.already_committed {
+        outln!(
+            "checkpoint {} of sink {} is already committed to {} (committed: {}); nothing was done",
+            a.checkpoint.unwrap_or_default(),
+            a.sink_id.as_deref().unwrap_or("-"),
+            a.name,
+            r.committed_checkpoint.unwrap_or_default()
+        );
+        return Ok(());
+    }
+    outln!(
+        "upserted {} changes ({} keys) into {}: {} inserted, {} updated, {} deleted ({} of absent keys), \
+         {} ignored (older than the stored version); snapshot {}{} in {:.2}s",
+        r.input_rows,
+        r.keys,
+        a.name,
+        r.inserted,
+        r.updated,
+        r.deleted + r.deleted_absent,
+        r.deleted_absent,
+        r.ignored,
+        r.snapshot_id.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+        match (&a.sink_id, a.checkpoint) {
+            (Some(s), Some(n)) => format!(", checkpoint {s}={n}"),
+            _ => String::new(),
+        },
+        secs
+    );
+    if !r.added_columns.is_empty() {
+        outln!("added columns: {}", r.added_columns.join(", "));
+    }
+    Ok(())
+}
+
+/// Show a keyed table's tombstones: how many, the oldest and newest.
+#[derive(clap::Args, Debug)]
+pub struct TombstonesArgs {
+    /// Table name.
+    pub name: String,
+    /// List the keys too (with the version that deleted them and when).
+    #[arg(long)]
+    pub list: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn rfc3339(ms: Option<i64>) -> Option<String> {
+    ms.and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// `floe tombstones`.
+pub async fn tombstones(cli: &Cli, a: &TombstonesArgs) -> Result<()> {
+    let (_, table) = catalog_and_table(cli, &a.name).await?;
+    let r = floe::keyed::tombstones(&table, a.list).await?;
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut header: Vec<String> = Vec::new();
+    if let Some(b) = &r.keys {
+        let n = b.num_columns();
+        header = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        header[n - 2] = "version".into();
+        header[n - 1] = "deleted_at".into();
+        for i in 0..b.num_rows() {
+            let mut row = Vec::with_capacity(n);
+            for c in 0..n {
+                let col = b.column(c);
+                let s = if c == n - 1 {
+                    let ms = arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(
+                        col.as_ref(),
+                    )
+                    .value(i);
+                    rfc3339(Some(ms)).unwrap_or_default()
+                } else {
+                    arrow::util::display::array_value_to_string(col, i)
+                        .map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?
+                };
+                row.push(s);
+            }
+            rows.push(row);
+        }
+    }
+    if a.json {
+        let mut v = serde_json::json!({
+            "table": a.name,
+            "count": r.count,
+            "oldest": rfc3339(r.oldest_ms),
+            "newest": rfc3339(r.newest_ms),
+            "files": r.files,
+        });
+        if a.list {
+            let keys: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|row| {
+                    serde_json::Value::Object(
+                        header
+                            .iter()
+                            .cloned()
+                            .zip(row.iter().map(|s| s.clone().into()))
+                            .collect(),
+                    )
+                })
+                .collect();
+            v["keys"] = keys.into();
+        }
+        print_json(&v);
+        return Ok(());
+    }
+    outln!(
+        "{}: {} tombstones in {} files; oldest {}, newest {}",
+        a.name,
+        r.count,
+        r.files,
+        rfc3339(r.oldest_ms).unwrap_or_else(|| "-".into()),
+        rfc3339(r.newest_ms).unwrap_or_else(|| "-".into())
+    );
+    if a.list && !rows.is_empty() {
+        let h: Vec<&str> = header.iter().map(String::as_str).collect();
+        print_table(&h, &rows);
+    }
+    Ok(())
+}
+
+/// Remove tombstones committed before a time (an older replay of those keys then brings
+/// them back).
+#[derive(clap::Args, Debug)]
+pub struct ExpireTombstonesArgs {
+    /// Table name.
+    pub name: String,
+    /// Remove tombstones committed before this time (RFC 3339, or ms since the epoch).
+    #[arg(long)]
+    pub older_than: String,
+    /// Only count what would be removed.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `floe expire-tombstones`.
+pub async fn expire_tombstones(cli: &Cli, a: &ExpireTombstonesArgs) -> Result<()> {
+    let cat = catalog(cli)?;
+    let ident = parse_ident(&a.name)?;
+    let cutoff = parse_time_ms(&a.older_than)
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("--older-than: {e}")))?;
+    let r = floe::keyed::expire_tombstones(&cat, &ident, cutoff, a.dry_run).await?;
+    if r.removed > 0 && !a.dry_run {
+        eprintln!(
+            "warning: {} tombstones removed from {}: a replay of an older version of those keys will now bring them back",
+            r.removed, a.name
+        );
+    }
+    if a.json {
+        let mut v = serde_json::to_value(&r)?;
+        v["table"] = a.name.clone().into();
+        v["dry_run"] = a.dry_run.into();
+        print_json(&v);
+        return Ok(());
+    }
+    let verb = if a.dry_run { "would remove" } else { "removed" };
+    outln!(
+        "{}: {verb} {} tombstones older than {}, {} kept",
+        a.name,
+        r.removed,
+        a.older_than,
+        r.kept
+    );
+    Ok(())
+}

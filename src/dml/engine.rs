@@ -227,8 +227,11 @@ pub(crate) struct CommitExtras {
 }
 
 impl CommitExtras {
+    /// Nothing to commit (a property update that keeps its value only guards the commit).
     fn is_empty(&self) -> bool {
-        self.summary.is_empty() && self.properties.is_empty() && self.schema.is_none()
+        self.summary.is_empty()
+            && self.properties.iter().all(|u| u.value == u.expected)
+            && self.schema.is_none()
     }
 }
 

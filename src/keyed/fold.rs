@@ -124,8 +124,14 @@ fn delete_flags(col: &ArrayRef, name: &str, part: &Part) -> Result<BooleanArray>
     Ok(BooleanArray::from(out))
 }
 
-/// Folds `parts` (in arrival order) by the merge rule.
-pub(crate) fn fold(spec: &KeyedSpec, schema: &SchemaRef, parts: &[Part]) -> Result<Folded> {
+/// Folds `parts` (in arrival order) by the merge rule. Columns `required` (by index) must
+/// have values in every upsert (deletes need only their key).
+pub(crate) fn fold(
+    spec: &KeyedSpec,
+    schema: &SchemaRef,
+    required: &[usize],
+    parts: &[Part],
+) -> Result<Folded> {
     let cols = Columns::of(spec, schema)?;
     let mut versions: Vec<Int64Array> = Vec::new();
     let mut deleted: Vec<BooleanArray> = Vec::new();
@@ -151,10 +157,22 @@ pub(crate) fn fold(spec: &KeyedSpec, schema: &SchemaRef, parts: &[Part]) -> Resu
             }
             versions.push(versions_of(c)?);
         }
-        deleted.push(match (cols.delete, &spec.delete) {
+        let flags = match (cols.delete, &spec.delete) {
             (Some(d), Some(name)) => delete_flags(p.batch.column(d), name, p)?,
             _ => BooleanArray::from(vec![false; p.batch.num_rows()]),
-        });
+        };
+        for &i in required {
+            let c = p.batch.column(i);
+            if let Some(r) = (0..c.len()).find(|&r| c.is_null(r) && !flags.value(r)) {
+                return Err(Error::invalid(format!(
+                    "row {} of {}: required column '{}' is null in an upsert",
+                    p.first_row + r as u64,
+                    p.source,
+                    schema.field(i).name()
+                )));
+            }
+        }
+        deleted.push(flags);
     }
     let all = arrow_select::concat::concat_batches(schema, parts.iter().map(|p| &p.batch))?;
     let concat_bool = |v: &[BooleanArray]| -> Result<BooleanArray> {
@@ -272,7 +290,7 @@ mod tests {
             vec![0, 1, 0],
         );
         let schema = a.batch.schema();
-        let f = fold(&spec(true), &schema, &[a, b]).unwrap();
+        let f = fold(&spec(true), &schema, &[], &[a, b]).unwrap();
         // key 1: version 7 beats the later 6; key 2: equal versions, the later delete wins.
         assert_eq!(
             values(&f),
@@ -293,7 +311,7 @@ mod tests {
             vec![0, 0],
         );
         let schema = a.batch.schema();
-        let f = fold(&spec(false), &schema, &[a]).unwrap();
+        let f = fold(&spec(false), &schema, &[], &[a]).unwrap();
         assert_eq!(values(&f), vec![(1, "b".into(), false)]);
         assert!(f.versions.is_none());
     }
@@ -302,7 +320,9 @@ mod tests {
     fn bad_values_name_source_row_and_column() {
         let a = part(vec![1, 2], vec!["a", "b"], vec![Some(1), None], vec![0, 0]);
         let schema = a.batch.schema();
-        let e = fold(&spec(true), &schema, &[a]).unwrap_err().to_string();
+        let e = fold(&spec(true), &schema, &[], &[a])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("row 2 of 'b.parquet'") && e.contains("'ver'"),
             "{e}"
@@ -313,7 +333,9 @@ mod tests {
             vec![Some(1), Some(2)],
             vec![0, 2],
         );
-        let e = fold(&spec(true), &schema, &[a]).unwrap_err().to_string();
+        let e = fold(&spec(true), &schema, &[], &[a])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("row 2 of") && e.contains("'del' is 2"), "{e}");
     }
 }

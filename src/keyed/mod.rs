@@ -387,8 +387,13 @@ async fn apply_once(
     }
     let (write_table, new_schema, added) = evolve(table, changes, options.evolve_schema)?;
     result.added_columns = added;
-    let schema = write_table.arrow_schema()?;
-    let conformer = Conformer::new(write_table.metadata().current_schema(), &name)?;
+    let strict = write_table.arrow_schema()?;
+    // Non-key columns may be null in deletes (a Debezium `before` often holds only the key):
+    // required columns are checked on the upserts by the fold.
+    let conformer = Conformer::new(
+        &relaxed(write_table.metadata().current_schema(), &spec)?,
+        &name,
+    )?;
     let mut next_row: HashMap<&str, u64> = HashMap::new();
     let mut parts = Vec::with_capacity(changes.parts.len());
     for (source, b) in &changes.parts {
@@ -403,11 +408,20 @@ async fn apply_once(
             batch: conformed,
         });
     }
+    let schema = conformer.schema().clone();
     let cols = Columns::of(&spec, &schema)?;
+    let required: Vec<usize> = strict
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.is_nullable())
+        .map(|(i, _)| i)
+        .collect();
     let folded = if parts.is_empty() {
         fold::fold(
             &spec,
             &schema,
+            &required,
             &[Part {
                 source: "the batch".into(),
                 first_row: 1,
@@ -415,7 +429,7 @@ async fn apply_once(
             }],
         )?
     } else {
-        fold::fold(&spec, &schema, &parts)?
+        fold::fold(&spec, &schema, &required, &parts)?
     };
     result.keys = folded.rows.num_rows() as u64;
     let keys = key_fields(&schema, &cols);
@@ -541,6 +555,28 @@ async fn apply_once(
         result.committed_checkpoint = committed;
     }
     Ok(result)
+}
+
+/// `schema` with every column but the key optional.
+fn relaxed(schema: &Schema, spec: &KeyedSpec) -> Result<Schema> {
+    let fields: Vec<Arc<NestedField>> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut f = (**f).clone();
+            if !spec.key.contains(&f.name) {
+                f.required = false;
+            }
+            Arc::new(f)
+        })
+        .collect();
+    Schema::builder()
+        .with_schema_id(schema.schema_id())
+        .with_identifier_field_ids(schema.identifier_field_ids())
+        .with_fields(fields)
+        .build()
+        .map_err(|e| Error::invalid(format!("schema {}: {e}", schema.schema_id())))
 }
 
 /// The table to write with: `table` itself, or, when the batch has columns the table lacks

@@ -1,5 +1,5 @@
 //! The files a table's metadata references: metadata files, manifest lists, manifests, data
-//! and delete files, statistics. Expiry and orphan removal never delete what a live snapshot
+//! and delete files, statistics, tombstones. Expiry and orphan removal never delete what a live snapshot
 //! of any table in the catalog references.
 
 use std::collections::HashSet;
@@ -101,7 +101,7 @@ impl Reachable {
     }
 
     /// Everything the table's current metadata references: every snapshot, the metadata log,
-    /// the current metadata file, `version-hint.text`, statistics files.
+    /// the current metadata file, `version-hint.text`, statistics files, tombstone files.
     pub async fn of_table(table: &Table) -> Result<Reachable> {
         let md = table.metadata();
         let mut r = Reachable::of_snapshots(table, md.snapshots().map(|s| s.as_ref())).await?;
@@ -118,6 +118,11 @@ impl Reachable {
         }
         for s in md.partition_statistics_iter() {
             r.other.insert(canon(&s.statistics_path));
+        }
+        // A keyed table's tombstone files (listed in a property, not in a snapshot).
+        let tombstones = crate::spec::keyed::TombstoneList::of(md, &table.name())?;
+        for f in tombstones.files {
+            r.other.insert(canon(&f.path));
         }
         Ok(r)
     }

@@ -16,6 +16,7 @@ mod ingest;
 mod interop;
 mod json_keys;
 mod keyed;
+mod keyed_lifecycle;
 mod maintenance;
 mod model;
 mod newcomer;

@@ -1,0 +1,417 @@
+//! Keyed tables over their lifetime: tombstones survive compaction, snapshot expiry, orphan
+//! removal, clones, a purge of the clone's source and other engines' commits; they go only by
+//! `expire-tombstones`; a lost tombstone file is an error, never an empty set; a sink killed
+//! mid-batch retries with the same checkpoint.
+
+use std::path::Path;
+
+use crate::common::*;
+
+const DDL: &str = "user_id long not null, plan string, ver long, is_deleted int";
+
+fn create(wh: &Path, name: &str, extra: &[&str]) {
+    let mut args = vec![
+        "create",
+        name,
+        "--schema",
+        DDL,
+        "--primary-key",
+        "user_id",
+        "--property",
+        "floe.merge-engine=replace",
+        "--property",
+        "floe.merge.version-column=ver",
+        "--property",
+        "floe.merge.delete-column=is_deleted",
+        "--property",
+        "write.merge.mode=merge-on-read",
+    ];
+    args.extend_from_slice(extra);
+    ok(wh, &args);
+}
+
+/// A CSV batch of `(user_id, plan, ver, is_deleted)` rows.
+fn batch(
+    dir: &Path,
+    name: &str,
+    rows: impl IntoIterator<Item = (i64, String, i64, i32)>,
+) -> String {
+    let mut s = String::from("user_id,plan,ver,is_deleted\n");
+    for (k, p, v, d) in rows {
+        s.push_str(&format!("{k},{p},{v},{d}\n"));
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, s).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn json(wh: &Path, args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    serde_json::from_str(&ok(wh, &a)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Rows of `floe scan --format json` (JSON lines).
+fn scan_json(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The live rows as (user_id, plan, ver), sorted.
+fn live(wh: &Path, name: &str) -> Vec<(i64, String, i64)> {
+    let mut out: Vec<(i64, String, i64)> = scan_json(&ok(wh, &["scan", name, "--format", "json"]))
+        .iter()
+        .map(|r| {
+            (
+                r["user_id"].as_i64().unwrap(),
+                r["plan"].as_str().unwrap_or_default().to_string(),
+                r["ver"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn tombstone_count(wh: &Path, name: &str) -> u64 {
+    json(wh, &["tombstones", name])["count"].as_u64().unwrap()
+}
+
+fn current_snapshot(wh: &Path, name: &str) -> Option<i64> {
+    json(wh, &["describe", name])["current_snapshot_id"].as_i64()
+}
+
+#[test]
+fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    create(&wh, "db.users", &["--format-version", "3"]);
+    let b1 = batch(
+        d.path(),
+        "b1.csv",
+        (1..=100).map(|k| (k, "free".into(), 1, 0)),
+    );
+    let b2 = batch(
+        d.path(),
+        "b2.csv",
+        (1..=10).map(|k| (k, String::new(), 5, 1)),
+    );
+    let replay = batch(
+        d.path(),
+        "replay.csv",
+        (1..=10).map(|k| (k, "old".into(), 3, 0)),
+    );
+    ok(&wh, &["upsert", "db.users", &b1]);
+    ok(&wh, &["upsert", "db.users", &b2]);
+    assert_eq!(tombstone_count(&wh, "db.users"), 10);
+    assert_eq!(live(&wh, "db.users").len(), 90);
+
+    // Compaction, expiry and orphan removal leave the tombstones alone.
+    ok(&wh, &["rewrite-data-files", "db.users"]);
+    ok(&wh, &["expire-snapshots", "db.users", "--retain-last", "1"]);
+    let future = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    ok(
+        &wh,
+        &["remove-orphan-files", "db.users", "--older-than", &future],
+    );
+    assert_eq!(tombstone_count(&wh, "db.users"), 10);
+    let r = json(&wh, &["upsert", "db.users", &replay]);
+    assert_eq!(r["ignored"], 10, "{r}");
+    let rows = live(&wh, "db.users");
+    assert_eq!(rows.len(), 90);
+    assert!(
+        rows.iter().all(|(k, p, _)| *k > 10 && p == "free"),
+        "{rows:?}"
+    );
+
+    // A clone carries the tombstones; its changes are its own.
+    ok(&wh, &["clone", "db.users", "db.copy"]);
+    assert_eq!(tombstone_count(&wh, "db.copy"), 10);
+    assert_eq!(json(&wh, &["upsert", "db.copy", &replay])["ignored"], 10);
+    let back = batch(d.path(), "back.csv", [(3, "back".to_string(), 6, 0)]);
+    let r = json(&wh, &["upsert", "db.copy", &back]);
+    assert_eq!(r["inserted"], 1, "{r}");
+    assert_eq!(live(&wh, "db.copy").len(), 91);
+    assert_eq!(live(&wh, "db.users").len(), 90);
+    assert_eq!(tombstone_count(&wh, "db.copy"), 9);
+    assert_eq!(tombstone_count(&wh, "db.users"), 10);
+
+    // Purging the source keeps the files the clone still lists.
+    ok(&wh, &["drop", "db.users", "--purge"]);
+    assert_eq!(tombstone_count(&wh, "db.copy"), 9);
+    // Key 3 is live again at version 6, so its replay is ignored too.
+    assert_eq!(json(&wh, &["upsert", "db.copy", &replay])["ignored"], 10);
+
+    // Only expire-tombstones removes them, and says what that means.
+    let past = "2000-01-01T00:00:00Z";
+    let dry = json(
+        &wh,
+        &[
+            "expire-tombstones",
+            "db.copy",
+            "--older-than",
+            &future,
+            "--dry-run",
+        ],
+    );
+    assert_eq!(
+        (dry["removed"].as_u64(), dry["committed"].as_bool()),
+        (Some(9), Some(false)),
+        "{dry}"
+    );
+    let none = json(&wh, &["expire-tombstones", "db.copy", "--older-than", past]);
+    assert_eq!(none["removed"], 0, "{none}");
+    let o = floe(
+        &wh,
+        &["expire-tombstones", "db.copy", "--older-than", &future],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bring them back"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(tombstone_count(&wh, "db.copy"), 0);
+    // Now a replay of an older version brings the keys back, as the warning said.
+    let r = json(&wh, &["upsert", "db.copy", &replay]);
+    assert_eq!(r["inserted"], 9, "{r}");
+    assert_eq!(live(&wh, "db.copy").len(), 100);
+}
+
+#[test]
+fn a_lost_tombstone_file_is_an_error_and_nothing_is_committed() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    create(&wh, "db.users", &["--format-version", "2"]);
+    ok(
+        &wh,
+        &[
+            "upsert",
+            "db.users",
+            &batch(
+                d.path(),
+                "a.csv",
+                [(1, "a".into(), 1, 0), (2, "b".into(), 1, 0)],
+            ),
+        ],
+    );
+    ok(
+        &wh,
+        &[
+            "upsert",
+            "db.users",
+            &batch(d.path(), "b.csv", [(1, String::new(), 2, 1)]),
+        ],
+    );
+    let files: Vec<_> = files_under(&wh)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("tombstones-"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    std::fs::remove_file(&files[0]).unwrap();
+    let before = current_snapshot(&wh, "db.users");
+    let o = floe(
+        &wh,
+        &[
+            "upsert",
+            "db.users",
+            &batch(d.path(), "c.csv", [(1, "old".into(), 1, 0)]),
+        ],
+    );
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("tombstone file") && err.contains("db.users") && err.contains("restore"),
+        "{err}"
+    );
+    assert_eq!(current_snapshot(&wh, "db.users"), before);
+    let o = floe(&wh, &["tombstones", "db.users"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn a_sink_killed_mid_batch_retries_with_the_same_checkpoint() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    create(&wh, "db.users", &["--format-version", "3"]);
+    let n = 200_000i64;
+    let first = batch(
+        d.path(),
+        "first.csv",
+        (0..n).map(|k| (k, "free".into(), 1, 0)),
+    );
+    ok(
+        &wh,
+        &[
+            "upsert",
+            "db.users",
+            &first,
+            "--sink-id",
+            "s",
+            "--checkpoint",
+            "1",
+        ],
+    );
+    // Batch 2: every even key upgraded, every key divisible by 7 deleted.
+    let second = batch(
+        d.path(),
+        "second.csv",
+        (0..n).filter(|k| k % 2 == 0 || k % 7 == 0).map(|k| {
+            if k % 7 == 0 {
+                (k, String::new(), 2, 1)
+            } else {
+                (k, "pro".into(), 2, 0)
+            }
+        }),
+    );
+    for delay_ms in [30u64, 150, 400] {
+        let mut child = floe_cmd()
+            .args(["--warehouse", wh.to_str().unwrap()])
+            .args([
+                "upsert",
+                "db.users",
+                &second,
+                "--sink-id",
+                "s",
+                "--checkpoint",
+                "2",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        // Whatever the kill left, the table is at checkpoint 1 or 2, never between.
+        let rows = live(&wh, "db.users");
+        let at2 = rows.len() as i64 == n - (0..n).filter(|k| k % 7 == 0).count() as i64;
+        assert!(
+            rows.len() as i64 == n || at2,
+            "{delay_ms} ms: {} rows",
+            rows.len()
+        );
+        let r = json(
+            &wh,
+            &[
+                "upsert",
+                "db.users",
+                &second,
+                "--sink-id",
+                "s",
+                "--checkpoint",
+                "2",
+            ],
+        );
+        assert_eq!(r["committed_checkpoint"], 2, "{r}");
+        assert_eq!(r["already_committed"].as_bool(), Some(at2), "{r}");
+        let rows = live(&wh, "db.users");
+        let expected: Vec<(i64, String, i64)> = (0..n)
+            .filter(|k| k % 7 != 0)
+            .map(|k| {
+                if k % 2 == 0 {
+                    (k, "pro".into(), 2)
+                } else {
+                    (k, "free".into(), 1)
+                }
+            })
+            .collect();
+        assert_eq!(rows, expected, "{delay_ms} ms");
+        // Start the next round from checkpoint 1's state again, on a fresh table.
+        ok(&wh, &["drop", "db.users", "--purge"]);
+        create(&wh, "db.users", &["--format-version", "3"]);
+        ok(
+            &wh,
+            &[
+                "upsert",
+                "db.users",
+                &first,
+                "--sink-id",
+                "s",
+                "--checkpoint",
+                "1",
+            ],
+        );
+    }
+}
+
+#[test]
+fn spark_writing_compacting_and_computing_stats_keeps_the_tombstones() {
+    let Some(py) = peers_python() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let cat = format!("file://{}", wh.display());
+    let with_cat = |args: &[&str]| {
+        let mut a = vec!["--catalog", cat.as_str()];
+        a.extend_from_slice(args);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |args: &[&str]| {
+        let a = with_cat(args);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        ok(&wh, &a)
+    };
+    let mut args = vec![
+        "create",
+        "db.users",
+        "--schema",
+        DDL,
+        "--primary-key",
+        "user_id",
+        "--format-version",
+        "2",
+        "--property",
+        "floe.merge.version-column=ver",
+        "--property",
+        "floe.merge.delete-column=is_deleted",
+        "--property",
+        "write.merge.mode=merge-on-read",
+    ];
+    let a = with_cat(&args);
+    args.clear();
+    ok(&wh, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    run(&[
+        "upsert",
+        "db.users",
+        &batch(
+            d.path(),
+            "a.csv",
+            (1..=20).map(|k| (k, "free".into(), 1, 0)),
+        ),
+    ]);
+    run(&[
+        "upsert",
+        "db.users",
+        &batch(d.path(), "b.csv", (1..=5).map(|k| (k, String::new(), 9, 1))),
+    ]);
+    // Spark appends a row, compacts the table and computes its statistics.
+    spark_write(
+        &py,
+        &wh,
+        "db.users",
+        "(100, 'spark', 1, 0)",
+        &[
+            "CALL local.system.rewrite_data_files(table => 'db.users', options => map('rewrite-all', 'true'))",
+            "CALL local.system.compute_table_stats(table => 'db.users')",
+        ],
+    );
+    let t: serde_json::Value =
+        serde_json::from_str(&run(&["tombstones", "db.users", "--json"])).unwrap();
+    assert_eq!(t["count"], 5, "{t}");
+    let r: serde_json::Value = serde_json::from_str(&run(&[
+        "upsert",
+        "db.users",
+        &batch(
+            d.path(),
+            "c.csv",
+            (1..=5).map(|k| (k, "replayed".into(), 2, 0)),
+        ),
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(r["ignored"], 5, "{r}");
+    let rows = scan_json(&run(&["scan", "db.users", "--format", "json"]));
+    assert_eq!(rows.len(), 16, "{rows:?}");
+}

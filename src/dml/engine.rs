@@ -236,6 +236,16 @@ impl CommitExtras {
 }
 
 impl Staged {
+    /// The data files the change adds.
+    pub(crate) fn added_data_files(&self) -> &[DataFile] {
+        &self.added_data
+    }
+
+    /// Whether the change rewrites files (copy-on-write): rows of kept files move.
+    pub(crate) fn rewrites_files(&self) -> bool {
+        self.result.rewritten_rows > 0
+    }
+
     /// Deletes the staged files (the change is given up).
     pub(crate) async fn abort(self, table: &Table) {
         for p in &self.written {
@@ -287,7 +297,86 @@ pub(crate) async fn stage(
     filter: Option<Predicate>,
     changer: &mut dyn RowChanger,
 ) -> Result<Staged> {
-    let mut p = plan(table, kind, filter.as_ref(), changer).await?;
+    stage_with(table, kind, filter, Locate::Scan(changer)).await
+}
+
+/// [`stage`] for a change whose removed rows are already known (from a key index): the
+/// positions to remove per data file path, and the new rows. No data file is read (but
+/// copy-on-write rewrites). A path that is not a live data file of `table` is a conflict.
+pub(crate) async fn stage_known(
+    table: &Table,
+    kind: RowLevelKind,
+    removed: HashMap<String, RoaringTreemap>,
+    rows: Vec<RecordBatch>,
+) -> Result<Staged> {
+    stage_with(table, kind, None, Locate::Known { removed, rows }).await
+}
+
+/// How step 2 finds the removed rows.
+enum Locate<'a> {
+    /// By reading the planned files through a changer.
+    Scan(&'a mut dyn RowChanger),
+    /// Given.
+    Known {
+        removed: HashMap<String, RoaringTreemap>,
+        rows: Vec<RecordBatch>,
+    },
+}
+
+/// Reads nothing: the changer of a [`Locate::Known`] plan.
+struct ReadsNothing;
+
+impl RowChanger for ReadsNothing {
+    fn columns(&self) -> Option<Vec<String>> {
+        Some(vec![])
+    }
+    fn change(&mut self, b: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        Ok((BooleanArray::from(vec![false; b.num_rows()]), None))
+    }
+}
+
+/// Step 2 for known positions: each file's state from its record count and deletes.
+fn known_states(
+    p: &RowLevelPlan,
+    mut removed: HashMap<String, RoaringTreemap>,
+    table: &Table,
+) -> Result<Vec<FileState>> {
+    let mut states = Vec::with_capacity(p.files.len());
+    for (i, f) in p.files.iter().enumerate() {
+        let previous = p.previous[i].as_ref().map(|r| r.len()).unwrap_or(0);
+        let mut st = FileState {
+            live_rows: f.file.record_count().saturating_sub(previous),
+            removed: removed.remove(f.file.file_path()).unwrap_or_default(),
+        };
+        if let Some(prev) = &p.previous[i] {
+            st.removed -= prev;
+        }
+        states.push(st);
+    }
+    if let Some(path) = removed.keys().next() {
+        return Err(Error::new(
+            crate::ErrorKind::Conflict,
+            format!(
+                "data file '{path}' is no longer live in table {} (changed by another commit)",
+                table.name()
+            ),
+        ));
+    }
+    Ok(states)
+}
+
+async fn stage_with(
+    table: &Table,
+    kind: RowLevelKind,
+    filter: Option<Predicate>,
+    mut locator: Locate<'_>,
+) -> Result<Staged> {
+    let nothing = ReadsNothing;
+    let changer_for_plan: &dyn RowChanger = match &locator {
+        Locate::Scan(c) => &**c,
+        Locate::Known { .. } => &nothing,
+    };
+    let mut p = plan(table, kind, filter.as_ref(), changer_for_plan).await?;
     let mut data = DataWriter::new(table)?;
     if p.version == FormatVersion::V3 {
         // Rows copied by copy-on-write keep their lineage; new and updated rows get new row
@@ -296,7 +385,14 @@ pub(crate) async fn stage(
     }
     let mut deletes = DeleteFileWriter::new(table)?;
     let staged = async {
-        let states = locate(&mut p, changer, &mut data).await?;
+        let states = match &mut locator {
+            Locate::Scan(changer) => locate(&mut p, &mut **changer, &mut data).await?,
+            Locate::Known { removed, rows } => {
+                let states = known_states(&p, std::mem::take(removed), table)?;
+                write_all(&mut data, std::mem::take(rows)).await?;
+                states
+            }
+        };
         let mut d = decide(&p.files, &p.dropped, states, p.mode);
         let rewritten_rows = rewrite_files(table, &p, &d.rewrite, &mut data).await?;
         let positions = std::mem::take(&mut d.new_positions);

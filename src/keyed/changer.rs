@@ -34,22 +34,6 @@ pub(crate) struct Counts {
     pub ignored: u64,
 }
 
-pub(crate) struct KeyedChanger {
-    /// The columns read: key columns, then the version column.
-    columns: Vec<String>,
-    n_key: usize,
-    conv: RowConverter,
-    folded: Folded,
-    /// Encoded key → row of `folded`.
-    index: HashMap<Box<[u8]>, u32>,
-    /// Versions of the batch keys' tombstones.
-    tombstones: HashMap<Box<[u8]>, i64>,
-    outcome: Vec<Outcome>,
-    table: String,
-    /// Set once the run has seen every live row.
-    pub settled: Option<Settled>,
-}
-
 /// What a batch does, once decided.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settled {
@@ -61,14 +45,33 @@ pub(crate) struct Settled {
     pub tombstones: Vec<(u32, bool)>,
 }
 
+/// Decides a keyed batch: fed the live rows of its keys (by the row-level engine scanning
+/// the table, or by a key index), then settled.
+pub(crate) struct KeyedChanger {
+    /// The columns read: key columns, then the version column.
+    columns: Vec<String>,
+    n_key: usize,
+    conv: RowConverter,
+    folded: Folded,
+    /// Encoded key → row of `folded`.
+    index: HashMap<Box<[u8]>, u32>,
+    /// The tombstone version of each folded row's key.
+    tombstone_of: Vec<Option<i64>>,
+    outcome: Vec<Outcome>,
+    table: String,
+    /// Set once every live row was seen.
+    pub settled: Option<Settled>,
+}
+
 impl KeyedChanger {
+    /// A changer for `folded` (its keys encoded by `conv` into `index`).
     pub fn new(
         key: &[String],
         version: Option<&String>,
         conv: RowConverter,
         folded: Folded,
         index: HashMap<Box<[u8]>, u32>,
-        tombstones: HashMap<Box<[u8]>, i64>,
+        tombstone_of: Vec<Option<i64>>,
         table: String,
     ) -> Self {
         let mut columns = key.to_vec();
@@ -80,81 +83,82 @@ impl KeyedChanger {
             conv,
             folded,
             index,
-            tombstones,
+            tombstone_of,
             outcome: vec![Outcome::Unseen; n],
             table,
             settled: None,
         }
     }
 
-    fn version(&self, row: usize) -> Option<i64> {
-        self.folded.versions.as_ref().map(|v| v.value(row))
-    }
-
-    /// Whether change `row` (of key `key`) beats a stored version.
+    /// Whether change `row` beats a stored version (a row's or a tombstone's).
     fn wins(&self, row: usize, stored: Option<i64>) -> bool {
-        match (self.version(row), stored) {
+        match (self.folded.versions.as_ref().map(|v| v.value(row)), stored) {
             (Some(v), Some(s)) => v >= s,
             _ => true,
         }
     }
 
+    /// The live row of change `i`'s key was found, with version `row_version`: whether the
+    /// row goes away. A second live row of one key is an error.
+    pub fn observe(&mut self, i: usize, row_version: Option<i64>) -> Result<bool> {
+        if self.outcome[i] != Outcome::Unseen {
+            return Err(Error::invalid(format!(
+                "table {} holds the key of change {} in more than one live row (was it written by an engine \
+                 that does not keep keys unique?); nothing was committed: remove the duplicates first",
+                self.table,
+                i + 1
+            )));
+        }
+        let stored = match (row_version, self.tombstone_of[i]) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let wins = self.wins(i, stored);
+        self.outcome[i] = if wins {
+            Outcome::Replaced
+        } else {
+            Outcome::Lost
+        };
+        Ok(wins)
+    }
+
     /// Once every live row was seen: changes whose key had no live row are decided against
     /// the key's tombstone, and everything is counted.
     fn settle(&mut self) -> Settled {
-        let mut counts = Counts::default();
-        let mut upserts = Vec::new();
-        let mut tomb = Vec::new();
-        let keys = self.key_rows();
+        let mut s = Settled::default();
+        let versioned = self.folded.versions.is_some();
         for r in 0..self.outcome.len() {
-            let deleted = self.folded.deleted.value(r);
-            let tombstone = keys
-                .as_ref()
-                .and_then(|k| self.tombstones.get(k.row(r).as_ref()).copied());
+            let tombstone = self.tombstone_of[r];
             if self.outcome[r] == Outcome::Unseen && !self.wins(r, tombstone) {
                 self.outcome[r] = Outcome::Lost;
             }
-            let versioned = self.folded.versions.is_some();
-            match (self.outcome[r], deleted) {
-                (Outcome::Lost, _) => counts.ignored += 1,
-                (o, true) => {
-                    if o == Outcome::Replaced {
-                        counts.deleted += 1;
+            let replaced = self.outcome[r] == Outcome::Replaced;
+            match (self.outcome[r], self.folded.deleted.value(r)) {
+                (Outcome::Lost, _) => s.counts.ignored += 1,
+                (_, true) => {
+                    if replaced {
+                        s.counts.deleted += 1;
                     } else {
-                        counts.deleted_absent += 1;
+                        s.counts.deleted_absent += 1;
                     }
                     if versioned {
-                        tomb.push((r as u32, true));
+                        s.tombstones.push((r as u32, true));
                     }
                 }
-                (o, false) => {
-                    if o == Outcome::Replaced {
-                        counts.updated += 1;
+                (_, false) => {
+                    if replaced {
+                        s.counts.updated += 1;
                     } else {
-                        counts.inserted += 1;
+                        s.counts.inserted += 1;
                     }
-                    upserts.push(r as u32);
+                    s.upserts.push(r as u32);
                     if tombstone.is_some() {
-                        tomb.push((r as u32, false));
+                        s.tombstones.push((r as u32, false));
                     }
                 }
             }
         }
-        Settled {
-            counts,
-            upserts,
-            tombstones: tomb,
-        }
-    }
-
-    fn key_rows(&self) -> Option<arrow::row::Rows> {
-        if self.tombstones.is_empty() {
-            return None;
-        }
-        let cols: Vec<_> = (0..self.n_key)
-            .map(|i| self.folded.rows.column(i).clone())
-            .collect();
-        self.conv.convert_columns(&cols).ok()
+        s
     }
 
     /// The folded batch.
@@ -191,36 +195,15 @@ impl RowChanger for KeyedChanger {
                 remove.push(false);
                 continue;
             };
-            let i = i as usize;
-            if self.outcome[i] != Outcome::Unseen {
-                return Err(Error::invalid(format!(
-                    "table {} holds the key of change {} in more than one live row (was it written by an engine \
-                     that does not keep keys unique?); nothing was committed: remove the duplicates first",
-                    self.table,
-                    i + 1
-                )));
-            }
             let row_version = stored
                 .as_ref()
                 .and_then(|s| s.is_valid(r).then(|| s.value(r)));
-            let tomb = self.tombstones.get(rows.row(r).as_ref()).copied();
-            let stored_version = match (row_version, tomb) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
-            if self.wins(i, stored_version) {
-                self.outcome[i] = Outcome::Replaced;
-                remove.push(true);
-            } else {
-                self.outcome[i] = Outcome::Lost;
-                remove.push(false);
-            }
+            remove.push(self.observe(i as usize, row_version)?);
         }
         Ok((BooleanArray::from(remove), None))
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        // Every live row was seen: the remaining changes are decided against tombstones.
         let settled = self.settle();
         let idx = UInt32Array::from(settled.upserts.clone());
         self.settled = Some(settled);

@@ -24,7 +24,7 @@ pub(crate) struct Part {
 }
 
 /// The winning change per key, in arrival order.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Folded {
     /// The winning rows (the table's schema).
     pub rows: RecordBatch,

@@ -26,9 +26,10 @@
 mod changer;
 pub mod debezium;
 mod fold;
+mod index;
 mod tombstones;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,7 +41,7 @@ use arrow_schema::FieldRef;
 use iceberg::expr::{Predicate, Reference};
 
 use crate::catalog::Catalog;
-use crate::dml::{stage, CommitExtras, RowLevelKind};
+use crate::dml::{stage, stage_known, CommitExtras, RowLevelKind};
 use crate::error::{Error, ErrorKind, Result};
 use crate::spec::keyed::{
     check_sink_id, sink_checkpoint_key, KeyedSpec, TombstoneList, TOMBSTONES,
@@ -52,6 +53,7 @@ use crate::write::Conformer;
 
 use changer::KeyedChanger;
 use fold::{key_converter, key_rows, Columns, Part};
+use index::{KeyIndex, Keys};
 
 /// Key sets up to this size prune files by membership, larger ones by their range.
 const IN_LIST_LIMIT: usize = 200;
@@ -157,6 +159,10 @@ pub struct UpsertResult {
     pub added_columns: Vec<String>,
     /// Times the batch was planned (more than 1 after concurrent commits).
     pub attempts: u32,
+    /// How the stored rows were found: `scan` (the key and version columns of the files
+    /// the batch's key range may hit), `index` (a [`KeyedWriter`]'s key index), or
+    /// `index-built` (the index was built or rebuilt first).
+    pub lookup: &'static str,
 }
 
 /// Applies one batch of changes to the keyed table `ident` (see the module docs for the
@@ -205,30 +211,63 @@ pub async fn upsert(
     changes: &ChangeBatch,
     options: &UpsertOptions,
 ) -> Result<UpsertResult> {
-    let sink = match (&options.sink_id, options.checkpoint) {
+    apply_with_retries(catalog, ident, changes, options, None).await
+}
+
+/// The sink and checkpoint of `options`, checked.
+fn sink_of(options: &UpsertOptions) -> Result<Option<(&str, i64)>> {
+    match (&options.sink_id, options.checkpoint) {
         (Some(s), Some(n)) => {
             check_sink_id(s)?;
-            Some((s.as_str(), n))
+            Ok(Some((s.as_str(), n)))
         }
-        (None, Some(_)) => return Err(Error::invalid(
+        (None, Some(_)) => Err(Error::invalid(
             "a checkpoint needs the sink id it belongs to (each sink counts its own checkpoints)",
         )),
         (Some(s), None) => {
             check_sink_id(s)?;
-            None
+            Ok(None)
         }
-        (None, None) => None,
-    };
+        (None, None) => Ok(None),
+    }
+}
+
+/// Plans and commits the batch, planning again after each conflict within `commit.retry.*`.
+/// With `index`, stored rows are found through the key index it holds (built or rebuilt when
+/// it does not reflect the table); it is left holding the index of the committed state.
+async fn apply_with_retries(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+    mut index: Option<&mut Option<KeyIndex>>,
+) -> Result<UpsertResult> {
+    let sink = sink_of(options)?;
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let table = catalog.load_table(ident).await?;
-        match apply_once(catalog, &table, changes, options, sink).await {
+        let r = apply_once(
+            catalog,
+            &table,
+            changes,
+            options,
+            sink,
+            index.as_deref_mut(),
+        )
+        .await;
+        match r {
             Ok(mut r) => {
                 r.attempts = attempt;
                 return Ok(r);
             }
-            Err(e) if e.kind() == ErrorKind::Conflict => {
+            Err(e) => {
+                if let Some(i) = index.as_deref_mut() {
+                    *i = None;
+                }
+                if e.kind() != ErrorKind::Conflict {
+                    return Err(e);
+                }
                 let props = table.properties()?;
                 if attempt > props.commit_num_retries {
                     return Err(e.context(format!(
@@ -245,18 +284,24 @@ pub async fn upsert(
                 let jitter = rand::random::<u64>() % (wait / 2 + 1);
                 tokio::time::sleep(Duration::from_millis(wait / 2 + jitter)).await;
             }
-            Err(e) => return Err(e),
         }
     }
 }
 
 /// A keyed table's writer: applies batches with the same options (a sink's checkpoints).
+///
+/// It keeps an in-memory index of the table's keys (key → data file, position, version;
+/// tombstones) between batches, so a batch costs lookups of its own keys; the index is built
+/// by the first batch (one read of the key and version columns) and again whenever someone
+/// else changed the table. Memory: about 40 bytes per live key (single integer keys; more for
+/// other keys). Clones share the index.
 #[derive(Debug, Clone)]
 pub struct KeyedWriter {
     catalog: Catalog,
     ident: TableIdent,
     sink_id: Option<String>,
     evolve_schema: bool,
+    index: Arc<tokio::sync::Mutex<Option<KeyIndex>>>,
 }
 
 /// The CDC sink is a [`KeyedWriter`] with a sink id.
@@ -270,6 +315,7 @@ impl KeyedWriter {
             ident,
             sink_id: None,
             evolve_schema: false,
+            index: Arc::new(tokio::sync::Mutex::new(None)),
         }
     }
 
@@ -296,11 +342,14 @@ impl KeyedWriter {
             checkpoint,
             evolve_schema: self.evolve_schema,
         };
-        upsert(
+        let changes = ChangeBatch::from_batches(batches);
+        let mut index = self.index.lock().await;
+        apply_with_retries(
             &self.catalog,
             &self.ident,
-            &ChangeBatch::from_batches(batches),
+            &changes,
             &options,
+            Some(&mut *index),
         )
         .await
     }
@@ -346,16 +395,98 @@ fn key_fields(schema: &arrow_schema::SchemaRef, cols: &Columns) -> Vec<FieldRef>
         .collect()
 }
 
-/// One planning of the batch against `table`, committed only onto `table`.
+/// A batch conformed and folded against one state of the table.
+struct Prepared {
+    spec: KeyedSpec,
+    /// The table written with (evolved when the batch adds columns) and its schema change.
+    write_table: Table,
+    new_schema: Option<(i32, Schema)>,
+    added_columns: Vec<String>,
+    cols: Columns,
+    /// The key columns' fields and their row encoding.
+    key_fields: Vec<FieldRef>,
+    conv: arrow::row::RowConverter,
+    folded: fold::Folded,
+    /// The folded keys, encoded; and encoded key → folded row.
+    rows: arrow::row::Rows,
+    position: HashMap<Box<[u8]>, u32>,
+}
+
+/// Conforms the batch to `table` (evolving its schema if allowed) and folds it.
+fn prepare(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Result<Prepared> {
+    let name = table.name();
+    let spec = KeyedSpec::of(table.metadata(), &name)?;
+    let (write_table, new_schema, added_columns) = evolve(table, changes, options.evolve_schema)?;
+    let strict = write_table.arrow_schema()?;
+    // Non-key columns may be null in deletes (a Debezium `before` often holds only the key):
+    // required columns are checked on the upserts by the fold.
+    let conformer = Conformer::new(
+        &relaxed(write_table.metadata().current_schema(), &spec)?,
+        &name,
+    )?;
+    let mut next_row: HashMap<&str, u64> = HashMap::new();
+    let mut parts = Vec::with_capacity(changes.parts.len());
+    for (source, b) in &changes.parts {
+        let first = next_row.entry(source.as_str()).or_insert(1);
+        let conformed = conformer
+            .conform_from(b, source, *first)
+            .map_err(|e| e.context(source))?;
+        parts.push(Part {
+            source: source.clone(),
+            first_row: *first,
+            batch: conformed,
+        });
+        *first += b.num_rows() as u64;
+    }
+    let schema = conformer.schema().clone();
+    if parts.is_empty() {
+        parts.push(Part {
+            source: "the batch".into(),
+            first_row: 1,
+            batch: RecordBatch::new_empty(schema.clone()),
+        });
+    }
+    let cols = Columns::of(&spec, &schema)?;
+    let required: Vec<usize> = strict
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.is_nullable())
+        .map(|(i, _)| i)
+        .collect();
+    let folded = fold::fold(&spec, &schema, &required, &parts)?;
+    let key_fields = key_fields(&schema, &cols);
+    let conv = key_converter(&schema, &cols.key)?;
+    let rows = key_rows(&conv, &folded.rows, &cols.key)?;
+    let mut position: HashMap<Box<[u8]>, u32> = HashMap::with_capacity(rows.num_rows());
+    for r in 0..rows.num_rows() {
+        position.insert(rows.row(r).as_ref().into(), r as u32);
+    }
+    Ok(Prepared {
+        spec,
+        write_table,
+        new_schema,
+        added_columns,
+        cols,
+        key_fields,
+        conv,
+        folded,
+        rows,
+        position,
+    })
+}
+
+/// One planning of the batch against `table`, committed only onto `table`. With `index`
+/// (a [`KeyedWriter`]'s), stored rows are found by key lookups.
 async fn apply_once(
     catalog: &Catalog,
     table: &Table,
     changes: &ChangeBatch,
     options: &UpsertOptions,
     sink: Option<(&str, i64)>,
+    mut index: Option<&mut Option<KeyIndex>>,
 ) -> Result<UpsertResult> {
     let name = table.name();
-    let spec = KeyedSpec::of(table.metadata(), &name)?;
     let committed = match sink {
         Some((s, _)) => committed_checkpoint(table, s)?,
         None => None,
@@ -378,6 +509,7 @@ async fn apply_once(
         written_bytes: 0,
         added_columns: vec![],
         attempts: 1,
+        lookup: "scan",
     };
     if let (Some((_, n)), Some(c)) = (sink, committed) {
         if n <= c {
@@ -385,113 +517,126 @@ async fn apply_once(
             return Ok(result);
         }
     }
-    let (write_table, new_schema, added) = evolve(table, changes, options.evolve_schema)?;
-    result.added_columns = added;
-    let strict = write_table.arrow_schema()?;
-    // Non-key columns may be null in deletes (a Debezium `before` often holds only the key):
-    // required columns are checked on the upserts by the fold.
-    let conformer = Conformer::new(
-        &relaxed(write_table.metadata().current_schema(), &spec)?,
-        &name,
-    )?;
-    let mut next_row: HashMap<&str, u64> = HashMap::new();
-    let mut parts = Vec::with_capacity(changes.parts.len());
-    for (source, b) in &changes.parts {
-        let first = next_row.entry(source.as_str()).or_insert(1);
-        let conformed = conformer
-            .conform_from(b, source, *first)
-            .map_err(|e| e.context(source))?;
-        *first += b.num_rows() as u64;
-        parts.push(Part {
-            source: source.clone(),
-            first_row: *first - b.num_rows() as u64,
-            batch: conformed,
-        });
-    }
-    let schema = conformer.schema().clone();
-    let cols = Columns::of(&spec, &schema)?;
-    let required: Vec<usize> = strict
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| !f.is_nullable())
-        .map(|(i, _)| i)
-        .collect();
-    let folded = if parts.is_empty() {
-        fold::fold(
-            &spec,
-            &schema,
-            &required,
-            &[Part {
-                source: "the batch".into(),
-                first_row: 1,
-                batch: RecordBatch::new_empty(schema.clone()),
-            }],
-        )?
-    } else {
-        fold::fold(&spec, &schema, &required, &parts)?
-    };
-    result.keys = folded.rows.num_rows() as u64;
-    let keys = key_fields(&schema, &cols);
-    let conv = key_converter(&schema, &cols.key)?;
-    let rows = key_rows(&conv, &folded.rows, &cols.key)?;
-    let mut index: HashMap<Box<[u8]>, u32> = HashMap::with_capacity(rows.num_rows());
-    for r in 0..rows.num_rows() {
-        index.insert(rows.row(r).as_ref().into(), r as u32);
-    }
+    let prep = prepare(table, changes, options)?;
+    result.added_columns = prep.added_columns.clone();
+    result.keys = prep.folded.rows.num_rows() as u64;
     let list = TombstoneList::of(table.metadata(), &name)?;
-    let wanted: HashSet<Box<[u8]>> = index.keys().cloned().collect();
-    let stones = tombstones::load(table, &list, &keys, &conv, Some(&wanted)).await?;
-    let stones: HashMap<Box<[u8]>, i64> = stones
-        .records
-        .into_iter()
-        .filter(|(_, r)| r.deleted)
-        .map(|(k, r)| (k, r.version))
-        .collect();
-    let filter = key_filter(&spec.key[0], folded.rows.column(cols.key[0]));
-    let mut changer = KeyedChanger::new(
-        &spec.key,
-        spec.version.as_ref(),
-        key_converter(&schema, &cols.key)?,
-        folded,
-        index,
-        stones,
-        name.clone(),
-    );
-    let staged = stage(&write_table, RowLevelKind::Merge, filter, &mut changer).await?;
+    let new_changer =
+        |tombstone_of: Vec<Option<i64>>, folded: fold::Folded| -> Result<KeyedChanger> {
+            Ok(KeyedChanger::new(
+                &prep.spec.key,
+                prep.spec.version.as_ref(),
+                key_converter(&prep.write_table.arrow_schema()?, &prep.cols.key)?,
+                folded,
+                prep.position.clone(),
+                tombstone_of,
+                name.clone(),
+            ))
+        };
+    // Step 1: find the stored rows of the batch's keys and decide every change.
+    let mut replaced: Vec<usize> = Vec::new();
+    let (mut changer, staged) = match index.as_deref_mut() {
+        Some(slot) => {
+            let idx = match slot.take() {
+                Some(i) if i.is_current(table) => {
+                    result.lookup = "index";
+                    i
+                }
+                _ => {
+                    result.lookup = "index-built";
+                    let schema = table.arrow_schema()?;
+                    let cols = Columns::of(&prep.spec, &schema)?;
+                    KeyIndex::build(table, &prep.spec, &cols, &schema, &prep.conv).await?
+                }
+            };
+            let key_cols: Vec<ArrayRef> = prep
+                .cols
+                .key
+                .iter()
+                .map(|&i| prep.folded.rows.column(i).clone())
+                .collect();
+            let keys = Keys::of(&idx, &key_cols, &prep.rows)?;
+            let n = prep.folded.rows.num_rows();
+            let found: Vec<_> = (0..n).map(|r| idx.lookup(&keys, &prep.rows, r)).collect();
+            let mut changer =
+                new_changer(found.iter().map(|f| f.1).collect(), prep.folded.clone())?;
+            let mut at = Vec::new();
+            for (r, (live, _)) in found.iter().enumerate() {
+                if let Some((file, pos, version)) = live {
+                    if changer.observe(r, *version)? {
+                        at.push((*file, *pos));
+                        replaced.push(r);
+                    }
+                }
+            }
+            let rows = crate::dml::RowChanger::finish(&mut changer)?;
+            let removals = idx.removals(&at);
+            *slot = Some(idx);
+            let staged =
+                stage_known(&prep.write_table, RowLevelKind::Merge, removals, rows).await?;
+            (changer, staged)
+        }
+        None => {
+            let stones = tombstones::load(
+                table,
+                &list,
+                &prep.key_fields,
+                &prep.conv,
+                Some(&prep.position.keys().cloned().collect()),
+            )
+            .await?;
+            let tombstone_of: Vec<Option<i64>> = (0..prep.rows.num_rows())
+                .map(|r| {
+                    stones
+                        .records
+                        .get(prep.rows.row(r).as_ref())
+                        .filter(|t| t.deleted)
+                        .map(|t| t.version)
+                })
+                .collect();
+            let mut changer = new_changer(tombstone_of, prep.folded.clone())?;
+            let filter = key_filter(&prep.spec.key[0], prep.folded.rows.column(prep.cols.key[0]));
+            let staged =
+                stage(&prep.write_table, RowLevelKind::Merge, filter, &mut changer).await?;
+            (changer, staged)
+        }
+    };
     let settled = changer.settled.take().unwrap_or_default();
     let folded = changer.folded();
     let c = settled.counts;
     (result.inserted, result.updated, result.deleted) = (c.inserted, c.updated, c.deleted);
     (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
     result.tombstone_records = settled.tombstones.len() as u64;
-    // The tombstone records, as one new file of the list.
+    // Step 2: the tombstone records, as one new file of the list.
     let mut extras = CommitExtras {
         no_concurrent_commit: true,
         ..CommitExtras::default()
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    let tombstone_versions: Vec<i64> = match &folded.versions {
+        Some(v) => settled
+            .tombstones
+            .iter()
+            .map(|t| v.value(t.0 as usize))
+            .collect(),
+        None => vec![],
     };
     let new_file = if settled.tombstones.is_empty() {
         None
     } else {
         let idx =
             arrow_array::UInt32Array::from_iter_values(settled.tombstones.iter().map(|t| t.0));
-        let key_cols = cols
+        let key_cols = prep
+            .cols
             .key
             .iter()
             .map(|&i| arrow_select::take::take(folded.rows.column(i), &idx, None))
             .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
-        let versions = folded.versions.as_ref().ok_or_else(|| {
-            Error::io("tombstones without a version column (a bug: they are not recorded then)")
-        })?;
-        let versions = arrow_select::take::take(versions, &idx, None)?
-            .as_primitive::<arrow_array::types::Int64Type>()
-            .clone();
-        let now = chrono::Utc::now().timestamp_millis();
         let written = tombstones::write(
             table,
-            &keys,
+            &prep.key_fields,
             key_cols,
-            versions,
+            Int64Array::from(tombstone_versions.clone()),
             Int64Array::from(vec![now; idx.len()]),
             BooleanArray::from_iter(settled.tombstones.iter().map(|t| Some(t.1))),
         )
@@ -505,7 +650,8 @@ async fn apply_once(
         }
     };
     if new_file.is_some() {
-        let merged = tombstones::with_file(table, &list, new_file, &keys, &conv).await;
+        let merged =
+            tombstones::with_file(table, &list, new_file, &prep.key_fields, &prep.conv).await;
         let (next, written) = match merged {
             Ok(m) => m,
             Err(e) => {
@@ -544,7 +690,14 @@ async fn apply_once(
         });
         result.committed_checkpoint = Some(n);
     }
-    extras.schema = new_schema;
+    extras.schema = prep.new_schema.clone();
+    // Step 3: commit; a key index follows the table to its new state.
+    let added: Vec<String> = staged
+        .added_data_files()
+        .iter()
+        .map(|f| f.file_path().to_string())
+        .collect();
+    let rewrites = staged.rewrites_files();
     let r = staged.commit(catalog, table, extras).await?;
     result.snapshot_id = r.snapshot_id;
     result.table = r.table;
@@ -553,6 +706,44 @@ async fn apply_once(
     result.written_bytes += r.written_bytes;
     if result.snapshot_id.is_none() {
         result.committed_checkpoint = committed;
+    }
+    if let Some(slot) = index {
+        let committed_change = result.snapshot_id.is_some();
+        match slot.as_mut() {
+            Some(idx) if committed_change && !rewrites => {
+                let key_cols: Vec<ArrayRef> = prep
+                    .cols
+                    .key
+                    .iter()
+                    .map(|&i| prep.folded.rows.column(i).clone())
+                    .collect();
+                let tomb: Vec<(usize, bool, i64)> = settled
+                    .tombstones
+                    .iter()
+                    .zip(&tombstone_versions)
+                    .map(|((r, d), v)| (*r as usize, *d, *v))
+                    .collect();
+                let keys = Keys::of(idx, &key_cols, &prep.rows)?;
+                let followed = idx
+                    .apply_commit(
+                        &result.table,
+                        &prep.spec,
+                        &prep.conv,
+                        &keys,
+                        &prep.rows,
+                        &replaced,
+                        &added,
+                        &tomb,
+                    )
+                    .await;
+                if followed.is_err() {
+                    *slot = None;
+                }
+            }
+            // Copy-on-write moved rows: the next batch rebuilds the index.
+            Some(_) if committed_change => *slot = None,
+            _ => {}
+        }
     }
     Ok(result)
 }

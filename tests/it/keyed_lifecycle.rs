@@ -415,3 +415,207 @@ fn spark_writing_compacting_and_computing_stats_keeps_the_tombstones() {
     let rows = scan_json(&run(&["scan", "db.users", "--format", "json"]));
     assert_eq!(rows.len(), 16, "{rows:?}");
 }
+
+/// A tiny deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The ReplacingMergeTree rule applied change by change, in arrival order: a change
+/// replaces its key's stored state (row or tombstone) when its version is at least the
+/// stored one. Live rows are the stored states that are not deletes.
+#[derive(Default)]
+struct Model(std::collections::BTreeMap<i64, (i64, bool, String)>);
+
+impl Model {
+    fn apply(&mut self, changes: &[(i64, String, i64, i32)]) {
+        for (k, plan, ver, del) in changes {
+            let wins = self.0.get(k).is_none_or(|(v, _, _)| ver >= v);
+            if wins {
+                self.0.insert(*k, (*ver, *del == 1, plan.clone()));
+            }
+        }
+    }
+    fn live(&self) -> Vec<(i64, String, i64)> {
+        self.0
+            .iter()
+            .filter(|(_, (_, d, _))| !d)
+            .map(|(k, (v, _, p))| (*k, p.clone(), *v))
+            .collect()
+    }
+}
+
+fn change_batch(changes: &[(i64, String, i64, i32)]) -> arrow_array::RecordBatch {
+    use std::sync::Arc;
+    arrow_array::RecordBatch::try_from_iter([
+        (
+            "user_id",
+            Arc::new(arrow_array::Int64Array::from_iter_values(
+                changes.iter().map(|c| c.0),
+            )) as _,
+        ),
+        (
+            "plan",
+            Arc::new(arrow_array::StringArray::from_iter_values(
+                changes.iter().map(|c| c.1.clone()),
+            )) as _,
+        ),
+        (
+            "ver",
+            Arc::new(arrow_array::Int64Array::from_iter_values(
+                changes.iter().map(|c| c.2),
+            )) as _,
+        ),
+        (
+            "is_deleted",
+            Arc::new(arrow_array::Int32Array::from_iter_values(
+                changes.iter().map(|c| c.3),
+            )) as _,
+        ),
+    ])
+    .unwrap()
+}
+
+async fn live_rows(cat: &floe::Catalog, name: &str) -> Vec<(i64, String, i64)> {
+    use arrow_array::cast::AsArray;
+    let t = cat
+        .load_table(&floe::table::parse_ident(name).unwrap())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for b in floe::scan::Scan::new(&t).to_batches().await.unwrap() {
+        let k = b.column(0).as_primitive::<arrow_array::types::Int64Type>();
+        let p = b.column(1).as_string::<i32>();
+        let v = b.column(2).as_primitive::<arrow_array::types::Int64Type>();
+        for r in 0..b.num_rows() {
+            out.push((k.value(r), p.value(r).to_string(), v.value(r)));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Random batches (updates, inserts, deletes, late replays of older versions, equal-version
+/// ties, keys repeated inside a batch) applied through a long-lived [`floe::keyed::KeyedWriter`]
+/// (its key index) and through one-shot upserts (a read of the stored keys per batch), in
+/// v3 and v2, merge-on-read and copy-on-write, with another writer committing in between:
+/// after every batch each table holds exactly the model's live rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches() {
+    let d = tempfile::tempdir().unwrap();
+    let cat = floe::Catalog::open(None, d.path().join("wh").to_str(), None).unwrap();
+    let tables = [
+        ("db.idx3", "3", "merge-on-read", true),
+        ("db.scan3", "3", "merge-on-read", false),
+        ("db.idx2", "2", "merge-on-read", true),
+        ("db.cow3", "3", "copy-on-write", true),
+    ];
+    let mut writers = Vec::new();
+    for (name, fv, mode, _) in tables {
+        let schema = floe::spec::parse_schema(DDL).unwrap();
+        let c = floe::TableCreation::new(schema)
+            .with_primary_key(&["user_id".to_string()])
+            .with_format_version(if fv == "3" {
+                floe::spec::FormatVersion::V3
+            } else {
+                floe::spec::FormatVersion::V2
+            })
+            .with_property("floe.merge.version-column", "ver")
+            .with_property("floe.merge.delete-column", "is_deleted")
+            .with_property("write.merge.mode", mode);
+        let ident = floe::table::parse_ident(name).unwrap();
+        cat.create_table(&ident, c).await.unwrap();
+        writers.push(floe::keyed::KeyedWriter::new(&cat, ident));
+    }
+    let mut model = Model::default();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut next_version = 10i64;
+    let keys = 300u64;
+    let opts = floe::keyed::UpsertOptions::default();
+    for batch_no in 0..25 {
+        let mut changes = Vec::new();
+        for _ in 0..120 {
+            let k = rng.below(keys) as i64;
+            let kind = rng.below(100);
+            let ver = if kind < 8 {
+                // A late replay of an older version (maybe older than a delete).
+                next_version - 1 - rng.below(20) as i64
+            } else if kind < 14 {
+                next_version // ties with other changes of this batch
+            } else {
+                next_version += 1;
+                next_version
+            };
+            let del = (rng.below(100) < 12) as i32;
+            changes.push((k, format!("p{}", rng.below(1000)), ver, del));
+        }
+        model.apply(&changes);
+        let b = change_batch(&changes);
+        for ((name, _, _, keyed_writer), w) in tables.iter().zip(&writers) {
+            let r = if *keyed_writer {
+                w.apply([b.clone()], None).await
+            } else {
+                let ident = floe::table::parse_ident(name).unwrap();
+                let cb = floe::keyed::ChangeBatch::from_batches([b.clone()]);
+                floe::keyed::upsert(&cat, &ident, &cb, &opts).await
+            };
+            let r = r.unwrap_or_else(|e| panic!("{name} batch {batch_no}: {e}"));
+            let expected_lookup = match (*keyed_writer, *name) {
+                (false, _) => "scan",
+                // Copy-on-write moves rows: its index is rebuilt after a commit that
+                // rewrote files.
+                (true, "db.cow3") if batch_no > 0 => r.lookup,
+                // The first batch, and the one after another writer committed, rebuild.
+                (true, _) if batch_no == 0 || batch_no % 5 == 3 => "index-built",
+                (true, _) => "index",
+            };
+            assert_eq!(r.lookup, expected_lookup, "{name} batch {batch_no}");
+        }
+        // Every fifth batch another writer changes db.idx3 and db.idx2 behind the writers'
+        // backs: their indexes must notice and rebuild.
+        if batch_no % 5 == 2 {
+            next_version += 1;
+            let other: Vec<_> = (0..20)
+                .map(|i| {
+                    (
+                        i * 7,
+                        "other".to_string(),
+                        next_version,
+                        (i % 3 == 0) as i32,
+                    )
+                })
+                .collect();
+            model.apply(&other);
+            let b = change_batch(&other);
+            for name in ["db.idx3", "db.scan3", "db.idx2", "db.cow3"] {
+                let ident = floe::table::parse_ident(name).unwrap();
+                floe::keyed::upsert(
+                    &cat,
+                    &ident,
+                    &floe::keyed::ChangeBatch::from_batches([b.clone()]),
+                    &opts,
+                )
+                .await
+                .unwrap();
+            }
+        }
+        let expected = model.live();
+        for (name, _, _, _) in tables {
+            assert_eq!(
+                live_rows(&cat, name).await,
+                expected,
+                "{name} after batch {batch_no}"
+            );
+        }
+    }
+}

@@ -691,8 +691,8 @@ fn model_merge(rows: &[MRow], source: &[MRow], clauses: &[Clause]) -> Result<Vec
         .iter()
         .filter(|c| matches!(c, Clause::Matched(..)))
         .collect();
-    let check_cardinality = !matched.is_empty()
-        && !(matched.len() == 1 && matches!(matched[0], Clause::Matched(None, Action::Delete)));
+    let check_cardinality = !(matched.is_empty()
+        || matched.len() == 1 && matches!(matched[0], Clause::Matched(None, Action::Delete)));
     let target_ids: HashSet<i64> = rows.iter().map(|r| r.0).collect();
     let mut out = Vec::new();
     for r in rows {
@@ -721,15 +721,15 @@ fn model_merge(rows: &[MRow], source: &[MRow], clauses: &[Clause]) -> Result<Vec
                         done = true;
                     }
                 }
-                (Clause::NotMatchedBySource(cond, act), None) => {
-                    if holds(cond, &|_, col| get_of(r, col)) {
-                        match act {
-                            Action::Delete => {}
-                            Action::UpdateStar => unreachable!("not generated"),
-                            Action::Update(set) => out.push(apply_set(r, set, None)),
-                        }
-                        done = true;
+                (Clause::NotMatchedBySource(cond, act), None)
+                    if holds(cond, &|_, col| get_of(r, col)) =>
+                {
+                    match act {
+                        Action::Delete => {}
+                        Action::UpdateStar => unreachable!("not generated"),
+                        Action::Update(set) => out.push(apply_set(r, set, None)),
                     }
+                    done = true;
                 }
                 _ => {}
             }

@@ -1,0 +1,323 @@
+//! An in-memory key index of a keyed table: key → (data file, position, version) of its live
+//! row, and key → version of its tombstone, for one snapshot. A [`super::KeyedWriter`] keeps
+//! it between batches, so a batch costs lookups of its own keys instead of a read of every
+//! key of the table; it is rebuilt (one read of the key and version columns) whenever the
+//! table was changed by anyone else.
+
+use std::collections::HashMap;
+
+use arrow::row::{RowConverter, Rows};
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
+use futures::StreamExt;
+use roaring::RoaringTreemap;
+
+use super::fold::{versions_of, Columns};
+use super::tombstones;
+use crate::error::{Error, Result};
+use crate::scan::{Scan, SnapshotSelector};
+use crate::spec::keyed::{KeyedSpec, TombstoneList};
+use crate::table::Table;
+
+/// Where a key's live row is.
+#[derive(Debug, Clone, Copy)]
+struct Loc {
+    file: u32,
+    pos: u64,
+    /// The row's version (`i64::MIN` when it has none).
+    version: i64,
+}
+
+/// A live row found: its file id, position and version.
+pub(crate) type LiveRow = (u32, u64, Option<i64>);
+
+/// Keys: a single integer key by value, others encoded as rows.
+#[derive(Debug)]
+enum Locations {
+    Long(HashMap<i64, Loc>),
+    Rows(HashMap<Box<[u8]>, Loc>),
+}
+
+/// The keys of one batch, in the index's encoding.
+pub(crate) enum Keys<'a> {
+    Long(Int64Array),
+    Rows(&'a Rows),
+}
+
+impl Keys<'_> {
+    /// `keys` (the batch's encoded key rows; `key_cols` its key columns) as the index needs.
+    pub fn of<'a>(index: &KeyIndex, key_cols: &[ArrayRef], rows: &'a Rows) -> Result<Keys<'a>> {
+        Ok(match index.locs {
+            Locations::Long(_) => Keys::Long(long_key(&key_cols[0])?),
+            Locations::Rows(_) => Keys::Rows(rows),
+        })
+    }
+}
+
+fn long_key(col: &ArrayRef) -> Result<Int64Array> {
+    let c = arrow_cast::cast(col, &arrow_schema::DataType::Int64)?;
+    c.as_any()
+        .downcast_ref::<Int64Array>()
+        .cloned()
+        .ok_or_else(|| Error::io("an integer key did not cast to a 64-bit integer"))
+}
+
+/// The index of one state of a keyed table.
+#[derive(Debug)]
+pub(crate) struct KeyIndex {
+    /// The snapshot it reflects.
+    pub snapshot_id: Option<i64>,
+    /// The metadata's `floe.tombstones` value it reflects.
+    pub tombstone_list: TombstoneList,
+    /// The schema it was built for.
+    pub schema_id: i32,
+    files: Vec<String>,
+    file_ids: HashMap<String, u32>,
+    locs: Locations,
+    /// Versions of tombstoned keys (encoded as rows).
+    tombstones: HashMap<Box<[u8]>, i64>,
+}
+
+impl KeyIndex {
+    /// Reads the key and version columns of every live row of `table`, and its tombstones.
+    pub async fn build(
+        table: &Table,
+        spec: &KeyedSpec,
+        cols: &Columns,
+        schema: &arrow_schema::SchemaRef,
+        conv: &RowConverter,
+    ) -> Result<Self> {
+        let long = cols.key.len() == 1
+            && matches!(
+                schema.field(cols.key[0]).data_type(),
+                arrow_schema::DataType::Int64 | arrow_schema::DataType::Int32
+            );
+        let mut index = KeyIndex {
+            snapshot_id: table.current_snapshot().map(|s| s.snapshot_id()),
+            tombstone_list: TombstoneList::of(table.metadata(), &table.name())?,
+            schema_id: table.metadata().current_schema_id(),
+            files: Vec::new(),
+            file_ids: HashMap::new(),
+            locs: if long {
+                Locations::Long(HashMap::new())
+            } else {
+                Locations::Rows(HashMap::new())
+            },
+            tombstones: HashMap::new(),
+        };
+        let key_fields: Vec<_> = cols
+            .key
+            .iter()
+            .map(|&i| schema.fields()[i].clone())
+            .collect();
+        let stones =
+            tombstones::load(table, &index.tombstone_list, &key_fields, conv, None).await?;
+        index.tombstones = stones
+            .records
+            .into_iter()
+            .filter(|(_, r)| r.deleted)
+            .map(|(k, r)| (k, r.version))
+            .collect();
+        let Some(snapshot_id) = index.snapshot_id else {
+            return Ok(index);
+        };
+        let mut columns = spec.key.clone();
+        columns.extend(spec.version.clone());
+        let scan = Scan::new(table)
+            .snapshot(SnapshotSelector::Id(snapshot_id))
+            .select(columns);
+        let plan = scan.plan().await?;
+        let paths: Vec<String> = plan
+            .files
+            .iter()
+            .map(|f| f.file.file_path().to_string())
+            .collect();
+        let ids: Vec<u32> = paths.iter().map(|p| index.file_id(p)).collect();
+        let mut stream = scan.read_positioned(plan, true)?;
+        while let Some(item) = stream.next().await {
+            let (j, (batch, positions)) = item?;
+            let positions = positions
+                .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+            let file = *ids
+                .get(j)
+                .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
+            index.add_rows(table, spec, conv, &batch, file, |r| positions.value(r))?;
+        }
+        Ok(index)
+    }
+
+    fn file_id(&mut self, path: &str) -> u32 {
+        if let Some(id) = self.file_ids.get(path) {
+            return *id;
+        }
+        let id = self.files.len() as u32;
+        self.files.push(path.to_string());
+        self.file_ids.insert(path.to_string(), id);
+        id
+    }
+
+    /// Indexes the rows of `batch` (key columns and the version, by name) of file `file`.
+    fn add_rows(
+        &mut self,
+        table: &Table,
+        spec: &KeyedSpec,
+        conv: &RowConverter,
+        batch: &RecordBatch,
+        file: u32,
+        position: impl Fn(usize) -> u64,
+    ) -> Result<()> {
+        let schema = batch.schema();
+        let col = |n: &String| {
+            schema
+                .index_of(n)
+                .map(|i| batch.column(i).clone())
+                .map_err(|_| Error::io(format!("the scan did not return column '{n}'")))
+        };
+        let keys = spec.key.iter().map(col).collect::<Result<Vec<_>>>()?;
+        let versions = spec
+            .version
+            .as_ref()
+            .map(|v| col(v).and_then(|c| versions_of(&c)))
+            .transpose()?;
+        let version = |r: usize| match &versions {
+            Some(v) if v.is_valid(r) => v.value(r),
+            _ => i64::MIN,
+        };
+        let dup = || {
+            Error::invalid(format!(
+                "table {} holds a key in more than one live row (was it written by an engine that does not \
+                 keep keys unique?); remove the duplicates first",
+                table.name()
+            ))
+        };
+        match &mut self.locs {
+            Locations::Long(m) => {
+                let k = long_key(&keys[0])?;
+                m.reserve(k.len());
+                for r in 0..k.len() {
+                    let loc = Loc {
+                        file,
+                        pos: position(r),
+                        version: version(r),
+                    };
+                    if m.insert(k.value(r), loc).is_some() {
+                        return Err(dup());
+                    }
+                }
+            }
+            Locations::Rows(m) => {
+                let rows = conv.convert_columns(&keys)?;
+                for r in 0..rows.num_rows() {
+                    let loc = Loc {
+                        file,
+                        pos: position(r),
+                        version: version(r),
+                    };
+                    if m.insert(rows.row(r).as_ref().into(), loc).is_some() {
+                        return Err(dup());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The live row (its file path and position, and version) and the tombstone version of
+    /// key `r` of `keys` (`rows`: the same keys encoded as rows).
+    pub fn lookup(
+        &self,
+        keys: &Keys,
+        rows: &Rows,
+        r: usize,
+    ) -> (Option<LiveRow>, Option<i64>) {
+        let loc = match (&self.locs, keys) {
+            (Locations::Long(m), Keys::Long(k)) => m.get(&k.value(r)),
+            (Locations::Rows(m), Keys::Rows(k)) => m.get(k.row(r).as_ref()),
+            _ => None,
+        };
+        let live = loc.map(|l| (l.file, l.pos, (l.version != i64::MIN).then_some(l.version)));
+        let tomb = if self.tombstones.is_empty() {
+            None
+        } else {
+            self.tombstones.get(rows.row(r).as_ref()).copied()
+        };
+        (live, tomb)
+    }
+
+    /// The path of file `id`.
+    pub fn path(&self, id: u32) -> &str {
+        &self.files[id as usize]
+    }
+
+    /// Removed positions per file path, from `(file, position)` pairs.
+    pub fn removals(&self, at: &[(u32, u64)]) -> HashMap<String, RoaringTreemap> {
+        let mut out: HashMap<String, RoaringTreemap> = HashMap::new();
+        for (f, p) in at {
+            out.entry(self.path(*f).to_string()).or_default().insert(*p);
+        }
+        out
+    }
+
+    /// Brings the index to the state a committed batch left: `gone` keys removed (replaced or
+    /// deleted rows), the rows of `added` data files indexed, tombstones set and cleared.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn apply_commit(
+        &mut self,
+        table: &Table,
+        spec: &KeyedSpec,
+        conv: &RowConverter,
+        keys: &Keys<'_>,
+        rows: &Rows,
+        gone: &[usize],
+        added: &[String],
+        tombstones: &[(usize, bool, i64)],
+    ) -> Result<()> {
+        for &r in gone {
+            match (&mut self.locs, keys) {
+                (Locations::Long(m), Keys::Long(k)) => {
+                    m.remove(&k.value(r));
+                }
+                (Locations::Rows(m), Keys::Rows(k)) => {
+                    m.remove(k.row(r).as_ref());
+                }
+                _ => {}
+            }
+        }
+        for &(r, deleted, version) in tombstones {
+            let k: Box<[u8]> = rows.row(r).as_ref().into();
+            if deleted {
+                self.tombstones.insert(k, version);
+            } else {
+                self.tombstones.remove(&k);
+            }
+        }
+        for path in added {
+            let file = self.file_id(path);
+            let bytes = table.storage().get(path).await?;
+            let reader =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .and_then(|b| b.build())
+                    .map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
+            let mut next = 0u64;
+            for b in reader {
+                let b = b.map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
+                let first = next;
+                next += b.num_rows() as u64;
+                self.add_rows(table, spec, conv, &b, file, |r| first + r as u64)?;
+            }
+        }
+        self.snapshot_id = table.current_snapshot().map(|s| s.snapshot_id());
+        self.tombstone_list = TombstoneList::of(table.metadata(), &table.name())?;
+        self.schema_id = table.metadata().current_schema_id();
+        Ok(())
+    }
+
+    /// Whether the index reflects `table` as it is now.
+    pub fn is_current(&self, table: &Table) -> bool {
+        self.snapshot_id == table.current_snapshot().map(|s| s.snapshot_id())
+            && self.schema_id == table.metadata().current_schema_id()
+            && TombstoneList::of(table.metadata(), &table.name())
+                .ok()
+                .as_ref()
+                == Some(&self.tombstone_list)
+    }
+}

@@ -223,12 +223,7 @@ impl KeyIndex {
 
     /// The live row (its file path and position, and version) and the tombstone version of
     /// key `r` of `keys` (`rows`: the same keys encoded as rows).
-    pub fn lookup(
-        &self,
-        keys: &Keys,
-        rows: &Rows,
-        r: usize,
-    ) -> (Option<LiveRow>, Option<i64>) {
+    pub fn lookup(&self, keys: &Keys, rows: &Rows, r: usize) -> (Option<LiveRow>, Option<i64>) {
         let loc = match (&self.locs, keys) {
             (Locations::Long(m), Keys::Long(k)) => m.get(&k.value(r)),
             (Locations::Rows(m), Keys::Rows(k)) => m.get(k.row(r).as_ref()),

@@ -19,6 +19,8 @@ const ICEBERG_JSON: &[&str] = &[
     "summary",
     "properties",
     "filter",
+    // A tombstone's key: the table's key columns by name.
+    "key",
 ];
 
 fn walk(v: &Value, out: &mut BTreeSet<String>) {
@@ -120,6 +122,55 @@ fn every_commands_json_uses_the_readme_keys() {
     keys_of(dir, w, &["scan", "db.t"], k);
     keys_of(dir, w, &["scan", "db.t", "--count"], k);
     keys_of(dir, w, &["namespaces"], k);
+    std::fs::write(
+        dir.join("ch.csv"),
+        "id,v,ver,del\n1,a,1,0\n2,b,1,0\n2,,2,1\n",
+    )
+    .unwrap();
+    let ch = dir.join("ch.csv").to_string_lossy().to_string();
+    keys_of(
+        dir,
+        w,
+        &[
+            "create",
+            "db.keyed",
+            "--schema",
+            "id long not null, v string, ver long, del int",
+            "--primary-key",
+            "id",
+            "--property",
+            "floe.merge.version-column=ver",
+            "--property",
+            "floe.merge.delete-column=del",
+        ],
+        k,
+    );
+    keys_of(
+        dir,
+        w,
+        &[
+            "upsert",
+            "db.keyed",
+            &ch,
+            "--sink-id",
+            "s",
+            "--checkpoint",
+            "1",
+        ],
+        k,
+    );
+    keys_of(dir, w, &["tombstones", "db.keyed", "--list"], k);
+    keys_of(
+        dir,
+        w,
+        &[
+            "expire-tombstones",
+            "db.keyed",
+            "--older-than",
+            "2000-01-01T00:00:00Z",
+        ],
+        k,
+    );
     keys_of(dir, w, &["tables"], k);
     keys_of(dir, w, &["describe", "db.t"], k);
     keys_of(dir, w, &["snapshots", "db.t"], k);

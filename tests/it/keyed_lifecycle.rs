@@ -76,7 +76,7 @@ fn live(wh: &Path, name: &str) -> Vec<(i64, String, i64)> {
 }
 
 fn tombstone_count(wh: &Path, name: &str) -> u64 {
-    json(wh, &["tombstones", name])["count"].as_u64().unwrap()
+    json(wh, &["tombstones", name])["tombstones_count"].as_u64().unwrap()
 }
 
 fn current_snapshot(wh: &Path, name: &str) -> Option<i64> {
@@ -118,7 +118,7 @@ fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
     );
     assert_eq!(tombstone_count(&wh, "db.users"), 10);
     let r = json(&wh, &["upsert", "db.users", &replay]);
-    assert_eq!(r["ignored"], 10, "{r}");
+    assert_eq!(r["stale_records_count"], 10, "{r}");
     let rows = live(&wh, "db.users");
     assert_eq!(rows.len(), 90);
     assert!(
@@ -129,10 +129,10 @@ fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
     // A clone carries the tombstones; its changes are its own.
     ok(&wh, &["clone", "db.users", "db.copy"]);
     assert_eq!(tombstone_count(&wh, "db.copy"), 10);
-    assert_eq!(json(&wh, &["upsert", "db.copy", &replay])["ignored"], 10);
+    assert_eq!(json(&wh, &["upsert", "db.copy", &replay])["stale_records_count"], 10);
     let back = batch(d.path(), "back.csv", [(3, "back".to_string(), 6, 0)]);
     let r = json(&wh, &["upsert", "db.copy", &back]);
-    assert_eq!(r["inserted"], 1, "{r}");
+    assert_eq!(r["inserted_records_count"], 1, "{r}");
     assert_eq!(live(&wh, "db.copy").len(), 91);
     assert_eq!(live(&wh, "db.users").len(), 90);
     assert_eq!(tombstone_count(&wh, "db.copy"), 9);
@@ -142,7 +142,7 @@ fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
     ok(&wh, &["drop", "db.users", "--purge"]);
     assert_eq!(tombstone_count(&wh, "db.copy"), 9);
     // Key 3 is live again at version 6, so its replay is ignored too.
-    assert_eq!(json(&wh, &["upsert", "db.copy", &replay])["ignored"], 10);
+    assert_eq!(json(&wh, &["upsert", "db.copy", &replay])["stale_records_count"], 10);
 
     // Only expire-tombstones removes them, and says what that means.
     let past = "2000-01-01T00:00:00Z";
@@ -157,12 +157,12 @@ fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
         ],
     );
     assert_eq!(
-        (dry["removed"].as_u64(), dry["committed"].as_bool()),
-        (Some(9), Some(false)),
+        (dry["expired_tombstones_count"].as_u64(), dry["dry_run"].as_bool()),
+        (Some(9), Some(true)),
         "{dry}"
     );
     let none = json(&wh, &["expire-tombstones", "db.copy", "--older-than", past]);
-    assert_eq!(none["removed"], 0, "{none}");
+    assert_eq!(none["expired_tombstones_count"], 0, "{none}");
     let o = floe(
         &wh,
         &["expire-tombstones", "db.copy", "--older-than", &future],
@@ -176,7 +176,7 @@ fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
     assert_eq!(tombstone_count(&wh, "db.copy"), 0);
     // Now a replay of an older version brings the keys back, as the warning said.
     let r = json(&wh, &["upsert", "db.copy", &replay]);
-    assert_eq!(r["inserted"], 9, "{r}");
+    assert_eq!(r["inserted_records_count"], 9, "{r}");
     assert_eq!(live(&wh, "db.copy").len(), 100);
 }
 
@@ -399,7 +399,7 @@ fn spark_writing_compacting_and_computing_stats_keeps_the_tombstones() {
     );
     let t: serde_json::Value =
         serde_json::from_str(&run(&["tombstones", "db.users", "--json"])).unwrap();
-    assert_eq!(t["count"], 5, "{t}");
+    assert_eq!(t["tombstones_count"], 5, "{t}");
     let r: serde_json::Value = serde_json::from_str(&run(&[
         "upsert",
         "db.users",
@@ -411,7 +411,7 @@ fn spark_writing_compacting_and_computing_stats_keeps_the_tombstones() {
         "--json",
     ]))
     .unwrap();
-    assert_eq!(r["ignored"], 5, "{r}");
+    assert_eq!(r["stale_records_count"], 5, "{r}");
     let rows = scan_json(&run(&["scan", "db.users", "--format", "json"]));
     assert_eq!(rows.len(), 16, "{rows:?}");
 }

@@ -109,11 +109,29 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
     })?;
     let secs = started.elapsed().as_secs_f64();
     if a.json {
-        let mut v = serde_json::to_value(&r)?;
-        v["table"] = a.name.clone().into();
-        v["sink_id"] = a.sink_id.clone().into();
-        v["seconds"] = secs.into();
-        print_json(&v);
+        print_json(&serde_json::json!({
+            "table": a.name,
+            "snapshot_id": r.snapshot_id,
+            "sink_id": a.sink_id,
+            "checkpoint": a.checkpoint,
+            "committed_checkpoint": r.committed_checkpoint,
+            "already_committed": r.already_committed,
+            "input_records_count": r.input_rows,
+            "keys_count": r.keys,
+            "inserted_records_count": r.inserted,
+            "updated_records_count": r.updated,
+            "deleted_records_count": r.deleted,
+            "deleted_absent_keys_count": r.deleted_absent,
+            "stale_records_count": r.ignored,
+            "tombstone_records_count": r.tombstone_records,
+            "added_data_files_count": r.added_data_files,
+            "added_delete_files_count": r.added_delete_files,
+            "added_bytes_count": r.written_bytes,
+            "added_columns": r.added_columns,
+            "attempts_count": r.attempts,
+            "lookup": r.lookup,
+            "elapsed_ms": started.elapsed().as_millis() as u64,
+        }));
         return Ok(());
     }
     if r.already_committed {
@@ -206,25 +224,36 @@ pub async fn tombstones(cli: &Cli, a: &TombstonesArgs) -> Result<()> {
     if a.json {
         let mut v = serde_json::json!({
             "table": a.name,
-            "count": r.count,
-            "oldest": rfc3339(r.oldest_ms),
-            "newest": rfc3339(r.newest_ms),
-            "files": r.files,
+            "tombstones_count": r.count,
+            "tombstone_files_count": r.files,
+            "oldest_timestamp_ms": r.oldest_ms,
+            "newest_timestamp_ms": r.newest_ms,
         });
-        if a.list {
-            let keys: Vec<serde_json::Value> = rows
+        if let Some(b) = &r.keys {
+            let n = b.num_columns();
+            let as_long = |c: usize, i: usize| {
+                arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(
+                    b.column(c).as_ref(),
+                )
+                .value(i)
+            };
+            let listed: Vec<serde_json::Value> = rows
                 .iter()
-                .map(|row| {
-                    serde_json::Value::Object(
-                        header
-                            .iter()
-                            .cloned()
-                            .zip(row.iter().map(|s| s.clone().into()))
-                            .collect(),
-                    )
+                .enumerate()
+                .map(|(i, row)| {
+                    let key: serde_json::Map<String, serde_json::Value> = header[..n - 2]
+                        .iter()
+                        .cloned()
+                        .zip(row.iter().map(|s| s.clone().into()))
+                        .collect();
+                    serde_json::json!({
+                        "key": key,
+                        "version": as_long(n - 2, i),
+                        "timestamp_ms": as_long(n - 1, i),
+                    })
                 })
                 .collect();
-            v["keys"] = keys.into();
+            v["tombstones"] = listed.into();
         }
         print_json(&v);
         return Ok(());
@@ -275,10 +304,12 @@ pub async fn expire_tombstones(cli: &Cli, a: &ExpireTombstonesArgs) -> Result<()
         );
     }
     if a.json {
-        let mut v = serde_json::to_value(&r)?;
-        v["table"] = a.name.clone().into();
-        v["dry_run"] = a.dry_run.into();
-        print_json(&v);
+        print_json(&serde_json::json!({
+            "table": a.name,
+            "dry_run": a.dry_run,
+            "expired_tombstones_count": r.removed,
+            "kept_tombstones_count": r.kept,
+        }));
         return Ok(());
     }
     let verb = if a.dry_run { "would remove" } else { "removed" };

@@ -26,17 +26,22 @@ pub(crate) enum Outcome {
 /// Counts of one batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
+    /// New keys.
     pub inserted: u64,
+    /// Keys whose row was replaced.
     pub updated: u64,
+    /// Keys whose row was deleted.
     pub deleted: u64,
     /// Deletes of keys with no live row (they leave a tombstone all the same).
     pub deleted_absent: u64,
+    /// Changes older than the stored version or tombstone.
     pub ignored: u64,
 }
 
 /// What a batch does, once decided.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settled {
+    /// The counts.
     pub counts: Counts,
     /// Folded rows written as the keys' new rows.
     pub upserts: Vec<u32>,

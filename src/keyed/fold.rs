@@ -36,12 +36,16 @@ pub(crate) struct Folded {
 
 /// The key columns' positions in `schema`, the version's and the delete flag's.
 pub(crate) struct Columns {
+    /// The key columns.
     pub key: Vec<usize>,
+    /// The version column.
     pub version: Option<usize>,
+    /// The delete flag column.
     pub delete: Option<usize>,
 }
 
 impl Columns {
+    /// The columns `spec` names, found in `schema`.
     pub fn of(spec: &KeyedSpec, schema: &SchemaRef) -> Result<Self> {
         let find = |n: &String| {
             schema

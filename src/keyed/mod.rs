@@ -24,6 +24,7 @@
 //! remaining files are read, with their deletes applied.
 
 mod changer;
+/// Debezium JSON change events as keyed changes.
 pub mod debezium;
 mod fold;
 mod index;

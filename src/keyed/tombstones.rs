@@ -36,6 +36,7 @@ pub(crate) struct Record {
 
 /// Tombstone records folded per key (encoded key → latest record), with the key values.
 pub(crate) struct Folded {
+    /// Encoded key → its latest record.
     pub records: HashMap<Box<[u8]>, Record>,
     /// The key columns of one row per key (any order), for rewriting.
     pub keys: Vec<ArrayRef>,

@@ -9,7 +9,7 @@ mod statement;
 
 pub(crate) use engine::file_scoped_deletes;
 pub use engine::RowLevelResult;
-pub(crate) use engine::{run, stage, stage_known, CommitExtras, RowChanger, RowLevelKind};
+pub(crate) use engine::{run, stage, stage_known, CommitExtras, RowChanger, RowLevelKind, Staged};
 pub use equality::delete_by_key;
 pub use execute::execute;
 pub use merge::merge;

@@ -165,11 +165,6 @@ impl KeyedChanger {
         }
         s
     }
-
-    /// The folded batch.
-    pub fn folded(&self) -> &Folded {
-        &self.folded
-    }
 }
 
 impl RowChanger for KeyedChanger {

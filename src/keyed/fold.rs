@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use arrow::row::{RowConverter, Rows, SortField};
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::{DataType, FieldRef, SchemaRef};
 
 use crate::error::{Error, Result};
 use crate::spec::keyed::KeyedSpec;
@@ -58,6 +58,14 @@ impl Columns {
             delete: spec.delete.as_ref().map(find).transpose()?,
         })
     }
+}
+
+/// The Arrow fields of the key columns.
+pub(crate) fn key_fields(schema: &SchemaRef, cols: &Columns) -> Vec<FieldRef> {
+    cols.key
+        .iter()
+        .map(|&i| schema.fields()[i].clone())
+        .collect()
 }
 
 /// A converter of `schema`'s key columns into comparable rows.

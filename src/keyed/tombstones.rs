@@ -12,13 +12,20 @@ use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32
 use arrow_schema::{DataType, Field, FieldRef, Schema as ArrowSchema, SchemaRef};
 use bytes::Bytes;
 
-use crate::error::{Error, Result};
+use arrow_array::cast::AsArray;
+
+use super::fold::{key_converter, key_fields, Columns};
+use crate::catalog::Catalog;
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::keyed::KeyedSpec;
 use crate::spec::keyed::{
     TombstoneFile, TombstoneList, TOMBSTONES, TOMBSTONE_DELETED, TOMBSTONE_DELETED_AT,
     TOMBSTONE_VERSION,
 };
+use crate::spec::TableIdent;
 use crate::storage::join;
 use crate::table::Table;
+use crate::txn::{commit_properties, PropertyUpdate};
 
 /// Merge the list into one file once it holds more files than this.
 const MAX_FILES: usize = 8;
@@ -266,4 +273,159 @@ pub(crate) async fn rewrite(
     )
     .await?;
     Ok(TombstoneList { files: vec![f] })
+}
+
+/// A table's tombstones.
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct TombstoneReport {
+    /// Keys with a tombstone.
+    pub count: u64,
+    /// When the oldest and newest were committed (ms since the epoch).
+    pub oldest_ms: Option<i64>,
+    /// See `oldest_ms`.
+    pub newest_ms: Option<i64>,
+    /// Tombstone files.
+    pub files: usize,
+    /// With `list`: the keys (key columns, then `__floe_version` and
+    /// `__floe_deleted_at_ms`), oldest first.
+    #[serde(skip)]
+    pub keys: Option<RecordBatch>,
+}
+
+/// A keyed table's key fields, their row encoding, and its tombstone list.
+fn keys_of(table: &Table) -> Result<(Vec<FieldRef>, RowConverter, TombstoneList)> {
+    let name = table.name();
+    let spec = KeyedSpec::of(table.metadata(), &name)?;
+    let schema = table.arrow_schema()?;
+    let cols = Columns::of(&spec, &schema)?;
+    let keys = key_fields(&schema, &cols);
+    let conv = key_converter(&schema, &cols.key)?;
+    Ok((keys, conv, TombstoneList::of(table.metadata(), &name)?))
+}
+
+/// Counts (and with `list`, lists) the tombstones of keyed table `table`.
+pub async fn tombstones(table: &Table, list: bool) -> Result<TombstoneReport> {
+    let (keys, conv, l) = keys_of(table)?;
+    let all = load(table, &l, &keys, &conv, None).await?;
+    let mut live: Vec<(u32, Record)> = all
+        .records
+        .iter()
+        .filter(|(_, r)| r.deleted)
+        .filter_map(|(k, r)| Some((*all.key_rows.get(k)?, *r)))
+        .collect();
+    live.sort_unstable_by_key(|(i, r)| (r.at_ms, *i));
+    let batch = if list {
+        let idx = arrow_array::UInt32Array::from_iter_values(live.iter().map(|(i, _)| *i));
+        let mut fields: Vec<FieldRef> = keys.clone();
+        let mut cols = all
+            .keys
+            .iter()
+            .map(|k| arrow_select::take::take(k, &idx, None))
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
+        fields.push(Arc::new(arrow_schema::Field::new(
+            crate::spec::keyed::TOMBSTONE_VERSION,
+            arrow_schema::DataType::Int64,
+            false,
+        )));
+        fields.push(Arc::new(arrow_schema::Field::new(
+            crate::spec::keyed::TOMBSTONE_DELETED_AT,
+            arrow_schema::DataType::Int64,
+            false,
+        )));
+        cols.push(Arc::new(Int64Array::from_iter_values(
+            live.iter().map(|(_, r)| r.version),
+        )));
+        cols.push(Arc::new(Int64Array::from_iter_values(
+            live.iter().map(|(_, r)| r.at_ms),
+        )));
+        Some(RecordBatch::try_new(
+            Arc::new(arrow_schema::Schema::new(fields)),
+            cols,
+        )?)
+    } else {
+        None
+    };
+    Ok(TombstoneReport {
+        count: live.len() as u64,
+        oldest_ms: live.first().map(|(_, r)| r.at_ms),
+        newest_ms: live.last().map(|(_, r)| r.at_ms),
+        files: l.files.len(),
+        keys: batch,
+    })
+}
+
+/// What expiring tombstones did.
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct ExpireTombstonesResult {
+    /// Tombstones removed (or, in a dry run, that would be).
+    pub removed: u64,
+    /// Tombstones kept.
+    pub kept: u64,
+    /// Whether anything was committed.
+    pub committed: bool,
+}
+
+/// Removes the tombstones of `ident` committed before `older_than_ms`. Once removed, a
+/// replay of an older version of such a key brings it back: expire only what no pipeline
+/// can replay any more. With `dry_run` nothing is written.
+pub async fn expire_tombstones(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    older_than_ms: i64,
+    dry_run: bool,
+) -> Result<ExpireTombstonesResult> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let table = catalog.load_table(ident).await?;
+        let report = tombstones(&table, true).await?;
+        let at = report
+            .keys
+            .as_ref()
+            .and_then(|b| {
+                b.column(b.num_columns() - 1)
+                    .as_primitive_opt::<arrow_array::types::Int64Type>()
+                    .cloned()
+            })
+            .unwrap_or_else(|| Int64Array::from(Vec::<i64>::new()));
+        let removed = at.iter().flatten().filter(|&t| t < older_than_ms).count() as u64;
+        let out = ExpireTombstonesResult {
+            removed,
+            kept: report.count - removed,
+            committed: false,
+        };
+        if dry_run || removed == 0 {
+            return Ok(out);
+        }
+        let (keys, conv, list) = keys_of(&table)?;
+        let next = rewrite(&table, &list, &keys, &conv, |r| r.at_ms >= older_than_ms).await?;
+        let update = PropertyUpdate {
+            key: TOMBSTONES.to_string(),
+            expected: table.metadata().properties().get(TOMBSTONES).cloned(),
+            value: (!next.files.is_empty()).then(|| next.to_property()),
+        };
+        match commit_properties(catalog, &table, &[update]).await {
+            Ok(_) => {
+                return Ok(ExpireTombstonesResult {
+                    committed: true,
+                    ..out
+                })
+            }
+            Err(e) if e.kind() == ErrorKind::Conflict && attempt < 10 => {
+                for f in &next.files {
+                    let _ = table.storage().delete(&f.path).await;
+                }
+            }
+            Err(e) => {
+                if e.kind() != ErrorKind::CommitStateUnknown {
+                    for f in &next.files {
+                        let _ = table.storage().delete(&f.path).await;
+                    }
+                }
+                return Err(e);
+            }
+        }
+    }
 }

@@ -1,0 +1,507 @@
+//! Applying one batch: conform and fold it, find its keys' stored rows (a scan, or a key
+//! index), decide every change, stage the files, commit them with the tombstones and the
+//! checkpoint; plan again after a concurrent commit.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray,
+};
+use arrow_schema::FieldRef;
+use iceberg::expr::{Predicate, Reference};
+
+use super::batch::{ChangeBatch, UpsertOptions, UpsertResult};
+use super::changer::{KeyedChanger, Settled};
+use super::checkpoint::{committed_checkpoint, sink_of};
+use super::evolve::{evolve, relaxed};
+use super::fold::{self, key_converter, key_fields, key_rows, Columns, Part};
+use super::index::{KeyIndex, Keys};
+use super::tombstones;
+use crate::catalog::Catalog;
+use crate::dml::{stage, stage_known, CommitExtras, RowLevelKind, Staged};
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::keyed::{sink_checkpoint_key, KeyedSpec, TombstoneList, TOMBSTONES};
+use crate::spec::{Datum, Schema, TableIdent};
+use crate::table::Table;
+use crate::txn::PropertyUpdate;
+use crate::write::Conformer;
+
+/// Key sets up to this size prune files by membership, larger ones by their range.
+const IN_LIST_LIMIT: usize = 200;
+
+/// Plans and commits the batch, planning again after each conflict within `commit.retry.*`.
+/// With `index`, stored rows are found through the key index it holds (built or rebuilt when
+/// it does not reflect the table); it is left holding the index of the committed state.
+pub(super) async fn apply_with_retries(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+    mut index: Option<&mut Option<KeyIndex>>,
+) -> Result<UpsertResult> {
+    let sink = sink_of(options)?;
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let table = catalog.load_table(ident).await?;
+        let r = apply_once(
+            catalog,
+            &table,
+            changes,
+            options,
+            sink,
+            index.as_deref_mut(),
+        )
+        .await;
+        match r {
+            Ok(mut r) => {
+                r.attempts = attempt;
+                return Ok(r);
+            }
+            Err(e) => {
+                if let Some(i) = index.as_deref_mut() {
+                    *i = None;
+                }
+                if e.kind() != ErrorKind::Conflict {
+                    return Err(e);
+                }
+                let props = table.properties()?;
+                if attempt > props.commit_num_retries {
+                    return Err(e.context(format!(
+                        "the batch was planned {attempt} times against table {} and each time another \
+                         commit came first (commit.retry.num-retries={}); nothing was committed",
+                        table.name(),
+                        props.commit_num_retries
+                    )));
+                }
+                let wait = props
+                    .commit_min_wait_ms
+                    .saturating_mul(1 << (attempt - 1).min(10))
+                    .min(props.commit_max_wait_ms);
+                let jitter = rand::random::<u64>() % (wait / 2 + 1);
+                tokio::time::sleep(Duration::from_millis(wait / 2 + jitter)).await;
+            }
+        }
+    }
+}
+
+/// A batch conformed and folded against one state of the table.
+struct Prepared {
+    spec: KeyedSpec,
+    /// The table written with (evolved when the batch adds columns) and its schema change.
+    write_table: Table,
+    new_schema: Option<(i32, Schema)>,
+    added_columns: Vec<String>,
+    cols: Columns,
+    /// The key columns' fields and their row encoding.
+    key_fields: Vec<FieldRef>,
+    conv: arrow::row::RowConverter,
+    folded: fold::Folded,
+    /// The folded keys, encoded; and encoded key → folded row.
+    rows: arrow::row::Rows,
+    position: HashMap<Box<[u8]>, u32>,
+}
+
+impl Prepared {
+    /// The folded rows' key columns.
+    fn key_columns(&self) -> Vec<ArrayRef> {
+        self.cols
+            .key
+            .iter()
+            .map(|&i| self.folded.rows.column(i).clone())
+            .collect()
+    }
+}
+
+/// Conforms the batch to `table` (evolving its schema if allowed) and folds it.
+fn prepare(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Result<Prepared> {
+    let name = table.name();
+    let spec = KeyedSpec::of(table.metadata(), &name)?;
+    let (write_table, new_schema, added_columns) = evolve(table, changes, options.evolve_schema)?;
+    let strict = write_table.arrow_schema()?;
+    // Non-key columns may be null in deletes (a Debezium `before` often holds only the key):
+    // required columns are checked on the upserts by the fold.
+    let conformer = Conformer::new(
+        &relaxed(write_table.metadata().current_schema(), &spec)?,
+        &name,
+    )?;
+    let mut next_row: HashMap<&str, u64> = HashMap::new();
+    let mut parts = Vec::with_capacity(changes.parts.len());
+    for (source, b) in &changes.parts {
+        let first = next_row.entry(source.as_str()).or_insert(1);
+        let conformed = conformer
+            .conform_from(b, source, *first)
+            .map_err(|e| e.context(source))?;
+        parts.push(Part {
+            source: source.clone(),
+            first_row: *first,
+            batch: conformed,
+        });
+        *first += b.num_rows() as u64;
+    }
+    let schema = conformer.schema().clone();
+    if parts.is_empty() {
+        parts.push(Part {
+            source: "the batch".into(),
+            first_row: 1,
+            batch: RecordBatch::new_empty(schema.clone()),
+        });
+    }
+    let cols = Columns::of(&spec, &schema)?;
+    let required: Vec<usize> = strict
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !f.is_nullable())
+        .map(|(i, _)| i)
+        .collect();
+    let folded = fold::fold(&spec, &schema, &required, &parts)?;
+    let key_fields = key_fields(&schema, &cols);
+    let conv = key_converter(&schema, &cols.key)?;
+    let rows = key_rows(&conv, &folded.rows, &cols.key)?;
+    let mut position: HashMap<Box<[u8]>, u32> = HashMap::with_capacity(rows.num_rows());
+    for r in 0..rows.num_rows() {
+        position.insert(rows.row(r).as_ref().into(), r as u32);
+    }
+    Ok(Prepared {
+        spec,
+        write_table,
+        new_schema,
+        added_columns,
+        cols,
+        key_fields,
+        conv,
+        folded,
+        rows,
+        position,
+    })
+}
+
+/// One planning of the batch against `table`, committed only onto `table`. With `index`
+/// (a [`KeyedWriter`]'s), stored rows are found by key lookups.
+async fn apply_once(
+    catalog: &Catalog,
+    table: &Table,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+    sink: Option<(&str, i64)>,
+    mut index: Option<&mut Option<KeyIndex>>,
+) -> Result<UpsertResult> {
+    let committed = match sink {
+        Some((s, _)) => committed_checkpoint(table, s)?,
+        None => None,
+    };
+    let mut result = UpsertResult::nothing(table, changes.num_rows() as u64, committed);
+    if let (Some((_, n)), Some(c)) = (sink, committed) {
+        if n <= c {
+            result.already_committed = true;
+            return Ok(result);
+        }
+    }
+    let prep = prepare(table, changes, options)?;
+    result.added_columns = prep.added_columns.clone();
+    result.keys = prep.folded.rows.num_rows() as u64;
+    let list = TombstoneList::of(table.metadata(), &table.name())?;
+    // Step 1: find the stored rows of the batch's keys, decide every change, stage its files.
+    let decided = match index.as_deref_mut() {
+        Some(slot) => decide_by_index(table, &prep, slot, &mut result.lookup).await?,
+        None => decide_by_scan(table, &prep, &list).await?,
+    };
+    let c = decided.settled.counts;
+    (result.inserted, result.updated, result.deleted) = (c.inserted, c.updated, c.deleted);
+    (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
+    result.tombstone_records = decided.settled.tombstones.len() as u64;
+    // Step 2: tombstones, checkpoint and schema change go with the commit.
+    let extras = match commit_extras(table, &prep, &list, &decided, sink).await {
+        Ok((extras, bytes)) => {
+            result.written_bytes += bytes;
+            extras
+        }
+        Err(e) => {
+            decided.staged.abort(table).await;
+            return Err(e);
+        }
+    };
+    if let Some((_, n)) = sink {
+        result.committed_checkpoint = Some(n);
+    }
+    // Step 3: commit; a key index follows the table to its new state.
+    let added: Vec<String> = decided
+        .staged
+        .added_data_files()
+        .iter()
+        .map(|f| f.file_path().to_string())
+        .collect();
+    let rewrites = decided.staged.rewrites_files();
+    let r = decided.staged.commit(catalog, table, extras).await?;
+    result.snapshot_id = r.snapshot_id;
+    result.table = r.table;
+    result.added_data_files = r.added_data_files;
+    result.added_delete_files = r.added_delete_files;
+    result.written_bytes += r.written_bytes;
+    if result.snapshot_id.is_none() {
+        result.committed_checkpoint = committed;
+        return Ok(result);
+    }
+    if let Some(slot) = index {
+        // Copy-on-write moved rows: the next batch rebuilds the index.
+        let followed = match slot.as_mut() {
+            Some(idx) if !rewrites => {
+                follow(
+                    idx,
+                    &result.table,
+                    &prep,
+                    &decided.replaced,
+                    &added,
+                    &decided.tombstones,
+                )
+                .await
+            }
+            _ => Err(Error::io("rebuild")),
+        };
+        if followed.is_err() {
+            *slot = None;
+        }
+    }
+    Ok(result)
+}
+
+/// A batch decided against the table and its files staged.
+struct Decided {
+    settled: Settled,
+    staged: Staged,
+    /// Folded rows whose key's live row the change removes.
+    replaced: Vec<usize>,
+    /// The tombstone records: folded row, deletes, version.
+    tombstones: Vec<(usize, bool, i64)>,
+}
+
+impl Decided {
+    fn new(settled: Settled, staged: Staged, replaced: Vec<usize>, prep: &Prepared) -> Self {
+        let tombstones = match &prep.folded.versions {
+            Some(v) => settled
+                .tombstones
+                .iter()
+                .map(|&(r, d)| (r as usize, d, v.value(r as usize)))
+                .collect(),
+            None => vec![],
+        };
+        Self {
+            settled,
+            staged,
+            replaced,
+            tombstones,
+        }
+    }
+}
+
+fn changer(prep: &Prepared, tombstone_of: Vec<Option<i64>>, table: &Table) -> Result<KeyedChanger> {
+    Ok(KeyedChanger::new(
+        &prep.spec.key,
+        prep.spec.version.as_ref(),
+        key_converter(&prep.write_table.arrow_schema()?, &prep.cols.key)?,
+        prep.folded.clone(),
+        prep.position.clone(),
+        tombstone_of,
+        table.name(),
+    ))
+}
+
+/// Stored rows found by reading the key and version columns of the files the batch's keys
+/// may be in (the row-level engine), tombstones from the tombstone files.
+async fn decide_by_scan(table: &Table, prep: &Prepared, list: &TombstoneList) -> Result<Decided> {
+    let wanted = prep.position.keys().cloned().collect();
+    let stones = tombstones::load(table, list, &prep.key_fields, &prep.conv, Some(&wanted)).await?;
+    let tombstone_of: Vec<Option<i64>> = (0..prep.rows.num_rows())
+        .map(|r| {
+            stones
+                .records
+                .get(prep.rows.row(r).as_ref())
+                .filter(|t| t.deleted)
+                .map(|t| t.version)
+        })
+        .collect();
+    let mut changer = changer(prep, tombstone_of, table)?;
+    let filter = key_filter(&prep.spec.key[0], prep.folded.rows.column(prep.cols.key[0]));
+    let staged = stage(&prep.write_table, RowLevelKind::Merge, filter, &mut changer).await?;
+    let settled = changer.settled.take().unwrap_or_default();
+    Ok(Decided::new(settled, staged, vec![], prep))
+}
+
+/// Stored rows and tombstones found in the key index held by `slot` (built first when it
+/// does not reflect `table`).
+async fn decide_by_index(
+    table: &Table,
+    prep: &Prepared,
+    slot: &mut Option<KeyIndex>,
+    lookup: &mut &'static str,
+) -> Result<Decided> {
+    let idx = match slot.take() {
+        Some(i) if i.is_current(table) => {
+            *lookup = "index";
+            i
+        }
+        _ => {
+            *lookup = "index-built";
+            let schema = table.arrow_schema()?;
+            let cols = Columns::of(&prep.spec, &schema)?;
+            KeyIndex::build(table, &prep.spec, &cols, &schema, &prep.conv).await?
+        }
+    };
+    let key_cols = prep.key_columns();
+    let keys = Keys::of(&idx, &key_cols, &prep.rows)?;
+    let found: Vec<_> = (0..prep.rows.num_rows())
+        .map(|r| idx.lookup(&keys, &prep.rows, r))
+        .collect();
+    let mut changer = changer(prep, found.iter().map(|f| f.1).collect(), table)?;
+    let (mut at, mut replaced) = (Vec::new(), Vec::new());
+    for (r, (live, _)) in found.iter().enumerate() {
+        if let Some((file, pos, version)) = live {
+            if changer.observe(r, *version)? {
+                at.push((*file, *pos));
+                replaced.push(r);
+            }
+        }
+    }
+    let rows = crate::dml::RowChanger::finish(&mut changer)?;
+    let removals = idx.removals(&at);
+    *slot = Some(idx);
+    let staged = stage_known(&prep.write_table, RowLevelKind::Merge, removals, rows).await?;
+    let settled = changer.settled.take().unwrap_or_default();
+    Ok(Decided::new(settled, staged, replaced, prep))
+}
+
+/// What commits with the batch's files: its tombstone records as one new tombstone file
+/// (the list guarded against concurrent change either way), the sink's checkpoint, the
+/// schema change. Returns them and the bytes of the tombstone files written.
+async fn commit_extras(
+    table: &Table,
+    prep: &Prepared,
+    list: &TombstoneList,
+    decided: &Decided,
+    sink: Option<(&str, i64)>,
+) -> Result<(CommitExtras, u64)> {
+    let mut extras = CommitExtras {
+        no_concurrent_commit: true,
+        schema: prep.new_schema.clone(),
+        ..CommitExtras::default()
+    };
+    let current = table.metadata().properties().get(TOMBSTONES).cloned();
+    let mut bytes = 0;
+    if decided.tombstones.is_empty() {
+        // Unchanged, but a concurrent change to it must still be seen.
+        if current.is_some() {
+            extras.properties.push(PropertyUpdate {
+                key: TOMBSTONES.to_string(),
+                expected: current.clone(),
+                value: current,
+            });
+        }
+    } else {
+        let idx = arrow_array::UInt32Array::from_iter_values(
+            decided.tombstones.iter().map(|t| t.0 as u32),
+        );
+        let key_cols = prep
+            .key_columns()
+            .iter()
+            .map(|c| arrow_select::take::take(c, &idx, None))
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
+        let now = chrono::Utc::now().timestamp_millis();
+        let file = tombstones::write(
+            table,
+            &prep.key_fields,
+            key_cols,
+            Int64Array::from_iter_values(decided.tombstones.iter().map(|t| t.2)),
+            Int64Array::from(vec![now; idx.len()]),
+            BooleanArray::from_iter(decided.tombstones.iter().map(|t| Some(t.1))),
+        )
+        .await?;
+        let written_path = file.path.clone();
+        let (next, written) = match tombstones::with_file(
+            table,
+            list,
+            Some(file),
+            &prep.key_fields,
+            &prep.conv,
+        )
+        .await
+        {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = table.storage().delete(&written_path).await;
+                return Err(e);
+            }
+        };
+        bytes = next
+            .files
+            .iter()
+            .filter(|f| written.contains(&f.path))
+            .map(|f| f.file_size_in_bytes)
+            .sum::<u64>();
+        extras.written = written;
+        extras.properties.push(PropertyUpdate {
+            key: TOMBSTONES.to_string(),
+            expected: current,
+            value: (!next.files.is_empty()).then(|| next.to_property()),
+        });
+    }
+    if let Some((s, n)) = sink {
+        let key = sink_checkpoint_key(s);
+        extras.summary.push((key.clone(), n.to_string()));
+        extras.properties.push(PropertyUpdate {
+            expected: table.metadata().properties().get(&key).cloned(),
+            key,
+            value: Some(n.to_string()),
+        });
+    }
+    Ok((extras, bytes))
+}
+
+/// Brings `idx` to `table`'s state after the batch committed.
+async fn follow(
+    idx: &mut KeyIndex,
+    table: &Table,
+    prep: &Prepared,
+    replaced: &[usize],
+    added: &[String],
+    tombstones: &[(usize, bool, i64)],
+) -> Result<()> {
+    let key_cols = prep.key_columns();
+    let keys = Keys::of(idx, &key_cols, &prep.rows)?;
+    idx.apply_commit(
+        table, &prep.spec, &prep.conv, &keys, &prep.rows, replaced, added, tombstones,
+    )
+    .await
+}
+
+/// A filter every row of the batch's keys passes: the first key column in the batch's key
+/// set (small batches) or between its smallest and largest value (integer and string keys).
+fn key_filter(column: &str, values: &ArrayRef) -> Option<Predicate> {
+    let r = || Reference::new(column.to_string());
+    let datums: Vec<Datum> = if let Some(a) = values.as_any().downcast_ref::<Int64Array>() {
+        a.iter().flatten().map(Datum::long).collect()
+    } else if let Some(a) = values.as_any().downcast_ref::<Int32Array>() {
+        a.iter().flatten().map(Datum::int).collect()
+    } else if let Some(a) = values.as_any().downcast_ref::<StringArray>() {
+        a.iter().flatten().map(Datum::string).collect()
+    } else {
+        return None;
+    };
+    if datums.is_empty() {
+        return None;
+    }
+    if datums.len() <= IN_LIST_LIMIT {
+        return Some(r().is_in(datums));
+    }
+    let lo = datums
+        .iter()
+        .min_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))?;
+    let hi = datums
+        .iter()
+        .max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))?;
+    Some(
+        r().greater_than_or_equal_to(lo.clone())
+            .and(r().less_than_or_equal_to(hi.clone())),
+    )
+}

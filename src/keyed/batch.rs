@@ -1,0 +1,143 @@
+//! What the keyed API takes and returns: a batch of changes in arrival order, the options
+//! it is applied with, and what applying it did.
+
+use arrow_array::RecordBatch;
+
+use crate::table::Table;
+
+/// One batch of changes, its parts in arrival order (each part's rows in arrival order).
+#[derive(Debug, Clone, Default)]
+pub struct ChangeBatch {
+    pub(super) parts: Vec<(String, RecordBatch)>,
+}
+
+impl ChangeBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rows in arrival order, without a source name (messages say `batch N`).
+    pub fn from_batches(batches: impl IntoIterator<Item = RecordBatch>) -> Self {
+        let mut b = Self::new();
+        for (i, r) in batches.into_iter().enumerate() {
+            b.push(format!("batch {}", i + 1), r);
+        }
+        b
+    }
+
+    /// Appends rows that came from `source` (a file name, for messages; consecutive parts
+    /// of one source number their rows on from each other).
+    pub fn push(&mut self, source: impl Into<String>, rows: RecordBatch) -> &mut Self {
+        self.parts.push((source.into(), rows));
+        self
+    }
+
+    /// Rows in the batch.
+    pub fn num_rows(&self) -> usize {
+        self.parts.iter().map(|(_, b)| b.num_rows()).sum()
+    }
+}
+
+/// How a batch is applied.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct UpsertOptions {
+    /// The sink whose checkpoint the batch carries.
+    pub sink_id: Option<String>,
+    /// The batch's checkpoint (needs `sink_id`).
+    pub checkpoint: Option<i64>,
+    /// Columns the table does not have are added as optional columns (else refused).
+    pub evolve_schema: bool,
+}
+
+impl UpsertOptions {
+    /// Records `checkpoint` for sink `sink_id` (a checkpoint at or below the committed one
+    /// makes the batch a no-op).
+    pub fn with_checkpoint(mut self, sink_id: impl Into<String>, checkpoint: i64) -> Self {
+        self.sink_id = Some(sink_id.into());
+        self.checkpoint = Some(checkpoint);
+        self
+    }
+
+    /// Adds the batch's new columns to the table instead of refusing them.
+    pub fn with_evolve_schema(mut self, evolve: bool) -> Self {
+        self.evolve_schema = evolve;
+        self
+    }
+}
+
+/// What applying a batch did.
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct UpsertResult {
+    /// The table after the batch.
+    #[serde(skip)]
+    pub table: Table,
+    /// The snapshot committed (`None`: nothing changed).
+    pub snapshot_id: Option<i64>,
+    /// The checkpoint was already committed: nothing was done.
+    pub already_committed: bool,
+    /// The sink's committed checkpoint after the batch.
+    pub committed_checkpoint: Option<i64>,
+    /// Rows in the batch.
+    pub input_rows: u64,
+    /// Distinct keys in the batch (its winning changes).
+    pub keys: u64,
+    /// Keys inserted.
+    pub inserted: u64,
+    /// Keys whose row was replaced.
+    pub updated: u64,
+    /// Keys whose row was deleted.
+    pub deleted: u64,
+    /// Deletes of keys without a live row (they leave a tombstone all the same).
+    pub deleted_absent: u64,
+    /// Changes ignored: the stored version or tombstone is higher.
+    pub ignored: u64,
+    /// Tombstone records added (deletes, and re-inserts that clear a tombstone).
+    pub tombstone_records: u64,
+    /// Data files and delete files added, and their bytes.
+    pub added_data_files: usize,
+    /// Delete files added.
+    pub added_delete_files: usize,
+    /// Bytes of every added file (tombstone files included).
+    pub written_bytes: u64,
+    /// Columns added by schema evolution.
+    pub added_columns: Vec<String>,
+    /// Times the batch was planned (more than 1 after concurrent commits).
+    pub attempts: u32,
+    /// How the stored rows were found: `scan` (the key and version columns of the files
+    /// the batch's key range may hit), `index` (a [`KeyedWriter`]'s key index), or
+    /// `index-built` (the index was built or rebuilt first).
+    pub lookup: &'static str,
+}
+
+impl UpsertResult {
+    /// The result of a batch that changed nothing (yet).
+    pub(super) fn nothing(
+        table: &Table,
+        input_rows: u64,
+        committed_checkpoint: Option<i64>,
+    ) -> Self {
+        Self {
+            table: table.clone(),
+            snapshot_id: None,
+            already_committed: false,
+            committed_checkpoint,
+            input_rows,
+            keys: 0,
+            inserted: 0,
+            updated: 0,
+            deleted: 0,
+            deleted_absent: 0,
+            ignored: 0,
+            tombstone_records: 0,
+            added_data_files: 0,
+            added_delete_files: 0,
+            written_bytes: 0,
+            added_columns: vec![],
+            attempts: 1,
+            lookup: "scan",
+        }
+    }
+}

@@ -58,7 +58,7 @@ impl RowLevelKind {
 }
 
 /// Decides, batch by batch, what happens to the live rows of the files read.
-pub trait RowChanger: Send {
+pub trait RowChanger: Send + Sync {
     /// Columns the changer reads (`None`: all of them).
     fn columns(&self) -> Option<Vec<String>>;
 

@@ -68,10 +68,10 @@ pub async fn drop_table(catalog: &Catalog, ident: &TableIdent, purge: bool) -> R
         candidates.into_iter().partition(|p| theirs.contains(p));
     catalog.drop_table(ident).await?;
     let storage = table.storage().clone();
-    futures::stream::iter(delete.iter())
+    futures::stream::iter(delete.clone())
         .map(|p| {
             let storage = storage.clone();
-            async move { storage.delete(p).await }
+            async move { storage.delete(&p).await }
         })
         .buffer_unordered(16)
         .try_collect::<Vec<_>>()

@@ -71,21 +71,24 @@ impl Reachable {
             }
         }
         let files: Vec<Vec<(bool, String)>> = futures::stream::iter(manifests)
-            .map(|mf| async move {
-                let m = table.load_manifest(&mf).await?;
-                Ok::<_, crate::Error>(
-                    m.entries()
-                        .iter()
-                        .filter(|e| e.is_alive())
-                        .map(|e| {
-                            let f = e.data_file();
-                            (
-                                f.content_type() == DataContentType::Data,
-                                canon(f.file_path()),
-                            )
-                        })
-                        .collect(),
-                )
+            .map(|mf| {
+                let table = table.clone();
+                async move {
+                    let m = table.load_manifest(&mf).await?;
+                    Ok::<_, crate::Error>(
+                        m.entries()
+                            .iter()
+                            .filter(|e| e.is_alive())
+                            .map(|e| {
+                                let f = e.data_file();
+                                (
+                                    f.content_type() == DataContentType::Data,
+                                    canon(f.file_path()),
+                                )
+                            })
+                            .collect(),
+                    )
+                }
             })
             .buffer_unordered(8)
             .try_collect()
@@ -104,7 +107,8 @@ impl Reachable {
     /// the current metadata file, `version-hint.text`, statistics files, tombstone files.
     pub async fn of_table(table: &Table) -> Result<Reachable> {
         let md = table.metadata();
-        let mut r = Reachable::of_snapshots(table, md.snapshots().map(|s| s.as_ref())).await?;
+        let snapshots: Vec<&Snapshot> = md.snapshots().map(|s| s.as_ref()).collect();
+        let mut r = Reachable::of_snapshots(table, snapshots).await?;
         r.other.insert(canon(table.metadata_location()));
         for l in md.metadata_log() {
             r.other.insert(canon(&l.metadata_file));

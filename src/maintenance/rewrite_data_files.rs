@@ -700,11 +700,16 @@ async fn rewrite_batch(
     // Groups running at once share the cores: memory stays about one open file per core or
     // per group, whichever is more.
     let lanes = (cores() / concurrency.min(tasks.len()).max(1)).max(1);
-    let mut stream = futures::stream::iter(tasks.iter().map(|(task, idx)| {
-        let sub = scan_plan.subset(idx);
-        async move { rewrite_group(table, task, sub, lanes).await }
-    }))
-    .buffer_unordered(concurrency);
+    // Each future owns its task and table handle (borrowing ones would make the rewrite's
+    // future not `Send`).
+    let groups: Vec<_> = tasks
+        .iter()
+        .map(|(task, idx)| {
+            let (sub, task, table) = (scan_plan.subset(idx), (*task).clone(), table.clone());
+            async move { rewrite_group(&table, &task, sub, lanes).await }
+        })
+        .collect();
+    let mut stream = futures::stream::iter(groups).buffer_unordered(concurrency);
     let (mut written, mut failure): (Vec<(i32, Vec<DataFile>)>, _) = (Vec::new(), None);
     while let Some(r) = stream.next().await {
         match r {

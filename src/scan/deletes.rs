@@ -134,16 +134,21 @@ impl LoadedDeletes {
         entries: impl IntoIterator<Item = &'a DeleteEntry>,
         table: &str,
     ) -> Result<Self> {
-        let mut unique: HashMap<String, &DeleteEntry> = HashMap::new();
+        let mut unique: HashMap<String, DeleteEntry> = HashMap::new();
         for e in entries {
-            unique.entry(key(e)).or_insert(e);
+            unique.entry(key(e)).or_insert_with(|| e.clone());
         }
-        let arrow_schema = iceberg::arrow::schema_to_arrow_schema(schema)?;
+        let arrow_schema = std::sync::Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
+        let schema = std::sync::Arc::new(schema.clone());
+        // Each future owns what it reads with (a borrowing closure would make the scan's
+        // future not `Send`).
         let files = futures::stream::iter(unique)
             .map(|(k, e)| {
-                let arrow_schema = &arrow_schema;
+                let (storage, schema, arrow_schema) =
+                    (storage.clone(), schema.clone(), arrow_schema.clone());
+                let table = table.to_string();
                 async move {
-                    let loaded = load_one(storage, schema, arrow_schema, e)
+                    let loaded = load_one(&storage, &schema, &arrow_schema, &e)
                         .await
                         .map_err(|err| err.context(format!("table {table}")))?;
                     Ok::<_, Error>((k, loaded))

@@ -546,10 +546,16 @@ impl Scan {
                 .flatten();
             wanted.push((spec, mf.clone(), first_row_id));
         }
+        // Each future owns its table handle (a borrowing closure would make the plan's
+        // future not `Send`: callers could not spawn it).
+        let table = self.table.clone();
         let manifests: Vec<_> = futures::stream::iter(wanted)
-            .map(|(spec, mf, first_row_id)| async move {
-                let m = self.table.load_manifest(&mf).await?;
-                Ok::<_, Error>((spec, m, first_row_id))
+            .map(move |(spec, mf, first_row_id)| {
+                let table = table.clone();
+                async move {
+                    let m = table.load_manifest(&mf).await?;
+                    Ok::<_, Error>((spec, m, first_row_id))
+                }
             })
             .buffer_unordered(8)
             .try_collect()

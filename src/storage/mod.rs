@@ -421,7 +421,10 @@ impl Storage {
     pub async fn delete_prefix(&self, prefix: &str) -> Result<()> {
         let objs = self.list(prefix).await?;
         futures::stream::iter(objs)
-            .map(|o| async move { self.delete(&o.location).await })
+            .map(|o| {
+                let storage = self.clone();
+                async move { storage.delete(&o.location).await }
+            })
             .buffer_unordered(16)
             .try_collect::<Vec<_>>()
             .await?;

@@ -76,7 +76,9 @@ fn live(wh: &Path, name: &str) -> Vec<(i64, String, i64)> {
 }
 
 fn tombstone_count(wh: &Path, name: &str) -> u64 {
-    json(wh, &["tombstones", name])["tombstones_count"].as_u64().unwrap()
+    json(wh, &["tombstones", name])["tombstones_count"]
+        .as_u64()
+        .unwrap()
 }
 
 fn current_snapshot(wh: &Path, name: &str) -> Option<i64> {
@@ -129,7 +131,10 @@ fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
     // A clone carries the tombstones; its changes are its own.
     ok(&wh, &["clone", "db.users", "db.copy"]);
     assert_eq!(tombstone_count(&wh, "db.copy"), 10);
-    assert_eq!(json(&wh, &["upsert", "db.copy", &replay])["stale_records_count"], 10);
+    assert_eq!(
+        json(&wh, &["upsert", "db.copy", &replay])["stale_records_count"],
+        10
+    );
     let back = batch(d.path(), "back.csv", [(3, "back".to_string(), 6, 0)]);
     let r = json(&wh, &["upsert", "db.copy", &back]);
     assert_eq!(r["inserted_records_count"], 1, "{r}");
@@ -142,7 +147,10 @@ fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
     ok(&wh, &["drop", "db.users", "--purge"]);
     assert_eq!(tombstone_count(&wh, "db.copy"), 9);
     // Key 3 is live again at version 6, so its replay is ignored too.
-    assert_eq!(json(&wh, &["upsert", "db.copy", &replay])["stale_records_count"], 10);
+    assert_eq!(
+        json(&wh, &["upsert", "db.copy", &replay])["stale_records_count"],
+        10
+    );
 
     // Only expire-tombstones removes them, and says what that means.
     let past = "2000-01-01T00:00:00Z";
@@ -157,7 +165,10 @@ fn tombstones_outlive_compaction_expiry_orphan_removal_clone_and_purge() {
         ],
     );
     assert_eq!(
-        (dry["expired_tombstones_count"].as_u64(), dry["dry_run"].as_bool()),
+        (
+            dry["expired_tombstones_count"].as_u64(),
+            dry["dry_run"].as_bool()
+        ),
         (Some(9), Some(true)),
         "{dry}"
     );
@@ -618,4 +629,38 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
             );
         }
     }
+}
+
+/// The keyed API's futures can be spawned on a multi-threaded runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_futures_can_be_spawned() {
+    let d = tempfile::tempdir().unwrap();
+    let cat = floe::Catalog::open(None, d.path().join("wh").to_str(), None).unwrap();
+    let schema = floe::spec::parse_schema(DDL).unwrap();
+    let c = floe::TableCreation::new(schema)
+        .with_primary_key(&["user_id".to_string()])
+        .with_property("floe.merge.version-column", "ver");
+    let ident = floe::table::parse_ident("db.t").unwrap();
+    cat.create_table(&ident, c).await.unwrap();
+    let rows = change_batch(&[(1, "a".into(), 1, 0)]);
+    let (c2, i2, r2) = (cat.clone(), ident.clone(), rows.clone());
+    let one_shot = tokio::spawn(async move {
+        let b = floe::keyed::ChangeBatch::from_batches([r2]);
+        floe::keyed::upsert(&c2, &i2, &b, &floe::keyed::UpsertOptions::default()).await
+    });
+    assert!(one_shot.await.unwrap().is_ok());
+    let w = floe::keyed::KeyedWriter::new(&cat, ident.clone());
+    let writer = tokio::spawn(async move { w.apply([rows], None).await });
+    assert!(writer.await.unwrap().is_ok());
+    let c3 = cat.clone();
+    let expire = tokio::spawn(async move {
+        let i = floe::table::parse_ident("db.t").unwrap();
+        floe::keyed::expire_tombstones(&c3, &i, 0, true).await
+    });
+    assert!(expire.await.unwrap().is_ok());
+    let c4 = cat.clone();
+    let sql = tokio::spawn(async move {
+        floe::dml::execute(&c4, "DELETE FROM db.t WHERE user_id = 1", None).await
+    });
+    assert_eq!(sql.await.unwrap().unwrap().removed_rows, 1);
 }

@@ -327,3 +327,66 @@ fn files_of_a_module_do_not_import_each_other_in_a_cycle() {
         edges.len()
     );
 }
+
+/// The library's futures are `Send`: callers can spawn them on a multi-threaded runtime (a
+/// stream closure that borrows instead of owning makes a future not `Send` for every
+/// lifetime, which only shows where a caller spawns it).
+#[test]
+fn public_futures_are_send() {
+    fn is_send<T: Send>(_: T) {}
+    let d = tempfile::tempdir().unwrap();
+    let cat = floe::Catalog::open(None, d.path().join("wh").to_str(), None).unwrap();
+    let ident = floe::table::parse_ident("db.t").unwrap();
+    // `spawnable!(cat, ident, t => body)`: `body` awaited in a future owning the catalog
+    // and identifier, with the table `t` loaded.
+    macro_rules! spawnable {
+        ($c:ident, $i:ident, $t:ident => $($body:tt)*) => {{
+            let ($c, $i) = (cat.clone(), ident.clone());
+            is_send(async move {
+                let $t = $c.load_table(&$i).await?;
+                let _ = (&$t, &$i);
+                $($body)*;
+                Ok::<_, floe::Error>(())
+            });
+        }};
+    }
+    spawnable!(cat, ident, t => floe::scan::Scan::new(&t).to_batches().await?);
+    spawnable!(cat, ident, t =>
+        floe::txn::append(
+            &cat,
+            &t,
+            Vec::<floe::Result<arrow_array::RecordBatch>>::new()
+        )
+        .await?
+    );
+    spawnable!(cat, ident, t => floe::dml::execute(&cat, "DELETE FROM db.t WHERE true", None).await?);
+    spawnable!(cat, ident, t =>
+        floe::keyed::upsert(
+            &cat,
+            &ident,
+            &floe::keyed::ChangeBatch::new(),
+            &Default::default()
+        )
+        .await?
+    );
+    spawnable!(cat, ident, t => floe::keyed::tombstones(&t, true).await?);
+    spawnable!(cat, ident, t => floe::maintenance::remove_orphan_files(&cat, &t, None, true).await?);
+    spawnable!(cat, ident, t =>
+        floe::maintenance::rewrite_data_files(&cat, &t, None, &Default::default(), None).await?
+    );
+    spawnable!(cat, ident, t =>
+        floe::maintenance::rewrite_position_delete_files(&cat, &t, &Default::default()).await?
+    );
+    spawnable!(cat, ident, t => floe::maintenance::rewrite_manifests(&cat, &t, None).await?);
+    spawnable!(cat, ident, t => floe::maintenance::drop_table(&cat, &ident, true).await?);
+    spawnable!(cat, ident, t =>
+        floe::txn::clone_table(
+            &cat,
+            &t,
+            &floe::scan::SnapshotSelector::Current,
+            &ident,
+            false
+        )
+        .await?
+    );
+}

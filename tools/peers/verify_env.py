@@ -2,6 +2,7 @@
 
 Checks, without network: DuckDB extensions load from the wheels (avro first)
 and the iceberg table functions exist; pyiceberg + pyiceberg-core import;
+chdb runs ClickHouse 26.9 in-process;
 with --spark, the Iceberg Spark runtime jar exists and is the complete build
 (shaded Jackson present), and pyspark imports. Exits non-zero on failure."""
 
@@ -33,6 +34,14 @@ def main() -> int:
     import psycopg2  # noqa: F401  (pyiceberg's SqlCatalog on PostgreSQL)
 
     print(f"ok pyiceberg {pyiceberg.__version__}, pyarrow {pyarrow.__version__}, pyiceberg-core, psycopg2 {psycopg2.__version__.split()[0]}")
+
+    import chdb
+
+    ch = str(chdb.query("SELECT version()", "CSV")).strip().strip('"')
+    if not ch.startswith("26.9."):
+        print(f"FAIL: chdb {chdb.__version__} runs ClickHouse {ch!r}, expected 26.9.x")
+        return 1
+    print(f"ok chdb {chdb.__version__}: ClickHouse {ch} in-process")
 
     if want_spark:
         import pyspark

@@ -47,24 +47,6 @@ fn load(file: &Path) -> Vec<RecordBatch> {
         .collect()
 }
 
-fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(h, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
-}
-
-fn mb(b: u64) -> f64 {
-    b as f64 / 1e6
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "ok"
-    } else {
-        "NOT MET"
-    }
-}
-
 /// `name: X s, B MB written (baseline: Y s, C MB) = ratio× (target ≥ T×) ok/NOT MET`;
 /// ratio = baseline time / floe time.
 fn line(
@@ -130,28 +112,7 @@ impl Setup<'_> {
         let ident = parse_ident(&format!("bench.{name}")).unwrap();
         let t = self.rt.block_on(async {
             let t = self.cat.create_table(&ident, c).await.unwrap();
-            let mut files = Vec::new();
-            for pair in self.parts.chunks(2) {
-                let written = futures::future::join_all(pair.iter().map(|batches| {
-                    let t = &t;
-                    async move {
-                        let mut w = floe::write::DataWriter::with_lanes(t, 1).unwrap();
-                        for b in batches {
-                            w.write(b.clone()).await.unwrap();
-                        }
-                        w.close().await.unwrap()
-                    }
-                }))
-                .await;
-                for f in written {
-                    assert_eq!(f.len(), 1, "one data file per input file");
-                    files.extend(f);
-                }
-            }
-            floe::txn::append_files(self.cat, &t, files)
-                .await
-                .unwrap()
-                .table
+            append_each_as_one_file(self.cat, &t, self.parts, |b| b.clone()).await
         });
         eprintln!(
             "[dml bench] created {name} ({v:?}, {mode}, {FILES} files) in {:.1}s",

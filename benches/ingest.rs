@@ -57,18 +57,6 @@ const CHANGE_RATE: &str = "0.001";
 const COW: &str = "copy-on-write";
 const MOR: &str = "merge-on-read";
 
-fn mb(b: u64) -> f64 {
-    b as f64 / 1e6
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "ok"
-    } else {
-        "NOT MET"
-    }
-}
-
 /// One generated snapshot (from the generator's manifest).
 struct Snap {
     files: Vec<PathBuf>,

@@ -66,35 +66,6 @@ const KEYED_DDL: &str = "id long not null, k long, a double, b double, s1 string
 const DAY0: i64 = 19723;
 const TARGET_FILE: u64 = 134_217_728;
 
-fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(h, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
-}
-
-fn mb(b: u64) -> f64 {
-    b as f64 / 1e6
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "ok"
-    } else {
-        "NOT MET"
-    }
-}
-
-fn status_kb(key: &str) -> Option<u64> {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 /// Nearest-rank percentile.
 fn pct(v: &[f64], p: f64) -> f64 {
     let mut s = v.to_vec();
@@ -645,32 +616,10 @@ impl Ctx<'_> {
             .with_property("write.merge.mode", "merge-on-read");
         let t = self.rt.block_on(async {
             let t = self.cat.create_table(ident, c).await.unwrap();
-            let mut written_all = Vec::new();
-            for pair in files.chunks(2) {
-                let parts: Vec<Vec<RecordBatch>> = pair
-                    .iter()
-                    .map(|f| load(f).iter().map(base_rows).collect())
-                    .collect();
-                let written = futures::future::join_all(parts.iter().map(|batches| {
-                    let t = &t;
-                    async move {
-                        let mut w = floe::write::DataWriter::with_lanes(t, 1).unwrap();
-                        for b in batches {
-                            w.write(b.clone()).await.unwrap();
-                        }
-                        w.close().await.unwrap()
-                    }
-                }))
-                .await;
-                for f in written {
-                    assert_eq!(f.len(), 1, "one data file per input file");
-                    written_all.extend(f);
-                }
-            }
-            floe::txn::append_files(self.cat, &t, written_all)
-                .await
-                .unwrap()
-                .table
+            append_each_as_one_file(self.cat, &t, files, |f| {
+                load(f).iter().map(base_rows).collect()
+            })
+            .await
         });
         (t, t0.elapsed().as_secs_f64())
     }

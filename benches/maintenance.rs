@@ -46,24 +46,6 @@ const TARGET: u64 = 134_217_728;
 /// Bump when the way the input tables are built changes (invalidates the cache).
 const BUILD_VERSION: u32 = 1;
 
-fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(h, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
-}
-
-fn mb(b: u64) -> f64 {
-    b as f64 / 1e6
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "ok"
-    } else {
-        "NOT MET"
-    }
-}
-
 fn sh(cmd: &str, args: &[&str]) {
     let st = Command::new(cmd).args(args).status().unwrap();
     assert!(st.success(), "{cmd} {args:?} failed");
@@ -96,17 +78,6 @@ fn restore(src: &Path, dst: &Path) {
             md.to_str().unwrap(),
         ],
     );
-}
-
-fn status_kb(key: &str) -> Option<u64> {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 fn catalog(wh: &Path) -> Catalog {

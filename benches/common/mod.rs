@@ -112,3 +112,63 @@ pub fn floe_cli(args: &[&str], dir: &Path) -> CliRun {
         cpu_s: v[1] + v[2],
     }
 }
+
+/// FNV-1a over `bytes`, continuing from `h` (cache keys of generated inputs).
+pub fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(h, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
+}
+
+/// Bytes as MB.
+pub fn mb(b: u64) -> f64 {
+    b as f64 / 1e6
+}
+
+/// How a measurement compares with its target.
+pub fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "ok"
+    } else {
+        "NOT MET"
+    }
+}
+
+/// A `/proc/self/status` field in kB (`VmHWM:`, `VmRSS:`).
+pub fn status_kb(key: &str) -> Option<u64> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Writes each input (`load` gives its batches) as one data file with its own single-lane
+/// writer, two inputs at a time, then commits them all as one append; returns the table.
+pub async fn append_each_as_one_file<P>(
+    cat: &floe::Catalog,
+    t: &floe::Table,
+    inputs: &[P],
+    load: impl Fn(&P) -> Vec<arrow::array::RecordBatch>,
+) -> floe::Table {
+    let mut files = Vec::new();
+    for pair in inputs.chunks(2) {
+        let parts: Vec<_> = pair.iter().map(&load).collect();
+        let written = futures::future::join_all(parts.iter().map(|batches| async move {
+            let mut w = floe::write::DataWriter::with_lanes(t, 1).unwrap();
+            for b in batches {
+                w.write(b.clone()).await.unwrap();
+            }
+            w.close().await.unwrap()
+        }))
+        .await;
+        for f in written {
+            assert_eq!(f.len(), 1, "one data file per input");
+            files.extend(f);
+        }
+    }
+    floe::txn::append_files(cat, t, files).await.unwrap().table
+}

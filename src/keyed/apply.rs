@@ -20,7 +20,7 @@ use super::index::{KeyIndex, Keys};
 use super::tombstones;
 use crate::catalog::Catalog;
 use crate::dml::{stage, stage_known, CommitExtras, RowLevelKind, Staged};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{ErrorKind, Result};
 use crate::spec::keyed::{sink_checkpoint_key, KeyedSpec, TombstoneList, TOMBSTONES};
 use crate::spec::{Datum, Schema, TableIdent};
 use crate::table::Table;
@@ -245,22 +245,22 @@ async fn apply_once(
         return Ok(result);
     }
     if let Some(slot) = index {
-        // Copy-on-write moved rows: the next batch rebuilds the index.
+        // Copy-on-write moved rows, and an index that cannot follow is stale: either way the
+        // next batch rebuilds it.
         let followed = match slot.as_mut() {
-            Some(idx) if !rewrites => {
-                follow(
-                    idx,
-                    &result.table,
-                    &prep,
-                    &decided.replaced,
-                    &added,
-                    &decided.tombstones,
-                )
-                .await
-            }
-            _ => Err(Error::io("rebuild")),
+            Some(idx) if !rewrites => follow(
+                idx,
+                &result.table,
+                &prep,
+                &decided.replaced,
+                &added,
+                &decided.tombstones,
+            )
+            .await
+            .is_ok(),
+            _ => false,
         };
-        if followed.is_err() {
+        if !followed {
             *slot = None;
         }
     }

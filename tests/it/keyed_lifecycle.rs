@@ -246,16 +246,15 @@ fn a_lost_tombstone_file_is_an_error_and_nothing_is_committed() {
 fn a_sink_killed_mid_batch_retries_with_the_same_checkpoint() {
     let d = tempfile::tempdir().unwrap();
     let wh = d.path().join("wh");
-    create(&wh, "db.users", &["--format-version", "3"]);
     let n = 200_000i64;
     let first = batch(
         d.path(),
         "first.csv",
         (0..n).map(|k| (k, "free".into(), 1, 0)),
     );
-    ok(
-        &wh,
-        &[
+    let at_checkpoint_1 = || {
+        create(&wh, "db.users", &["--format-version", "3"]);
+        let args = [
             "upsert",
             "db.users",
             &first,
@@ -263,8 +262,10 @@ fn a_sink_killed_mid_batch_retries_with_the_same_checkpoint() {
             "s",
             "--checkpoint",
             "1",
-        ],
-    );
+        ];
+        ok(&wh, &args);
+    };
+    at_checkpoint_1();
     // Batch 2: every even key upgraded, every key divisible by 7 deleted.
     let second = batch(
         d.path(),
@@ -332,19 +333,7 @@ fn a_sink_killed_mid_batch_retries_with_the_same_checkpoint() {
         assert_eq!(rows, expected, "{delay_ms} ms");
         // Start the next round from checkpoint 1's state again, on a fresh table.
         ok(&wh, &["drop", "db.users", "--purge"]);
-        create(&wh, "db.users", &["--format-version", "3"]);
-        ok(
-            &wh,
-            &[
-                "upsert",
-                "db.users",
-                &first,
-                "--sink-id",
-                "s",
-                "--checkpoint",
-                "1",
-            ],
-        );
+        at_checkpoint_1();
     }
 }
 

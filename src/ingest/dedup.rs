@@ -5,8 +5,6 @@
 //! version, the one that arrived last (the later row of the batch; batches keep file order,
 //! then row order) wins. A null in a key column or in the version column is an error.
 
-use std::collections::HashMap;
-
 use arrow::row::{RowConverter, Rows, SortField};
 use arrow_array::{Array, Int64Array, RecordBatch, UInt32Array};
 use arrow_schema::DataType;
@@ -144,21 +142,7 @@ pub fn latest_per_key(cols: &KeyColumns, batch: &RecordBatch, what: &str) -> Res
     let conv = cols.key_converter(&batch.schema())?;
     let keys = cols.keys(&conv, batch, what)?;
     let versions = cols.versions(batch, what)?;
-    let mut best: HashMap<&[u8], u32> = HashMap::with_capacity(batch.num_rows());
-    for r in 0..batch.num_rows() {
-        let k = keys.row(r).data();
-        match best.get_mut(k) {
-            // `>=`: on equal versions the later row wins.
-            Some(w) if versions.value(r) >= versions.value(*w as usize) => *w = r as u32,
-            Some(_) => {}
-            None => {
-                best.insert(k, r as u32);
-            }
-        }
-    }
-    let mut idx: Vec<u32> = best.into_values().collect();
-    idx.sort_unstable();
-    Ok(UInt32Array::from(idx))
+    Ok(crate::keyed::latest_rows(&keys, Some(&versions)))
 }
 
 #[cfg(test)]

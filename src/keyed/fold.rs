@@ -136,6 +136,29 @@ fn delete_flags(col: &ArrayRef, name: &str, part: &Part) -> Result<BooleanArray>
     Ok(BooleanArray::from(out))
 }
 
+/// The rows that win per key (ascending): the highest version, the later row on equal
+/// versions; without versions the later row. `keys` are the rows' encoded keys.
+pub(crate) fn latest_rows(keys: &Rows, versions: Option<&Int64Array>) -> UInt32Array {
+    let mut best: HashMap<&[u8], u32> = HashMap::with_capacity(keys.num_rows());
+    for r in 0..keys.num_rows() {
+        let k = keys.row(r).data();
+        match best.get_mut(k) {
+            // `>=`: on equal versions the later row wins; without versions it always does.
+            Some(w) => {
+                if versions.is_none_or(|v| v.value(r) >= v.value(*w as usize)) {
+                    *w = r as u32;
+                }
+            }
+            None => {
+                best.insert(k, r as u32);
+            }
+        }
+    }
+    let mut idx: Vec<u32> = best.into_values().collect();
+    idx.sort_unstable();
+    UInt32Array::from(idx)
+}
+
 /// Folds `parts` (in arrival order) by the merge rule. Columns `required` (by index) must
 /// have values in every upsert (deletes need only their key).
 pub(crate) fn fold(
@@ -202,28 +225,7 @@ pub(crate) fn fold(
     let all_deleted = concat_bool(&deleted)?;
     let conv = key_converter(schema, &cols.key)?;
     let keys = key_rows(&conv, &all, &cols.key)?;
-    let mut best: HashMap<&[u8], u32> = HashMap::with_capacity(all.num_rows());
-    for r in 0..all.num_rows() {
-        let k = keys.row(r).data();
-        match best.get_mut(k) {
-            // `>=`: on equal versions the later row wins; without versions it always does.
-            Some(w) => {
-                let later_wins = match &all_versions {
-                    Some(v) => v.value(r) >= v.value(*w as usize),
-                    None => true,
-                };
-                if later_wins {
-                    *w = r as u32;
-                }
-            }
-            None => {
-                best.insert(k, r as u32);
-            }
-        }
-    }
-    let mut idx: Vec<u32> = best.into_values().collect();
-    idx.sort_unstable();
-    let idx = UInt32Array::from(idx);
+    let idx = latest_rows(&keys, all_versions.as_ref());
     let take = |a: &dyn Array| arrow_select::take::take(a, &idx, None);
     let rows = arrow_select::take::take_record_batch(&all, &idx)?;
     let versions = match &all_versions {

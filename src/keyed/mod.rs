@@ -36,6 +36,7 @@ mod tombstones;
 
 pub use batch::{ChangeBatch, UpsertOptions, UpsertResult};
 pub use checkpoint::committed_checkpoint;
+pub(crate) use fold::latest_rows;
 pub use tombstones::{expire_tombstones, tombstones, ExpireTombstonesResult, TombstoneReport};
 
 use std::sync::Arc;

@@ -18,9 +18,9 @@ use crate::catalog::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::scan::{canonical_path, is_file_scoped, DeleteEntry};
 use crate::spec::reserved::FILE_PATH_FIELD_ID;
-use crate::spec::{DataContentType, DataFile, Struct, TableMetadata};
+use crate::spec::{DataContentType, DataFile, Struct};
 use crate::table::Table;
-use crate::txn::{commit, CommittedChange, FileKey, SnapshotProducer, Validation};
+use crate::txn::{commit, FileKey, NoConcurrentCommit, SnapshotProducer};
 
 /// A live data file, as far as dangling deletes care.
 #[derive(Debug, Clone)]
@@ -91,26 +91,6 @@ pub(crate) fn find_dangling(data: &[LiveData], deletes: &[DeleteEntry]) -> Vec<u
     out
 }
 
-/// Fails the commit when anything was committed after the snapshot the dangling deletes were
-/// found in (a concurrent change may have added data they apply to); Iceberg Java skips the
-/// removal then, and so does [`remove_dangling_deletes`].
-struct Unchanged;
-
-impl Validation for Unchanged {
-    fn validate(&self, _: &TableMetadata, since: &[CommittedChange]) -> Result<()> {
-        match since.first() {
-            None => Ok(()),
-            Some(c) => Err(Error::new(
-                ErrorKind::Conflict,
-                format!(
-                    "snapshot {} was committed while dangling delete files were being removed",
-                    c.snapshot_id
-                ),
-            )),
-        }
-    }
-}
-
 /// Removes the current snapshot's dangling delete files in one `replace` commit. Returns the
 /// table after it and how many delete files were removed (0 and the table unchanged when
 /// there were none, or when another commit came first: the next run removes them).
@@ -169,7 +149,12 @@ pub(crate) async fn remove_dangling_deletes(
         .collect();
     let n = removed.len();
     let mut producer = SnapshotProducer::new(Operation::Replace, vec![]).remove_files(removed);
-    match commit(catalog, table, &mut producer, &Unchanged).await {
+    // Anything committed after the snapshot the dangling deletes were found in may have
+    // added data they apply to: Iceberg Java skips the removal then, and so does this.
+    let unchanged = NoConcurrentCommit {
+        table: table.name(),
+    };
+    match commit(catalog, table, &mut producer, &unchanged).await {
         Ok(t) => Ok((t, n)),
         Err(e) if e.kind() == ErrorKind::Conflict => Ok((table.clone(), 0)),
         Err(e) => Err(e),

@@ -14,9 +14,7 @@ pub use clone::{clone_table, CloneResult, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT, R
 pub(crate) use commit::{commit, commit_or_discard, commit_properties};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use summary::SummaryCounts;
-pub(crate) use validate::{
-    CommittedChange, NoConcurrentCommit, NoValidation, RowLevelValidation, Validation,
-};
+pub(crate) use validate::{NoConcurrentCommit, NoValidation, RowLevelValidation, Validation};
 
 use crate::catalog::Catalog;
 use crate::error::Result;

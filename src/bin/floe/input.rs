@@ -63,6 +63,16 @@ pub fn counted(
         })
 }
 
+/// Opens an input file; a missing one is NotFound, naming it.
+pub fn open_input(path: &str) -> Result<File> {
+    File::open(path).map_err(|e| {
+        Error::new(
+            floe::ErrorKind::NotFound,
+            format!("cannot open input '{path}': {e}"),
+        )
+    })
+}
+
 /// Batches of one input file as stored, typed for CSV by the table's schema (decimal columns
 /// as text when `decimals_as_text`: the CSV reader drops digits beyond a column's scale).
 pub fn read_raw(
@@ -70,12 +80,7 @@ pub fn read_raw(
     table_schema: &SchemaRef,
     decimals_as_text: bool,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
-    let file = File::open(path).map_err(|e| {
-        Error::new(
-            floe::ErrorKind::NotFound,
-            format!("cannot open input '{path}': {e}"),
-        )
-    })?;
+    let file = open_input(path)?;
     let lower = path.to_ascii_lowercase();
     if lower.ends_with(".csv") || lower.ends_with(".csv.gz") || lower.ends_with(".tsv") {
         // CSV columns are read by header name with the table's types.
@@ -179,12 +184,7 @@ pub fn read_jsonl(
     path: &str,
     table_schema: &SchemaRef,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
-    let file = File::open(path).map_err(|e| {
-        Error::new(
-            floe::ErrorKind::NotFound,
-            format!("cannot open input '{path}': {e}"),
-        )
-    })?;
+    let file = open_input(path)?;
     let loose = Arc::new(Schema::new(
         table_schema
             .fields()

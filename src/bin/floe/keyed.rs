@@ -71,9 +71,10 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
         let source = format!("'{f}'");
         match format_of(f, a.format) {
             ChangeFormat::DebeziumJson => {
-                let text = std::fs::read_to_string(f).map_err(|e| {
-                    Error::new(ErrorKind::NotFound, format!("cannot open input '{f}': {e}"))
-                })?;
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut input::open_input(f)?, &mut text).map_err(
+                    |e| Error::new(ErrorKind::InvalidInput, format!("reading '{f}': {e}")),
+                )?;
                 let rows = floe::keyed::debezium::decode(&text, &source, &table)?;
                 changes.push(source, rows);
             }

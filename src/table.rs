@@ -90,7 +90,27 @@ impl Table {
     }
 
     /// Reads one manifest (entries inherit sequence numbers and snapshot ids from `mf`).
-    pub(crate) async fn load_manifest(&self, mf: &ManifestFile) -> Result<Manifest> {
+    /// Decoded manifests are kept in the storage's memo: a manifest file never changes, and
+    /// what its entries inherit is keyed with its path.
+    pub(crate) async fn load_manifest(&self, mf: &ManifestFile) -> Result<Arc<Manifest>> {
+        let key = format!(
+            "{}\n{},{},{},{}",
+            mf.manifest_path,
+            mf.sequence_number,
+            mf.min_sequence_number,
+            mf.added_snapshot_id,
+            mf.manifest_length
+        );
+        let memo = self.storage.memo();
+        if let Some(m) = memo.get::<Manifest>(&key) {
+            return Ok(m);
+        }
+        let m = Arc::new(self.decode_manifest(mf).await?);
+        memo.put(&key, mf.manifest_length.max(0) as u64, m.clone());
+        Ok(m)
+    }
+
+    async fn decode_manifest(&self, mf: &ManifestFile) -> Result<Manifest> {
         let read = AssertUnwindSafe(mf.load_manifest(&self.storage.file_io()))
             .catch_unwind()
             .await

@@ -15,7 +15,7 @@ use super::batch::{ChangeBatch, UpsertOptions, UpsertResult};
 use super::changer::{KeyedChanger, Settled};
 use super::checkpoint::{committed_checkpoint, sink_of};
 use super::evolve::{evolve, relaxed};
-use super::fold::{self, key_converter, key_fields, key_rows, Columns, Part};
+use super::fold::{self, key_converter, key_fields, key_rows, Columns, KeyMap, Part};
 use super::index::{KeyIndex, Keys};
 use super::tombstones;
 use crate::catalog::Catalog;
@@ -98,9 +98,8 @@ struct Prepared {
     key_fields: Vec<FieldRef>,
     conv: arrow::row::RowConverter,
     folded: fold::Folded,
-    /// The folded keys, encoded; and encoded key → folded row.
+    /// The folded keys, encoded.
     rows: arrow::row::Rows,
-    position: HashMap<Box<[u8]>, u32>,
 }
 
 impl Prepared {
@@ -160,10 +159,6 @@ fn prepare(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Res
     let key_fields = key_fields(&schema, &cols);
     let conv = key_converter(&schema, &cols.key)?;
     let rows = key_rows(&conv, &folded.rows, &cols.key)?;
-    let mut position: HashMap<Box<[u8]>, u32> = HashMap::with_capacity(rows.num_rows());
-    for r in 0..rows.num_rows() {
-        position.insert(rows.row(r).as_ref().into(), r as u32);
-    }
     Ok(Prepared {
         spec,
         write_table,
@@ -174,7 +169,6 @@ fn prepare(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Res
         conv,
         folded,
         rows,
-        position,
     })
 }
 
@@ -296,13 +290,20 @@ impl Decided {
     }
 }
 
-fn changer(prep: &Prepared, tombstone_of: Vec<Option<i64>>, table: &Table) -> Result<KeyedChanger> {
+/// The changer deciding `prep`'s changes; `position` (encoded key → folded row) is what it
+/// matches scanned rows with (empty when stored rows are found by other means).
+fn changer(
+    prep: &Prepared,
+    position: KeyMap<Box<[u8]>, u32>,
+    tombstone_of: Vec<Option<i64>>,
+    table: &Table,
+) -> Result<KeyedChanger> {
     Ok(KeyedChanger::new(
         &prep.spec.key,
         prep.spec.version.as_ref(),
         key_converter(&prep.write_table.arrow_schema()?, &prep.cols.key)?,
         prep.folded.clone(),
-        prep.position.clone(),
+        position,
         tombstone_of,
         table.name(),
     ))
@@ -311,7 +312,12 @@ fn changer(prep: &Prepared, tombstone_of: Vec<Option<i64>>, table: &Table) -> Re
 /// Stored rows found by reading the key and version columns of the files the batch's keys
 /// may be in (the row-level engine), tombstones from the tombstone files.
 async fn decide_by_scan(table: &Table, prep: &Prepared, list: &TombstoneList) -> Result<Decided> {
-    let wanted = prep.position.keys().cloned().collect();
+    let mut position: KeyMap<Box<[u8]>, u32> =
+        KeyMap::with_capacity_and_hasher(prep.rows.num_rows(), Default::default());
+    for r in 0..prep.rows.num_rows() {
+        position.insert(prep.rows.row(r).as_ref().into(), r as u32);
+    }
+    let wanted = position.keys().cloned().collect();
     let stones = tombstones::load(table, list, &prep.key_fields, &prep.conv, Some(&wanted)).await?;
     let tombstone_of: Vec<Option<i64>> = (0..prep.rows.num_rows())
         .map(|r| {
@@ -322,7 +328,7 @@ async fn decide_by_scan(table: &Table, prep: &Prepared, list: &TombstoneList) ->
                 .map(|t| t.version)
         })
         .collect();
-    let mut changer = changer(prep, tombstone_of, table)?;
+    let mut changer = changer(prep, position, tombstone_of, table)?;
     let filter = key_filter(&prep.spec.key[0], prep.folded.rows.column(prep.cols.key[0]));
     let staged = stage(&prep.write_table, RowLevelKind::Merge, filter, &mut changer).await?;
     let settled = changer.settled.take().unwrap_or_default();
@@ -354,7 +360,12 @@ async fn decide_by_index(
     let found: Vec<_> = (0..prep.rows.num_rows())
         .map(|r| idx.lookup(&keys, &prep.rows, r))
         .collect();
-    let mut changer = changer(prep, found.iter().map(|f| f.1).collect(), table)?;
+    let mut changer = changer(
+        prep,
+        KeyMap::default(),
+        found.iter().map(|f| f.1).collect(),
+        table,
+    )?;
     let (mut at, mut replaced) = (Vec::new(), Vec::new());
     for (r, (live, _)) in found.iter().enumerate() {
         if let Some((file, pos, version)) = live {

@@ -3,12 +3,10 @@
 //! when its version is at least the stored one (so a later arrival wins ties), and then the
 //! row goes away — replaced by the change, or deleted and remembered by a tombstone.
 
-use std::collections::HashMap;
-
 use arrow::row::RowConverter;
 use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 
-use super::fold::{versions_of, Folded};
+use super::fold::{versions_of, Folded, KeyMap};
 use crate::dml::RowChanger;
 use crate::error::{Error, Result};
 
@@ -59,7 +57,7 @@ pub(crate) struct KeyedChanger {
     conv: RowConverter,
     folded: Folded,
     /// Encoded key → row of `folded`.
-    index: HashMap<Box<[u8]>, u32>,
+    index: KeyMap<Box<[u8]>, u32>,
     /// The tombstone version of each folded row's key.
     tombstone_of: Vec<Option<i64>>,
     outcome: Vec<Outcome>,
@@ -75,7 +73,7 @@ impl KeyedChanger {
         version: Option<&String>,
         conv: RowConverter,
         folded: Folded,
-        index: HashMap<Box<[u8]>, u32>,
+        index: KeyMap<Box<[u8]>, u32>,
         tombstone_of: Vec<Option<i64>>,
         table: String,
     ) -> Self {

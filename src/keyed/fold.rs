@@ -13,6 +13,10 @@ use arrow_schema::{DataType, FieldRef, SchemaRef};
 use crate::error::{Error, Result};
 use crate::spec::keyed::KeyedSpec;
 
+/// A hash map keyed by table keys (integers or encoded rows): a fast non-cryptographic
+/// hash, seeded per map (keys come from the caller's data, not from an attacker's choice).
+pub(crate) type KeyMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Rows of one input (a file or a caller's batch), conformed to the table's schema.
 pub(crate) struct Part {
     /// Where the rows come from, for messages (`'batch-1.parquet'`).
@@ -139,7 +143,8 @@ fn delete_flags(col: &ArrayRef, name: &str, part: &Part) -> Result<BooleanArray>
 /// The rows that win per key (ascending): the highest version, the later row on equal
 /// versions; without versions the later row. `keys` are the rows' encoded keys.
 pub(crate) fn latest_rows(keys: &Rows, versions: Option<&Int64Array>) -> UInt32Array {
-    let mut best: HashMap<&[u8], u32> = HashMap::with_capacity(keys.num_rows());
+    let mut best: KeyMap<&[u8], u32> =
+        KeyMap::with_capacity_and_hasher(keys.num_rows(), Default::default());
     for r in 0..keys.num_rows() {
         let k = keys.row(r).data();
         match best.get_mut(k) {

@@ -9,9 +9,11 @@ use std::collections::HashMap;
 use arrow::row::{RowConverter, Rows};
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
 use futures::StreamExt;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
 use roaring::RoaringTreemap;
 
-use super::fold::{versions_of, Columns};
+use super::fold::{versions_of, Columns, KeyMap};
 use super::tombstones;
 use crate::error::{Error, Result};
 use crate::scan::{Scan, SnapshotSelector};
@@ -33,8 +35,8 @@ pub(crate) type LiveRow = (u32, u64, Option<i64>);
 /// Keys: a single integer key by value, others encoded as rows.
 #[derive(Debug)]
 enum Locations {
-    Long(HashMap<i64, Loc>),
-    Rows(HashMap<Box<[u8]>, Loc>),
+    Long(KeyMap<i64, Loc>),
+    Rows(KeyMap<Box<[u8]>, Loc>),
 }
 
 /// The keys of one batch, in the index's encoding.
@@ -74,7 +76,7 @@ pub(crate) struct KeyIndex {
     file_ids: HashMap<String, u32>,
     locs: Locations,
     /// Versions of tombstoned keys (encoded as rows).
-    tombstones: HashMap<Box<[u8]>, i64>,
+    tombstones: KeyMap<Box<[u8]>, i64>,
 }
 
 impl KeyIndex {
@@ -98,11 +100,11 @@ impl KeyIndex {
             files: Vec::new(),
             file_ids: HashMap::new(),
             locs: if long {
-                Locations::Long(HashMap::new())
+                Locations::Long(KeyMap::default())
             } else {
-                Locations::Rows(HashMap::new())
+                Locations::Rows(KeyMap::default())
             },
-            tombstones: HashMap::new(),
+            tombstones: KeyMap::default(),
         };
         let key_fields: Vec<_> = cols
             .key
@@ -132,6 +134,14 @@ impl KeyIndex {
             .map(|f| f.file.file_path().to_string())
             .collect();
         let ids: Vec<u32> = paths.iter().map(|p| index.file_id(p)).collect();
+        // Sized once for the rows the plan may return (no rehashing of a large map); the
+        // counts come from manifests, so the hint is capped and may fail harmlessly.
+        let rows: u64 = plan.files.iter().map(|f| f.file.record_count()).sum();
+        let hint = rows.min(1 << 27) as usize;
+        let _ = match &mut index.locs {
+            Locations::Long(m) => m.try_reserve(hint),
+            Locations::Rows(m) => m.try_reserve(hint),
+        };
         let mut stream = scan.read_positioned(plan, true)?;
         while let Some(item) = stream.next().await {
             let (j, (batch, positions)) = item?;
@@ -238,18 +248,21 @@ impl KeyIndex {
         (live, tomb)
     }
 
-    /// The path of file `id`.
-    pub fn path(&self, id: u32) -> &str {
-        &self.files[id as usize]
-    }
-
     /// Removed positions per file path, from `(file, position)` pairs.
     pub fn removals(&self, at: &[(u32, u64)]) -> HashMap<String, RoaringTreemap> {
-        let mut out: HashMap<String, RoaringTreemap> = HashMap::new();
-        for (f, p) in at {
-            out.entry(self.path(*f).to_string()).or_default().insert(*p);
+        let mut by_file: Vec<Vec<u64>> = vec![Vec::new(); self.files.len()];
+        for &(f, p) in at {
+            by_file[f as usize].push(p);
         }
-        out
+        by_file
+            .into_iter()
+            .enumerate()
+            .filter(|(_, ps)| !ps.is_empty())
+            .map(|(f, mut ps)| {
+                ps.sort_unstable();
+                (self.files[f].clone(), ps.into_iter().collect())
+            })
+            .collect()
     }
 
     /// Brings the index to the state a committed batch left: `gone` keys removed (replaced or
@@ -285,13 +298,23 @@ impl KeyIndex {
                 self.tombstones.remove(&k);
             }
         }
+        let mut wanted = spec.key.clone();
+        wanted.extend(spec.version.clone());
         for path in added {
             let file = self.file_id(path);
             let bytes = table.storage().get(path).await?;
-            let reader =
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-                    .and_then(|b| b.build())
-                    .map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
+            // Only the key and version columns (by name: floe wrote the file just now).
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .and_then(|b| {
+                    let arrow = b.schema().clone();
+                    let leaves = wanted
+                        .iter()
+                        .filter_map(|n| arrow.index_of(n).ok())
+                        .collect::<Vec<_>>();
+                    let mask = ProjectionMask::roots(b.parquet_schema(), leaves);
+                    b.with_projection(mask).build()
+                })
+                .map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
             let mut next = 0u64;
             for b in reader {
                 let b = b.map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;

@@ -4,7 +4,7 @@
 //! the same metadata swap as the snapshot that needs them. Readers of the table never see
 //! them; a listed file that is missing is an error, never an empty set.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::row::RowConverter;
@@ -14,7 +14,7 @@ use bytes::Bytes;
 
 use arrow_array::cast::AsArray;
 
-use super::fold::{key_converter, key_fields, Columns};
+use super::fold::{key_converter, key_fields, Columns, KeyMap};
 use crate::catalog::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::spec::keyed::KeyedSpec;
@@ -26,9 +26,6 @@ use crate::spec::TableIdent;
 use crate::storage::join;
 use crate::table::Table;
 use crate::txn::{commit_properties, PropertyUpdate};
-
-/// Merge the list into one file once it holds more files than this.
-const MAX_FILES: usize = 8;
 
 /// The latest record of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,11 +41,11 @@ pub(crate) struct Record {
 /// Tombstone records folded per key (encoded key → latest record), with the key values.
 pub(crate) struct Folded {
     /// Encoded key → its latest record.
-    pub records: HashMap<Box<[u8]>, Record>,
+    pub records: KeyMap<Box<[u8]>, Record>,
     /// The key columns of one row per key (any order), for rewriting.
     pub keys: Vec<ArrayRef>,
     /// Encoded key → row in `keys`.
-    pub key_rows: HashMap<Box<[u8]>, u32>,
+    pub key_rows: KeyMap<Box<[u8]>, u32>,
 }
 
 /// The Arrow schema of a tombstone file with these key fields.
@@ -84,9 +81,9 @@ pub(crate) async fn load(
 ) -> Result<Folded> {
     let n_key = key_fields.len();
     let mut out = Folded {
-        records: HashMap::new(),
+        records: KeyMap::default(),
         keys: Vec::new(),
-        key_rows: HashMap::new(),
+        key_rows: KeyMap::default(),
     };
     let mut key_parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); n_key];
     let mut next_row = 0u32;
@@ -212,10 +209,12 @@ pub(crate) async fn write(
     })
 }
 
-/// The list after adding `file`; when it grows past [`MAX_FILES`] every record is read and
-/// folded into one file that keeps only tombstones (records of keys brought back go). The
-/// files left out stay where they are (a clone may list them; orphan removal deletes them
-/// once no table lists them). Returns the new list and the files written.
+/// The list after adding `file`, its newest files merged by size tier: while the file
+/// before the newest holds no more records than it, the two become one (a binary counter:
+/// about log2(records) files, and each record rewritten about log2 times over its life, so
+/// a batch's cost does not grow with the tombstones already held). The files merged away
+/// stay where they are (a clone may list them; orphan removal deletes them once no table
+/// lists them). Returns the new list and the files written.
 pub(crate) async fn with_file(
     table: &Table,
     list: &TombstoneList,
@@ -229,12 +228,31 @@ pub(crate) async fn with_file(
         written.push(f.path.clone());
         next.files.push(f);
     }
-    if next.files.len() <= MAX_FILES {
+    let counts: Vec<u64> = next.files.iter().map(|f| f.records).collect();
+    let from = merge_from(&counts);
+    if next.files.len() - from < 2 {
         return Ok((next, written));
     }
-    let merged = rewrite(table, &next, key_fields, conv, |_| true).await?;
+    let run = TombstoneList {
+        files: next.files.split_off(from),
+    };
+    // Records that bring a key back must stay while an older file may hold its tombstone.
+    let merged = merge(table, &run, key_fields, conv, from > 0, |_| true).await?;
     written.extend(merged.files.iter().map(|f| f.path.clone()));
-    Ok((merged, written))
+    next.files.extend(merged.files);
+    Ok((next, written))
+}
+
+/// Where the run of newest files to merge starts, given each file's record count (oldest
+/// first): the newest file, and each older one holding no more records than the run so far.
+fn merge_from(records: &[u64]) -> usize {
+    let mut from = records.len().saturating_sub(1);
+    let mut run = records.last().copied().unwrap_or(0);
+    while from >= 1 && records[from - 1] <= run {
+        from -= 1;
+        run += records[from];
+    }
+    from
 }
 
 /// Every record of `list` folded per key, keeping the tombstones `keep` accepts, written as
@@ -246,11 +264,24 @@ pub(crate) async fn rewrite(
     conv: &RowConverter,
     keep: impl Fn(&Record) -> bool,
 ) -> Result<TombstoneList> {
+    merge(table, list, key_fields, conv, false, keep).await
+}
+
+/// The records of `list` folded per key as one file: tombstones that `keep` accepts, and,
+/// with `revivals`, records that brought a key back.
+async fn merge(
+    table: &Table,
+    list: &TombstoneList,
+    key_fields: &[FieldRef],
+    conv: &RowConverter,
+    revivals: bool,
+    keep: impl Fn(&Record) -> bool,
+) -> Result<TombstoneList> {
     let all = load(table, list, key_fields, conv, None).await?;
     let mut rows: Vec<(u32, Record)> = all
         .records
         .iter()
-        .filter(|(_, r)| r.deleted && keep(r))
+        .filter(|(_, r)| (r.deleted || revivals) && keep(r))
         .filter_map(|(k, r)| Some((*all.key_rows.get(k)?, *r)))
         .collect();
     rows.sort_unstable_by_key(|(i, _)| *i);
@@ -269,7 +300,7 @@ pub(crate) async fn rewrite(
         keys,
         Int64Array::from_iter_values(rows.iter().map(|(_, r)| r.version)),
         Int64Array::from_iter_values(rows.iter().map(|(_, r)| r.at_ms)),
-        BooleanArray::from(vec![true; rows.len()]),
+        BooleanArray::from_iter(rows.iter().map(|(_, r)| Some(r.deleted))),
     )
     .await?;
     Ok(TombstoneList { files: vec![f] })
@@ -427,5 +458,32 @@ pub async fn expire_tombstones(
                 return Err(e);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_from;
+
+    #[test]
+    fn newest_files_merge_by_size_tier() {
+        assert_eq!(merge_from(&[]), 0);
+        assert_eq!(merge_from(&[5]), 0, "one file: nothing to merge");
+        assert_eq!(merge_from(&[10, 10]), 0, "equal tiers merge");
+        assert_eq!(merge_from(&[20, 10]), 1, "an older, larger file waits");
+        assert_eq!(merge_from(&[20, 10, 10]), 0, "the merge cascades");
+        assert_eq!(merge_from(&[1000, 40, 5, 5]), 1);
+        // A steady stream keeps about log2(batches) files.
+        let mut files: Vec<u64> = Vec::new();
+        for _ in 0..1000 {
+            files.push(100);
+            let from = merge_from(&files);
+            if files.len() - from >= 2 {
+                let merged: u64 = files.drain(from..).sum();
+                files.push(merged);
+            }
+            assert!(files.len() <= 11, "{files:?}");
+        }
+        assert_eq!(files.iter().sum::<u64>(), 100_000);
     }
 }

@@ -100,9 +100,11 @@ impl EqualityDeletes {
     }
 }
 
+/// A delete file decoded (position deletes and deletion vectors are shared with the
+/// storage's memo: delete files never change).
 enum Loaded {
-    Positions(HashMap<String, RoaringTreemap>),
-    Vector(RoaringTreemap),
+    Positions(Arc<HashMap<String, RoaringTreemap>>),
+    Vector(Arc<RoaringTreemap>),
     Equality(Arc<EqualityDeletes>),
 }
 
@@ -193,11 +195,11 @@ pub async fn read_positions(
     let schema = Schema::builder().build()?;
     let arrow = arrow_schema::Schema::empty();
     match load_one(storage, &schema, &arrow, e).await? {
-        Loaded::Positions(m) => Ok(m),
+        Loaded::Positions(m) => Ok(Arc::unwrap_or_clone(m)),
         Loaded::Vector(bm) => Ok(e
             .file
             .referenced_data_file()
-            .map(|r| HashMap::from([(canonical_path(&r).to_string(), bm)]))
+            .map(|r| HashMap::from([(canonical_path(&r).to_string(), Arc::unwrap_or_clone(bm))]))
             .unwrap_or_default()),
         Loaded::Equality(_) => Err(Error::invalid(format!(
             "'{}' is an equality delete file, not position deletes",
@@ -214,20 +216,39 @@ async fn load_one(
 ) -> Result<Loaded> {
     let f = &e.file;
     let path = f.file_path();
+    let memo_key = format!(
+        "{path}\n{},{},{}",
+        f.file_size_in_bytes(),
+        f.content_offset().unwrap_or(-1),
+        f.record_count()
+    );
     match (f.content_type(), f.file_format()) {
         (DataContentType::PositionDeletes, DataFileFormat::Puffin) => {
+            if let Some(bm) = storage.memo().get::<RoaringTreemap>(&memo_key) {
+                return Ok(Loaded::Vector(bm));
+            }
             let range = dv_range(path, f.content_offset(), f.content_size_in_bytes())?;
             let blob = storage
                 .get_range(path, range.clone())
                 .await
                 .map_err(|err| err.context(format!("deletion vector file '{path}'")))?;
-            let bm = decode_dv(&blob, range, f.record_count(), path)?;
+            let weight = blob.len() as u64;
+            let bm = Arc::new(decode_dv(&blob, range, f.record_count(), path)?);
+            storage.memo().put(&memo_key, weight, bm.clone());
             Ok(Loaded::Vector(bm))
         }
         (DataContentType::PositionDeletes, _) => {
+            if let Some(m) = storage
+                .memo()
+                .get::<HashMap<String, RoaringTreemap>>(&memo_key)
+            {
+                return Ok(Loaded::Positions(m));
+            }
             let bytes = read_bytes(storage, path).await?;
+            let weight = bytes.len() as u64;
             let p = path.to_string();
-            let m = blocking(move || decode_position_deletes(bytes, &p)).await?;
+            let m = Arc::new(blocking(move || decode_position_deletes(bytes, &p)).await?);
+            storage.memo().put(&memo_key, weight, m.clone());
             Ok(Loaded::Positions(m))
         }
         (DataContentType::EqualityDeletes, _) => {

@@ -525,7 +525,11 @@ impl Scan {
         let list = self.table.manifest_list(&snap).await?;
         let partition_filters = PartitionFilters::new(bound.as_ref(), md.partition_specs_iter())?;
         let mut wanted = Vec::new();
-        for mf in &list {
+        // A manifest with no added or existing entry lists only removed files.
+        for mf in list
+            .iter()
+            .filter(|mf| mf.has_added_files() || mf.has_existing_files())
+        {
             let spec = md
                 .partition_spec_by_id(mf.partition_spec_id)
                 .cloned()

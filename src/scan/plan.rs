@@ -88,7 +88,7 @@ pub struct PlanStats {
 /// Plans a scan of `manifests` (data and delete manifests of one snapshot) for `filter`:
 /// the data files that may hold matching rows, each with the delete files that apply to it.
 pub fn plan_files(
-    manifests: &[(Arc<PartitionSpec>, Manifest, Option<i64>)],
+    manifests: &[(Arc<PartitionSpec>, Arc<Manifest>, Option<i64>)],
     filter: Option<&BoundPredicate>,
     partition_filters: &PartitionFilters,
     table: &str,

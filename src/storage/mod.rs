@@ -6,6 +6,7 @@
 
 mod iceberg_io;
 mod location;
+mod memo;
 mod s3;
 mod stats;
 
@@ -55,6 +56,8 @@ pub struct Storage {
     relocation: Option<Arc<(String, String)>>,
     /// Requests sent through this storage and its clones ([`Storage::request_stats`]).
     counters: Arc<stats::Counters>,
+    /// Decoded immutable files (manifests), shared with the clones.
+    memo: Arc<memo::Memo>,
 }
 
 /// What a location resolved to.
@@ -91,6 +94,7 @@ impl Storage {
             buckets: HashMap::new(),
             relocation: None,
             counters: Arc::default(),
+            memo: Arc::default(),
         }
     }
 
@@ -252,8 +256,14 @@ impl Storage {
         }
     }
 
+    /// Decoded immutable files read through this storage and its clones.
+    pub(crate) fn memo(&self) -> &memo::Memo {
+        &self.memo
+    }
+
     /// Writes an object, replacing any existing one.
     pub async fn put(&self, location: &str, bytes: Bytes) -> Result<()> {
+        self.memo.forget(location);
         let (store, path) = self.resolve(location)?;
         store
             .put(&path, PutPayload::from(bytes))
@@ -316,6 +326,7 @@ impl Storage {
 
     /// Deletes an object; a missing object is not an error.
     pub async fn delete(&self, location: &str) -> Result<()> {
+        self.memo.forget(location);
         let (store, path) = self.resolve(location)?;
         match store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),

@@ -319,12 +319,18 @@ impl SnapshotProducer {
         })
     }
 
-    /// Carries the base's manifests over, rewriting those that hold removed files.
+    /// Carries the base's manifests over, rewriting those that hold removed files. A manifest
+    /// without live entries (only files an earlier snapshot removed) is not carried: it
+    /// belongs to the snapshot that wrote it, as in Iceberg Java's producers.
     async fn carry_over(
         &mut self,
         base: &Table,
         existing: Vec<ManifestFile>,
     ) -> Result<Vec<ManifestFile>> {
+        let existing: Vec<ManifestFile> = existing
+            .into_iter()
+            .filter(|mf| mf.has_added_files() || mf.has_existing_files())
+            .collect();
         if self.removed.is_empty() {
             return Ok(existing);
         }
@@ -332,10 +338,6 @@ impl SnapshotProducer {
         let mut out = Vec::with_capacity(existing.len());
         let mut found: HashSet<FileKey> = HashSet::new();
         for (i, mf) in existing.into_iter().enumerate() {
-            if !mf.has_added_files() && !mf.has_existing_files() {
-                out.push(mf);
-                continue;
-            }
             let m = base.load_manifest(&mf).await?;
             let hits = m
                 .entries()

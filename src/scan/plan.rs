@@ -272,7 +272,7 @@ mod tests {
         spec: &Arc<PartitionSpec>,
         content: ManifestContentType,
         entries: Vec<(ManifestStatus, Option<i64>, DataFile)>,
-    ) -> Manifest {
+    ) -> Arc<Manifest> {
         let md = ManifestMetadata::builder()
             .schema(schema())
             .schema_id(0)
@@ -292,7 +292,7 @@ mod tests {
                     .build()
             })
             .collect();
-        Manifest::new(md, entries)
+        Arc::new(Manifest::new(md, entries))
     }
 
     fn bound(text: Predicate) -> BoundPredicate {

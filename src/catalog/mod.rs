@@ -522,6 +522,17 @@ impl Catalog {
             creation.schema = crate::spec::with_primary_key(creation.schema, &creation.primary_key)
                 .map_err(|e| e.context(format!("creating {name}")))?;
         }
+        // Merge engines: the state columns their functions keep, then the rule checked whole.
+        creation.schema =
+            crate::spec::keyed::with_state_columns(creation.schema, &creation.properties)
+                .map_err(|e| e.context(format!("creating {name}")))?;
+        if !creation.primary_key.is_empty()
+            || creation
+                .properties
+                .contains_key(crate::spec::keyed::MERGE_ENGINE)
+        {
+            crate::spec::keyed::KeyedSpec::check(&creation.schema, &creation.properties, &name)?;
+        }
         if self.table_exists(ident).await? {
             return Err(Error::new(
                 ErrorKind::AlreadyExists,

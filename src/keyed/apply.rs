@@ -21,7 +21,7 @@ use super::tombstones;
 use crate::catalog::Catalog;
 use crate::dml::{stage, stage_known, CommitExtras, RowLevelKind, Staged};
 use crate::error::{ErrorKind, Result};
-use crate::spec::keyed::{sink_checkpoint_key, KeyedSpec, TombstoneList, TOMBSTONES};
+use crate::spec::keyed::{sink_checkpoint_key, KeyedSpec, MergeEngine, TombstoneList, TOMBSTONES};
 use crate::spec::{Datum, Schema, TableIdent};
 use crate::table::Table;
 use crate::txn::PropertyUpdate;
@@ -192,6 +192,13 @@ async fn apply_once(
             result.already_committed = true;
             return Ok(result);
         }
+    }
+    if KeyedSpec::of(table.metadata(), &table.name())?.engine != MergeEngine::Replace {
+        if let Some(slot) = index {
+            // The key index serves the replace engine only.
+            *slot = None;
+        }
+        return apply_merge_once(catalog, table, changes, options, sink, result).await;
     }
     let prep = prepare(table, changes, options)?;
     result.added_columns = prep.added_columns.clone();
@@ -393,22 +400,11 @@ async fn commit_extras(
     decided: &Decided,
     sink: Option<(&str, i64)>,
 ) -> Result<(CommitExtras, u64)> {
-    let mut extras = CommitExtras {
-        no_concurrent_commit: true,
-        schema: prep.new_schema.clone(),
-        ..CommitExtras::default()
-    };
+    let mut extras = base_extras(table, prep.new_schema.clone(), sink);
     let current = table.metadata().properties().get(TOMBSTONES).cloned();
     let mut bytes = 0;
     if decided.tombstones.is_empty() {
-        // Unchanged, but a concurrent change to it must still be seen.
-        if current.is_some() {
-            extras.properties.push(PropertyUpdate {
-                key: TOMBSTONES.to_string(),
-                expected: current.clone(),
-                value: current,
-            });
-        }
+        guard_tombstones(table, &mut extras);
     } else {
         let idx = arrow_array::UInt32Array::from_iter_values(
             decided.tombstones.iter().map(|t| t.0 as u32),
@@ -457,6 +453,21 @@ async fn commit_extras(
             value: (!next.files.is_empty()).then(|| next.to_property()),
         });
     }
+    Ok((extras, bytes))
+}
+
+/// What every keyed commit carries: the schema change, the sink's checkpoint; refusing any
+/// concurrent commit (the batch is then planned again).
+fn base_extras(
+    table: &Table,
+    schema: Option<(i32, Schema)>,
+    sink: Option<(&str, i64)>,
+) -> CommitExtras {
+    let mut extras = CommitExtras {
+        no_concurrent_commit: true,
+        schema,
+        ..CommitExtras::default()
+    };
     if let Some((s, n)) = sink {
         let key = sink_checkpoint_key(s);
         extras.summary.push((key.clone(), n.to_string()));
@@ -466,7 +477,49 @@ async fn commit_extras(
             value: Some(n.to_string()),
         });
     }
-    Ok((extras, bytes))
+    extras
+}
+
+/// The tombstone list, unchanged, still guards the commit: a concurrent change to it must be
+/// seen.
+fn guard_tombstones(table: &Table, extras: &mut CommitExtras) {
+    if let Some(current) = table.metadata().properties().get(TOMBSTONES) {
+        extras.properties.push(PropertyUpdate {
+            key: TOMBSTONES.to_string(),
+            expected: Some(current.clone()),
+            value: Some(current.clone()),
+        });
+    }
+}
+
+/// [`apply_once`] for the merge engines that fold rows (see [`super::merge`]).
+async fn apply_merge_once(
+    catalog: &Catalog,
+    table: &Table,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+    sink: Option<(&str, i64)>,
+    mut result: UpsertResult,
+) -> Result<UpsertResult> {
+    let d = super::merge::decide(table, changes, options).await?;
+    result.added_columns = d.added_columns;
+    result.keys = d.keys;
+    let c = d.counts;
+    (result.inserted, result.updated, result.deleted) = (c.inserted, c.updated, c.deleted);
+    (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
+    let mut extras = base_extras(table, d.new_schema, sink);
+    guard_tombstones(table, &mut extras);
+    let r = d.staged.commit(catalog, table, extras).await?;
+    result.snapshot_id = r.snapshot_id;
+    result.table = r.table;
+    result.added_data_files = r.added_data_files;
+    result.added_delete_files = r.added_delete_files;
+    result.written_bytes += r.written_bytes;
+    result.committed_checkpoint = match (sink, result.snapshot_id) {
+        (Some((_, n)), Some(_)) => Some(n),
+        _ => result.committed_checkpoint,
+    };
+    Ok(result)
 }
 
 /// Brings `idx` to `table`'s state after the batch committed.
@@ -488,7 +541,7 @@ async fn follow(
 
 /// A filter every row of the batch's keys passes: the first key column in the batch's key
 /// set (small batches) or between its smallest and largest value (integer and string keys).
-fn key_filter(column: &str, values: &ArrayRef) -> Option<Predicate> {
+pub(super) fn key_filter(column: &str, values: &ArrayRef) -> Option<Predicate> {
     let r = || Reference::new(column.to_string());
     let datums: Vec<Datum> = if let Some(a) = values.as_any().downcast_ref::<Int64Array>() {
         a.iter().flatten().map(Datum::long).collect()

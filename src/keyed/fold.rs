@@ -258,6 +258,8 @@ mod tests {
             version: version.then(|| "ver".into()),
             delete: Some("del".into()),
             engine: MergeEngine::Replace,
+            aggregates: vec![],
+            drop_zero_rows: true,
         }
     }
 

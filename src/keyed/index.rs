@@ -119,7 +119,7 @@ impl<K: std::hash::Hash + Eq> Binned<K> {
     fn for_map(map: &KeyMap<K, Loc>) -> Self {
         let buckets = (map.capacity() / 7 * 8).max(1).next_power_of_two() as u64;
         Self {
-            hasher: map.hasher().clone(),
+            hasher: *map.hasher(),
             mask: buckets - 1,
             shift: buckets.trailing_zeros().saturating_sub(16),
             bins: (0..256).map(|_| Vec::new()).collect(),
@@ -264,7 +264,9 @@ impl KeyIndex {
         id
     }
 
-    /// Indexes the rows of `batch` (key columns and the version, by name) of file `file`.
+    /// Indexes the rows of `batch` (key columns and the version, by name) of file `file`,
+    /// into `pending` when given (a build), else straight into the map.
+    #[allow(clippy::too_many_arguments)]
     fn add_rows(
         &mut self,
         table: &Table,

@@ -23,6 +23,7 @@
 //! small batches) against manifest bounds, then only the key and version columns of the
 //! remaining files are read, with their deletes applied.
 
+mod aggregate;
 mod apply;
 mod batch;
 mod changer;
@@ -32,6 +33,8 @@ pub mod debezium;
 mod evolve;
 mod fold;
 mod index;
+mod merge;
+mod sketch;
 mod tombstones;
 
 pub use batch::{ChangeBatch, UpsertOptions, UpsertResult};

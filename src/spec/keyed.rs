@@ -36,13 +36,7 @@ pub fn check_sink_id(sink: &str) -> Result<()> {
     }
 }
 
-/// How a keyed table merges the changes of one key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MergeEngine {
-    /// The highest version wins, later arrivals on ties (ClickHouse's ReplacingMergeTree).
-    Replace,
-}
+pub use super::merge_engine::{with_state_columns, Aggregate, Function, MergeEngine};
 
 /// A keyed table's merge rule, resolved against its current schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,13 +49,33 @@ pub struct KeyedSpec {
     pub delete: Option<String>,
     /// The merge engine.
     pub engine: MergeEngine,
+    /// The per-column functions (`sum` and `aggregate` engines; empty otherwise).
+    pub aggregates: Vec<Aggregate>,
+    /// The `sum` engine removes keys whose summed columns all fold to zero.
+    pub drop_zero_rows: bool,
 }
 
 impl KeyedSpec {
     /// The merge rule of `md` (current schema and properties); an error says what is missing.
     pub fn of(md: &TableMetadata, table: &str) -> Result<Self> {
-        let schema = md.current_schema();
-        let props = md.properties();
+        Self::resolve(md.current_schema(), md.properties(), table)
+    }
+
+    /// Checks the rule a table being created with `schema` and `props` would have (a
+    /// table with a merge engine but no primary key, a bad function, …).
+    pub fn check(
+        schema: &Schema,
+        props: &std::collections::HashMap<String, String>,
+        table: &str,
+    ) -> Result<()> {
+        Self::resolve(schema, props, table).map(|_| ())
+    }
+
+    fn resolve(
+        schema: &Schema,
+        props: &std::collections::HashMap<String, String>,
+        table: &str,
+    ) -> Result<Self> {
         let mut ids: Vec<i32> = schema.identifier_field_ids().collect();
         ids.sort_unstable();
         if ids.is_empty() {
@@ -78,13 +92,10 @@ impl KeyedSpec {
             })?;
             key.push(name.to_string());
         }
-        let engine = match props.get(MERGE_ENGINE).map(String::as_str) {
-            None | Some("replace") => MergeEngine::Replace,
-            Some(other) => {
-                return Err(Error::unsupported(format!(
-                    "table {table}: {MERGE_ENGINE}={other} is not supported; use replace"
-                )))
-            }
+        let engine = match props.get(MERGE_ENGINE) {
+            None => MergeEngine::Replace,
+            Some(e) => MergeEngine::parse(e)
+                .ok_or_else(|| super::merge_engine::unknown_engine(e, table))?,
         };
         let column = |prop: &str, what: &str, ok: fn(&PrimitiveType) -> bool, types: &str| {
             let Some(name) = props.get(prop) else {
@@ -141,11 +152,42 @@ impl KeyedSpec {
                 "table {table}: the version and delete columns must differ"
             )));
         }
+        if engine != MergeEngine::Replace && delete.is_some() {
+            return Err(Error::unsupported(format!(
+                "table {table}: {DELETE_COLUMN} is set, but the {} engine folds rows and deletes none; \
+                 only the replace engine takes a delete column",
+                engine.name()
+            )));
+        }
+        if !matches!(engine, MergeEngine::Replace | MergeEngine::PartialUpdate) && version.is_some()
+        {
+            return Err(Error::unsupported(format!(
+                "table {table}: {VERSION_COLUMN} is set, but the {} engine folds rows in arrival order; \
+                 only the replace and partial-update engines order rows by a version",
+                engine.name()
+            )));
+        }
+        let aggregates = super::merge_engine::aggregates(engine, schema, &key, props, table)?;
+        let drop_zero_rows = match props
+            .get(super::merge_engine::DROP_ZERO_ROWS)
+            .map(String::as_str)
+        {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(v) => {
+                return Err(Error::invalid(format!(
+                    "table {table}: {}={v} is not true or false",
+                    super::merge_engine::DROP_ZERO_ROWS
+                )))
+            }
+        };
         Ok(Self {
             key,
             version,
             delete,
             engine,
+            aggregates,
+            drop_zero_rows,
         })
     }
 

@@ -4,6 +4,7 @@
 mod ddl;
 pub mod keyed;
 mod layout;
+mod merge_engine;
 mod names;
 mod properties;
 mod property_keys;

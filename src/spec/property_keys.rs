@@ -100,6 +100,7 @@ const KNOWN: &[&str] = &[
     "floe.merge-engine",
     "floe.merge.version-column",
     "floe.merge.delete-column",
+    "floe.merge.drop-zero-rows",
     "floe.tombstones",
 ];
 
@@ -110,6 +111,7 @@ const PREFIXES: &[&str] = &[
     "write.parquet.bloom-filter-fpp.column.",
     "write.parquet.stats-enabled.column.",
     "floe.sink.",
+    "floe.aggregate.",
 ];
 
 /// Refuses keys in an owned namespace that no one defines, naming the nearest known key.

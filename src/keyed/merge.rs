@@ -1,0 +1,319 @@
+//! Applying one batch to a keyed table whose merge engine folds rows (`sum`, `aggregate`,
+//! `partial-update`, `first-row`): the batch's rows become partial states
+//! ([`super::aggregate`]), the stored rows of its keys are read (the files pruned by the
+//! keys' range), and each key's stored row and incoming rows are merged into its new row,
+//! which replaces the stored one (deletion vectors / position deletes as
+//! `write.merge.mode` says, or rewritten files). `first-row` leaves a stored row in place and
+//! ignores the key's incoming rows.
+
+use arrow::row::RowConverter;
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
+use arrow_schema::SchemaRef;
+
+use super::aggregate::{fold_states, partial_states, Inputs};
+use super::batch::{ChangeBatch, UpsertOptions};
+use super::changer::Counts;
+use super::evolve::{evolve, relaxed};
+use super::fold::{key_converter, key_rows, versions_of, Columns, KeyMap};
+use crate::dml::{stage, RowChanger, RowLevelKind, Staged};
+use crate::error::{Error, Result};
+use crate::spec::keyed::{KeyedSpec, MergeEngine};
+use crate::spec::Schema;
+use crate::table::Table;
+use crate::write::Conformer;
+
+/// A batch decided against the table, its files staged.
+pub(super) struct MergeDecided {
+    pub counts: Counts,
+    pub keys: u64,
+    pub staged: Staged,
+    pub new_schema: Option<(i32, Schema)>,
+    pub added_columns: Vec<String>,
+}
+
+/// Folds `changes` into `table`'s stored rows and stages the result.
+pub(super) async fn decide(
+    table: &Table,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+) -> Result<MergeDecided> {
+    let name = table.name();
+    let spec = KeyedSpec::of(table.metadata(), &name)?;
+    // Input columns that feed functions without being table columns leave the batch first.
+    let schema = table.metadata().current_schema();
+    let input_names: Vec<&str> = spec
+        .aggregates
+        .iter()
+        .filter_map(|a| a.function.input())
+        .filter(|i| schema.field_by_name(i).is_none())
+        .collect();
+    let mut stripped = ChangeBatch::new();
+    let mut inputs: Vec<Inputs> = Vec::new();
+    for (source, b) in &changes.parts {
+        let mut keep = Vec::new();
+        let mut taken: Inputs = Vec::new();
+        for (i, f) in b.schema().fields().iter().enumerate() {
+            if input_names.contains(&f.name().as_str()) {
+                taken.push((f.name().clone(), b.column(i).clone()));
+            } else if is_state_column(&spec, f.name()) {
+                return Err(Error::invalid(format!(
+                    "{source}: column '{}' is a state column floe keeps for table {name}; batches carry \
+                     the inputs of functions, not their states",
+                    f.name()
+                )));
+            } else {
+                keep.push(i);
+            }
+        }
+        stripped.push(source.clone(), b.project(&keep)?);
+        inputs.push(taken);
+    }
+    let (write_table, new_schema, added_columns) = evolve(table, &stripped, options.evolve_schema)?;
+    let spec = KeyedSpec::of(write_table.metadata(), &name)?;
+    let strict = write_table.arrow_schema()?;
+    let conformer = Conformer::new(
+        &relaxed(write_table.metadata().current_schema(), &spec)?,
+        &name,
+    )?;
+    let schema = conformer.schema().clone();
+    let mut next_row: std::collections::HashMap<&str, u64> = Default::default();
+    let mut partials = Vec::with_capacity(stripped.parts.len());
+    for ((source, b), taken) in stripped.parts.iter().zip(&inputs) {
+        let first = next_row.entry(source.as_str()).or_insert(1);
+        let conformed = conformer
+            .conform_from(b, source, *first)
+            .map_err(|e| e.context(source))?;
+        *first += b.num_rows() as u64;
+        check_keys(&spec, &conformed, source)?;
+        partials.push(partial_states(&spec, &schema, &conformed, taken, source)?);
+    }
+    let partials = arrow_select::concat::concat_batches(&schema, &partials)?;
+    let cols = Columns::of(&spec, &schema)?;
+    let conv = key_converter(&schema, &cols.key)?;
+    let keys = key_rows(&conv, &partials, &cols.key)?;
+    let mut key_index: KeyMap<Box<[u8]>, u32> = KeyMap::default();
+    for r in 0..keys.num_rows() {
+        let next = key_index.len() as u32;
+        key_index.entry(keys.row(r).as_ref().into()).or_insert(next);
+    }
+    let n_keys = key_index.len();
+    let filter = super::apply::key_filter(&spec.key[0], partials.column(cols.key[0]));
+    let mut changer = MergeChanger {
+        spec: spec.clone(),
+        schema: schema.clone(),
+        strict,
+        conv: key_converter(
+            &write_table.arrow_schema()?,
+            &Columns::of(&spec, &write_table.arrow_schema()?)?.key,
+        )?,
+        keys: key_index,
+        seen: vec![false; n_keys],
+        stored: Vec::new(),
+        partials,
+        table: name.clone(),
+        counts: Counts::default(),
+    };
+    let staged = stage(&write_table, RowLevelKind::Merge, filter, &mut changer).await?;
+    Ok(MergeDecided {
+        counts: changer.counts,
+        keys: n_keys as u64,
+        staged,
+        new_schema,
+        added_columns,
+    })
+}
+
+fn is_state_column(spec: &KeyedSpec, name: &str) -> bool {
+    spec.aggregates.iter().any(|a| {
+        a.function
+            .state_columns(&a.column)
+            .iter()
+            .any(|(n, _)| n == name)
+    })
+}
+
+/// Every change needs its key.
+fn check_keys(spec: &KeyedSpec, b: &RecordBatch, source: &str) -> Result<()> {
+    for k in &spec.key {
+        let Some(c) = b.column_by_name(k) else {
+            return Err(Error::invalid(format!(
+                "{source}: key column '{k}' is missing; every change needs its key"
+            )));
+        };
+        if let Some(r) = (0..c.len()).find(|&r| c.is_null(r)) {
+            return Err(Error::invalid(format!(
+                "row {} of {source}: key column '{k}' is null; every change needs its key",
+                r + 1
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Collects the stored rows of the batch's keys (removing them, but for `first-row`), then
+/// merges them with the batch.
+struct MergeChanger {
+    spec: KeyedSpec,
+    /// The partial states' schema (the table's, relaxed).
+    schema: SchemaRef,
+    /// The table's schema as written (required columns).
+    strict: SchemaRef,
+    /// Encodes the stored rows' keys.
+    conv: RowConverter,
+    /// Encoded key → its number (first appearance in the batch).
+    keys: KeyMap<Box<[u8]>, u32>,
+    /// Per key: whether a stored row was seen.
+    seen: Vec<bool>,
+    /// The stored rows of the batch's keys, in the partial states' schema.
+    stored: Vec<RecordBatch>,
+    partials: RecordBatch,
+    table: String,
+    counts: Counts,
+}
+
+impl MergeChanger {
+    /// `batch`'s rows `idx` in the partial states' schema (columns by name; a column the
+    /// stored rows lack — added since — is null).
+    fn conform_stored(&self, batch: &RecordBatch, idx: &[u32]) -> Result<RecordBatch> {
+        let idx = arrow_array::UInt32Array::from(idx.to_vec());
+        let cols = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| match batch.column_by_name(f.name()) {
+                Some(c) => {
+                    let c = arrow_select::take::take(c, &idx, None)?;
+                    Ok(if c.data_type() == f.data_type() {
+                        c
+                    } else {
+                        arrow_cast::cast(&c, f.data_type())?
+                    })
+                }
+                None => Ok(arrow_array::new_null_array(f.data_type(), idx.len())),
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        Ok(RecordBatch::try_new(self.schema.clone(), cols)?)
+    }
+}
+
+impl RowChanger for MergeChanger {
+    fn columns(&self) -> Option<Vec<String>> {
+        None
+    }
+
+    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        let key_cols =
+            self.spec
+                .key
+                .iter()
+                .map(|k| {
+                    batch.column_by_name(k).cloned().ok_or_else(|| {
+                        Error::io(format!("the scan did not return key column '{k}'"))
+                    })
+                })
+                .collect::<Result<Vec<ArrayRef>>>()?;
+        let rows = self.conv.convert_columns(&key_cols)?;
+        let mut remove = vec![false; batch.num_rows()];
+        let mut take = Vec::new();
+        for (r, rm) in remove.iter_mut().enumerate() {
+            let Some(&k) = self.keys.get(rows.row(r).as_ref()) else {
+                continue;
+            };
+            if std::mem::replace(&mut self.seen[k as usize], true) {
+                return Err(Error::invalid(format!(
+                    "table {} holds a key of the batch in more than one live row (was it written by an engine \
+                     that does not keep keys unique?); nothing was committed: remove the duplicates first",
+                    self.table
+                )));
+            }
+            if self.spec.engine != MergeEngine::FirstRow {
+                *rm = true;
+                take.push(r as u32);
+            }
+        }
+        if !take.is_empty() {
+            let s = self.conform_stored(batch, &take)?;
+            self.stored.push(s);
+        }
+        Ok((BooleanArray::from(remove), None))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let mut all = std::mem::take(&mut self.stored);
+        let n_stored: usize = all.iter().map(|b| b.num_rows()).sum();
+        all.push(self.partials.clone());
+        let rows = arrow_select::concat::concat_batches(&self.schema, &all)?;
+        let cols = Columns::of(&self.spec, &self.schema)?;
+        let conv = key_converter(&self.schema, &cols.key)?;
+        let keys = key_rows(&conv, &rows, &cols.key)?;
+        let versions = match cols.version {
+            Some(v) => Some(versions_of(rows.column(v))?),
+            None => None,
+        };
+        let merged = fold_states(&self.spec, &rows, &keys, versions.as_ref(), &self.table)?;
+        let mut keep = Vec::with_capacity(merged.groups.len());
+        let mut c = Counts::default();
+        for (g, members) in merged.groups.iter().enumerate() {
+            let had_stored = (members[0] as usize) < n_stored;
+            // first-row: a key with a stored row keeps it (it was not read for merging).
+            let first_row_kept = self.spec.engine == MergeEngine::FirstRow && {
+                let key = keys.row(members[0] as usize);
+                self.keys
+                    .get(key.as_ref())
+                    .is_some_and(|&k| self.seen[k as usize])
+            };
+            if first_row_kept {
+                c.ignored += 1;
+            } else if merged.zero[g] {
+                if had_stored {
+                    c.deleted += 1;
+                } else {
+                    c.ignored += 1;
+                }
+            } else {
+                if had_stored {
+                    c.updated += 1;
+                } else {
+                    c.inserted += 1;
+                }
+                keep.push(g as u32);
+            }
+        }
+        self.counts = c;
+        if keep.is_empty() {
+            return Ok(vec![]);
+        }
+        let out = arrow_select::take::take_record_batch(
+            &merged.rows,
+            &arrow_array::UInt32Array::from(keep),
+        )?;
+        for (i, f) in self.strict.fields().iter().enumerate() {
+            if f.is_nullable() {
+                continue;
+            }
+            let c = out.column(i);
+            if let Some(r) = (0..c.len()).find(|&r| c.is_null(r)) {
+                let key: Vec<String> = cols
+                    .key
+                    .iter()
+                    .map(|&k| {
+                        arrow_cast::display::ArrayFormatter::try_new(
+                            out.column(k).as_ref(),
+                            &Default::default(),
+                        )
+                        .map(|f| f.value(r).to_string())
+                        .unwrap_or_default()
+                    })
+                    .collect();
+                return Err(Error::invalid(format!(
+                    "table {}: required column '{}' is null in the merged row of key ({}); nothing was committed \
+                     (give it a value in the key's first change)",
+                    self.table,
+                    f.name(),
+                    key.join(", ")
+                )));
+            }
+        }
+        Ok(vec![out])
+    }
+}

@@ -449,6 +449,18 @@ fn state_column<'a>(
     })
 }
 
+/// A set or sketch state column as `Binary` (Iceberg's binary is read as `LargeBinary`).
+fn binary_state(agg: &Aggregate, rows: &RecordBatch, table: &str) -> Result<ArrayRef> {
+    let c = state_column(agg, rows, 0, table)?;
+    arrow_cast::cast(c, &DataType::Binary).map_err(|_| {
+        Error::corrupt(format!(
+            "table {table}: the state of '{}' is {}, not binary",
+            agg.column,
+            c.data_type()
+        ))
+    })
+}
+
 /// Per group: the avg's merged (sum, count).
 fn avg_states(
     agg: &Aggregate,
@@ -491,10 +503,8 @@ fn sets(
     groups: &[Group],
     table: &str,
 ) -> Result<Vec<RoaringTreemap>> {
-    let b = state_column(agg, rows, 0, table)?;
-    let b = b
-        .as_binary_opt::<i32>()
-        .ok_or_else(|| Error::corrupt(format!("table {table}: a set state is not binary")))?;
+    let b = binary_state(agg, rows, table)?;
+    let b = b.as_binary::<i32>();
     groups
         .iter()
         .map(|g| {
@@ -522,10 +532,8 @@ fn sketches(
     groups: &[Group],
     table: &str,
 ) -> Result<Vec<Hll>> {
-    let b = state_column(agg, rows, 0, table)?;
-    let b = b
-        .as_binary_opt::<i32>()
-        .ok_or_else(|| Error::corrupt(format!("table {table}: a sketch state is not binary")))?;
+    let b = binary_state(agg, rows, table)?;
+    let b = b.as_binary::<i32>();
     let what = || format!("table {table}: the sketch of '{}'", agg.column);
     groups
         .iter()

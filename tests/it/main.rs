@@ -18,6 +18,7 @@ mod json_keys;
 mod keyed;
 mod keyed_lifecycle;
 mod maintenance;
+mod merge_engines;
 mod model;
 mod newcomer;
 mod postgres;

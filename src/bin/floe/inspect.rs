@@ -51,6 +51,27 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
         .filter_map(|id| md.current_schema().name_by_field_id(id))
         .collect();
     key.sort_unstable();
+    // A keyed table's merge rule: its engine, version and delete columns, per-column
+    // functions and the columns that keep their states.
+    let merge = if key.is_empty() {
+        None
+    } else {
+        floe::spec::keyed::KeyedSpec::of(md, &t.name()).ok()
+    };
+    let merge_json = merge.as_ref().map(|m| {
+        json!({
+            "engine": m.engine.name(),
+            "version_column": m.version,
+            "delete_column": m.delete,
+            "functions": m.aggregates.iter().map(|a| json!({
+                "column": a.column,
+                "function": a.function.name(),
+                "input": a.function.input(),
+                "default": !a.explicit,
+                "state_columns": a.function.state_columns(&a.column).into_iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })
+    });
     let v = json!({
         "table": t.name(),
         "location": md.location(),
@@ -59,6 +80,7 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
         "table_uuid": md.uuid().to_string(),
         "schema": md.current_schema().as_ref(),
         "primary_key": key,
+        "merge": merge_json,
         "partition_spec": md.default_partition_spec().as_ref(),
         "sort_order": md.default_sort_order().as_ref(),
         "properties": md.properties(),
@@ -75,6 +97,35 @@ pub async fn describe(cli: &Cli, a: &TableRef) -> Result<()> {
         outln!("schema        {}", schema_text(md.current_schema()));
         if !key.is_empty() {
             outln!("primary key   {}", key.join(", "));
+        }
+        if let Some(m) = &merge {
+            let mut rule = m.engine.name().to_string();
+            if let Some(v) = &m.version {
+                rule += &format!(", version column {v}");
+            }
+            if let Some(d) = &m.delete {
+                rule += &format!(", delete column {d}");
+            }
+            outln!("merge engine  {rule}");
+            for a in &m.aggregates {
+                let f = match a.function.input() {
+                    Some(i) => format!("{}:{i}", a.function.name()),
+                    None => a.function.name().to_string(),
+                };
+                let states: Vec<String> = a
+                    .function
+                    .state_columns(&a.column)
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect();
+                let states = if states.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (state: {})", states.join(", "))
+                };
+                let default = if a.explicit { "" } else { " (default)" };
+                outln!("  {:<15} {f}{default}{states}", a.column);
+            }
         }
         let spec = md.default_partition_spec();
         let spec_text: Vec<String> = spec

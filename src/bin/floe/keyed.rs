@@ -62,10 +62,39 @@ fn format_of(path: &str, given: Option<ChangeFormat>) -> ChangeFormat {
     }
 }
 
+/// The table's Arrow schema plus the input columns its merge functions read that are not
+/// table columns (CSV and JSON lines are read by this schema): `avg` inputs as doubles,
+/// `count_distinct` inputs as longs, `approx_count_distinct` inputs as strings.
+fn with_function_inputs(table: &floe::Table) -> Result<arrow::datatypes::SchemaRef> {
+    use floe::spec::keyed::{Function, KeyedSpec};
+    let schema = table.arrow_schema()?;
+    let Ok(spec) = KeyedSpec::of(table.metadata(), &table.name()) else {
+        return Ok(schema);
+    };
+    let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().iter().cloned().collect();
+    for agg in &spec.aggregates {
+        let Some(input) = agg.function.input() else {
+            continue;
+        };
+        if fields.iter().any(|f| f.name() == input) {
+            continue;
+        }
+        let ty = match agg.function {
+            Function::Avg(_) => arrow::datatypes::DataType::Float64,
+            Function::CountDistinct(_) => arrow::datatypes::DataType::Int64,
+            _ => arrow::datatypes::DataType::Utf8,
+        };
+        fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(
+            input, ty, true,
+        )));
+    }
+    Ok(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)))
+}
+
 /// `floe upsert`.
 pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
     let (cat, table) = catalog_and_table(cli, &a.name).await?;
-    let schema = table.arrow_schema()?;
+    let schema = with_function_inputs(&table)?;
     let mut changes = ChangeBatch::new();
     for f in &a.files {
         let source = format!("'{f}'");

@@ -843,3 +843,61 @@ mod tests {
         assert!(e.contains("overflows") && e.contains("'a'"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod partial_update_tests {
+    use super::*;
+
+    #[test]
+    fn partial_update_orders_by_version_then_arrival() {
+        let s = KeyedSpec {
+            key: vec!["k".into()],
+            version: Some("ver".into()),
+            delete: None,
+            engine: MergeEngine::PartialUpdate,
+            aggregates: vec![],
+            drop_zero_rows: true,
+        };
+        // Arrival: (ver 3, email a), (ver 1, email b, phone p), (ver 3, phone q).
+        let b = RecordBatch::try_from_iter([
+            ("k", Arc::new(Int64Array::from(vec![1, 1, 1])) as ArrayRef),
+            (
+                "email",
+                Arc::new(arrow_array::StringArray::from(vec![
+                    Some("a"),
+                    Some("b"),
+                    None,
+                ])) as _,
+            ),
+            (
+                "phone",
+                Arc::new(arrow_array::StringArray::from(vec![
+                    None,
+                    Some("p"),
+                    Some("q"),
+                ])) as _,
+            ),
+            ("ver", Arc::new(Int64Array::from(vec![3, 1, 3])) as _),
+        ])
+        .unwrap();
+        let conv = super::super::fold::key_converter(&b.schema(), &[0]).unwrap();
+        let keys = super::super::fold::key_rows(&conv, &b, &[0]).unwrap();
+        let v = b.column(3).as_primitive::<Int64Type>().clone();
+        let m = fold_states(&s, &b, &keys, Some(&v), "t").unwrap();
+        let col = |c: &str| {
+            m.rows
+                .column_by_name(c)
+                .unwrap()
+                .as_string::<i32>()
+                .value(0)
+                .to_string()
+        };
+        // The version-1 values lose to version 3 wherever version 3 has a value; among the
+        // version-3 rows the later arrival wins.
+        assert_eq!(
+            (col("email"), col("phone")),
+            ("a".to_string(), "q".to_string())
+        );
+        assert_eq!(m.rows.column(3).as_primitive::<Int64Type>().value(0), 3);
+    }
+}

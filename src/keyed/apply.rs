@@ -5,30 +5,24 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray,
-};
+use arrow_array::{ArrayRef, BooleanArray, Int64Array, RecordBatch};
 use arrow_schema::FieldRef;
-use iceberg::expr::{Predicate, Reference};
 
 use super::batch::{ChangeBatch, UpsertOptions, UpsertResult};
 use super::changer::{KeyedChanger, Settled};
 use super::checkpoint::{committed_checkpoint, sink_of};
 use super::evolve::{evolve, relaxed};
-use super::fold::{self, key_converter, key_fields, key_rows, Columns, KeyMap, Part};
+use super::fold::{self, key_converter, key_fields, key_filter, key_rows, Columns, KeyMap, Part};
 use super::index::{KeyIndex, Keys};
 use super::tombstones;
 use crate::catalog::Catalog;
 use crate::dml::{stage, stage_known, CommitExtras, RowLevelKind, Staged};
 use crate::error::{ErrorKind, Result};
 use crate::spec::keyed::{sink_checkpoint_key, KeyedSpec, MergeEngine, TombstoneList, TOMBSTONES};
-use crate::spec::{Datum, Schema, TableIdent};
+use crate::spec::{Schema, TableIdent};
 use crate::table::Table;
 use crate::txn::PropertyUpdate;
 use crate::write::Conformer;
-
-/// Key sets up to this size prune files by membership, larger ones by their range.
-const IN_LIST_LIMIT: usize = 200;
 
 /// Plans and commits the batch, planning again after each conflict within `commit.retry.*`.
 /// With `index`, stored rows are found through the key index it holds (built or rebuilt when
@@ -537,35 +531,4 @@ async fn follow(
         table, &prep.spec, &prep.conv, &keys, &prep.rows, replaced, added, tombstones,
     )
     .await
-}
-
-/// A filter every row of the batch's keys passes: the first key column in the batch's key
-/// set (small batches) or between its smallest and largest value (integer and string keys).
-pub(super) fn key_filter(column: &str, values: &ArrayRef) -> Option<Predicate> {
-    let r = || Reference::new(column.to_string());
-    let datums: Vec<Datum> = if let Some(a) = values.as_any().downcast_ref::<Int64Array>() {
-        a.iter().flatten().map(Datum::long).collect()
-    } else if let Some(a) = values.as_any().downcast_ref::<Int32Array>() {
-        a.iter().flatten().map(Datum::int).collect()
-    } else if let Some(a) = values.as_any().downcast_ref::<StringArray>() {
-        a.iter().flatten().map(Datum::string).collect()
-    } else {
-        return None;
-    };
-    if datums.is_empty() {
-        return None;
-    }
-    if datums.len() <= IN_LIST_LIMIT {
-        return Some(r().is_in(datums));
-    }
-    let lo = datums
-        .iter()
-        .min_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))?;
-    let hi = datums
-        .iter()
-        .max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))?;
-    Some(
-        r().greater_than_or_equal_to(lo.clone())
-            .and(r().less_than_or_equal_to(hi.clone())),
-    )
 }

@@ -7,11 +7,19 @@ use std::collections::HashMap;
 
 use arrow::row::{RowConverter, Rows, SortField};
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
+};
 use arrow_schema::{DataType, FieldRef, SchemaRef};
+
+use iceberg::expr::{Predicate, Reference};
 
 use crate::error::{Error, Result};
 use crate::spec::keyed::KeyedSpec;
+use crate::spec::Datum;
+
+/// Key sets up to this size prune files by membership, larger ones by their range.
+const IN_LIST_LIMIT: usize = 200;
 
 /// A hash map keyed by table keys (integers or encoded rows): a fast non-cryptographic
 /// hash, seeded per map (keys come from the caller's data, not from an attacker's choice).
@@ -243,6 +251,37 @@ pub(crate) fn fold(
         versions,
         deleted,
     })
+}
+
+/// A filter every row of the batch's keys passes: the first key column in the batch's key
+/// set (small batches) or between its smallest and largest value (integer and string keys).
+pub(crate) fn key_filter(column: &str, values: &ArrayRef) -> Option<Predicate> {
+    let r = || Reference::new(column.to_string());
+    let datums: Vec<Datum> = if let Some(a) = values.as_any().downcast_ref::<Int64Array>() {
+        a.iter().flatten().map(Datum::long).collect()
+    } else if let Some(a) = values.as_any().downcast_ref::<Int32Array>() {
+        a.iter().flatten().map(Datum::int).collect()
+    } else if let Some(a) = values.as_any().downcast_ref::<StringArray>() {
+        a.iter().flatten().map(Datum::string).collect()
+    } else {
+        return None;
+    };
+    if datums.is_empty() {
+        return None;
+    }
+    if datums.len() <= IN_LIST_LIMIT {
+        return Some(r().is_in(datums));
+    }
+    let lo = datums
+        .iter()
+        .min_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))?;
+    let hi = datums
+        .iter()
+        .max_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))?;
+    Some(
+        r().greater_than_or_equal_to(lo.clone())
+            .and(r().less_than_or_equal_to(hi.clone())),
+    )
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! ignores the key's incoming rows.
 
 use arrow::row::RowConverter;
+use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
 
@@ -80,11 +81,12 @@ pub(super) async fn decide(
     let mut partials = Vec::with_capacity(stripped.parts.len());
     for ((source, b), taken) in stripped.parts.iter().zip(&inputs) {
         let first = next_row.entry(source.as_str()).or_insert(1);
-        let conformed = conformer
-            .conform_from(b, source, *first)
-            .map_err(|e| e.context(source))?;
+        let first_row = *first;
         *first += b.num_rows() as u64;
-        check_keys(&spec, &conformed, source)?;
+        let conformed = conformer
+            .conform_from(b, source, first_row)
+            .map_err(|e| e.context(source))?;
+        check_keys(&spec, &conformed, source, first_row)?;
         partials.push(partial_states(&spec, &schema, &conformed, taken, source)?);
     }
     let partials = arrow_select::concat::concat_batches(&schema, &partials)?;
@@ -97,7 +99,20 @@ pub(super) async fn decide(
         key_index.entry(keys.row(r).as_ref().into()).or_insert(next);
     }
     let n_keys = key_index.len();
-    let filter = super::apply::key_filter(&spec.key[0], partials.column(cols.key[0]));
+    // A single integer key is matched by value (no row encoding of every stored row).
+    let long_keys = (cols.key.len() == 1 && schema.field(cols.key[0]).data_type().is_integer())
+        .then(|| -> Result<KeyMap<i64, u32>> {
+            let k = arrow_cast::cast(partials.column(cols.key[0]), &arrow_schema::DataType::Int64)?;
+            let k = k.as_primitive::<arrow_array::types::Int64Type>();
+            let mut m = KeyMap::with_capacity_and_hasher(n_keys, Default::default());
+            for r in 0..k.len() {
+                let next = m.len() as u32;
+                m.entry(k.value(r)).or_insert(next);
+            }
+            Ok(m)
+        })
+        .transpose()?;
+    let filter = super::fold::key_filter(&spec.key[0], partials.column(cols.key[0]));
     let mut changer = MergeChanger {
         spec: spec.clone(),
         schema: schema.clone(),
@@ -107,6 +122,7 @@ pub(super) async fn decide(
             &Columns::of(&spec, &write_table.arrow_schema()?)?.key,
         )?,
         keys: key_index,
+        long_keys,
         seen: vec![false; n_keys],
         stored: Vec::new(),
         partials,
@@ -132,18 +148,18 @@ fn is_state_column(spec: &KeyedSpec, name: &str) -> bool {
     })
 }
 
-/// Every change needs its key.
-fn check_keys(spec: &KeyedSpec, b: &RecordBatch, source: &str) -> Result<()> {
-    for k in &spec.key {
+/// Every change needs its key (and its version, when the table orders by one).
+fn check_keys(spec: &KeyedSpec, b: &RecordBatch, source: &str, first_row: u64) -> Result<()> {
+    for k in spec.key.iter().chain(&spec.version) {
         let Some(c) = b.column_by_name(k) else {
             return Err(Error::invalid(format!(
-                "{source}: key column '{k}' is missing; every change needs its key"
+                "{source}: column '{k}' is missing; every change needs its key and version"
             )));
         };
         if let Some(r) = (0..c.len()).find(|&r| c.is_null(r)) {
             return Err(Error::invalid(format!(
-                "row {} of {source}: key column '{k}' is null; every change needs its key",
-                r + 1
+                "row {} of {source}: column '{k}' is null; every change needs its key and version",
+                first_row + r as u64
             )));
         }
     }
@@ -162,6 +178,8 @@ struct MergeChanger {
     conv: RowConverter,
     /// Encoded key → its number (first appearance in the batch).
     keys: KeyMap<Box<[u8]>, u32>,
+    /// The same numbers by value, for a single integer key.
+    long_keys: Option<KeyMap<i64, u32>>,
     /// Per key: whether a stored row was seen.
     seen: Vec<bool>,
     /// The stored rows of the batch's keys, in the partial states' schema.
@@ -212,11 +230,23 @@ impl RowChanger for MergeChanger {
                     })
                 })
                 .collect::<Result<Vec<ArrayRef>>>()?;
-        let rows = self.conv.convert_columns(&key_cols)?;
+        let numbers: Vec<Option<u32>> = match &self.long_keys {
+            Some(m) => {
+                let k = arrow_cast::cast(&key_cols[0], &arrow_schema::DataType::Int64)?;
+                let k = k.as_primitive::<arrow_array::types::Int64Type>();
+                (0..k.len()).map(|r| m.get(&k.value(r)).copied()).collect()
+            }
+            None => {
+                let rows = self.conv.convert_columns(&key_cols)?;
+                (0..rows.num_rows())
+                    .map(|r| self.keys.get(rows.row(r).as_ref()).copied())
+                    .collect()
+            }
+        };
         let mut remove = vec![false; batch.num_rows()];
         let mut take = Vec::new();
         for (r, rm) in remove.iter_mut().enumerate() {
-            let Some(&k) = self.keys.get(rows.row(r).as_ref()) else {
+            let Some(k) = numbers[r] else {
                 continue;
             };
             if std::mem::replace(&mut self.seen[k as usize], true) {

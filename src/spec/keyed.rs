@@ -7,8 +7,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::spec::{PrimitiveType, Schema, TableMetadata, Type};
 
-/// `floe.merge-engine`: how rows of one key are merged (`replace`).
-pub const MERGE_ENGINE: &str = "floe.merge-engine";
 /// `floe.merge.version-column`: per key the highest value wins.
 pub const VERSION_COLUMN: &str = "floe.merge.version-column";
 /// `floe.merge.delete-column`: 1 / true marks a change that deletes its key.
@@ -36,7 +34,10 @@ pub fn check_sink_id(sink: &str) -> Result<()> {
     }
 }
 
-pub use super::merge_engine::{with_state_columns, Aggregate, Function, MergeEngine};
+pub use super::merge_engine::{
+    with_state_columns, Aggregate, Function, MergeEngine, AGGREGATE_PREFIX, DROP_ZERO_ROWS,
+    MERGE_ENGINE,
+};
 
 /// A keyed table's merge rule, resolved against its current schema.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,6 +22,8 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::spec::{NestedField, PrimitiveType, Schema, Type};
 
+/// `floe.merge-engine`: how rows of one key are merged ([`MergeEngine`]; `replace` by default).
+pub const MERGE_ENGINE: &str = "floe.merge-engine";
 /// `floe.aggregate.<column>`: the column's function.
 pub const AGGREGATE_PREFIX: &str = "floe.aggregate.";
 /// `floe.merge.drop-zero-rows`: the `sum` engine removes a key whose summed columns all
@@ -266,7 +268,7 @@ pub fn aggregates(
             return Err(Error::invalid(format!(
                 "table {table}: {AGGREGATE_PREFIX}{c} is set but {}={} has no per-column functions; \
                  use floe.merge-engine=aggregate (or sum)",
-                super::keyed::MERGE_ENGINE,
+                MERGE_ENGINE,
                 engine.name()
             )));
         }
@@ -354,7 +356,7 @@ pub fn with_state_columns(
     schema: Schema,
     props: &std::collections::HashMap<String, String>,
 ) -> Result<Schema> {
-    let engine = match props.get(super::keyed::MERGE_ENGINE) {
+    let engine = match props.get(MERGE_ENGINE) {
         None => return Ok(schema),
         Some(e) => MergeEngine::parse(e).ok_or_else(|| unknown_engine(e, "the new table"))?,
     };
@@ -397,7 +399,7 @@ pub fn with_state_columns(
 pub fn unknown_engine(value: &str, table: &str) -> Error {
     Error::unsupported(format!(
         "table {table}: {}={value} is not a merge engine; use replace, sum, aggregate, partial-update or first-row",
-        super::keyed::MERGE_ENGINE
+        MERGE_ENGINE
     ))
 }
 

@@ -236,6 +236,7 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let mut checks = Vec::new();
+    let mut kept = Vec::new();
     for (ci, case) in cases().into_iter().enumerate() {
         let mut rng = StdRng::seed_from_u64(1_000 + ci as u64);
         let ident =
@@ -334,27 +335,55 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
             });
         }
         // Compaction keeps values and states.
-        let all: Vec<&str> = t
+        let names: Vec<String> = t
             .metadata()
             .current_schema()
             .as_struct()
             .fields()
             .iter()
-            .map(|f| f.name.as_str())
+            .map(|f| f.name.clone())
             .collect();
+        let all: Vec<&str> = names.iter().map(String::as_str).collect();
         let before = floe_rows(&t, None, &all).await;
         let options = [("rewrite-all".to_string(), "true".to_string())].into();
         let r = floe::maintenance::rewrite_data_files(&cat, &t, None, &options, None)
             .await
             .unwrap();
-        let after = floe_rows(r.table.as_ref().unwrap_or(&t), None, &all).await;
+        let t = r.table.unwrap_or(t);
+        let after = floe_rows(&t, None, &all).await;
         assert_eq!(
             before, after,
             "{}: rewrite_data_files changed the rows",
             case.engine
         );
+        kept.push((ident.clone(), case.engine, names, before));
     }
     peer_check(&py, &work, &checks);
+    // Expiry keeps the values (after the peers read the older snapshots); a clone carries
+    // them, states included.
+    for (ident, engine, names, before) in kept {
+        let all: Vec<&str> = names.iter().map(String::as_str).collect();
+        let t = cat.load_table(&ident).await.unwrap();
+        let expire = floe::maintenance::ExpireOptions::default()
+            .with_older_than_ms(i64::MAX)
+            .with_retain_last(1);
+        let e = floe::maintenance::expire_snapshots(&cat, &t, &expire)
+            .await
+            .unwrap();
+        assert!(
+            !e.expired_snapshot_ids.is_empty(),
+            "{engine}: expiry removed snapshots"
+        );
+        let t = cat.load_table(&ident).await.unwrap();
+        assert_eq!(before, floe_rows(&t, None, &all).await, "{engine}: expiry");
+        let copy =
+            floe::table::parse_ident(&format!("db.{}_copy", engine.replace('-', "_"))).unwrap();
+        floe::txn::clone_table(&cat, &t, &SnapshotSelector::Current, &copy, false)
+            .await
+            .unwrap();
+        let c = cat.load_table(&copy).await.unwrap();
+        assert_eq!(before, floe_rows(&c, None, &all).await, "{engine}: clone");
+    }
     drop(dir);
 }
 

@@ -133,24 +133,30 @@ def layout(b: pa.Table) -> pa.Table:
 
 
 def fold(t: pa.Table) -> pa.Table:
-    sums = t.group_by("k").aggregate(
-        [("hits", "sum"), ("mx", "max"), ("ms_sum", "sum"), ("ms_count", "sum")]
+    sums = (
+        t.group_by("k")
+        .aggregate([("hits", "sum"), ("mx", "max"), ("ms_sum", "sum"), ("ms_count", "sum")])
+        .sort_by("k")
     )
-    # Users: one (k, user) row per list element, distinct per key.
-    idx = pc.list_parent_indices(t["users"])
-    flat = pa.table({"k": pc.take(t["k"], idx), "u": pc.list_flatten(t["users"])})
-    users = flat.group_by("k").aggregate([("u", "distinct")])
-    out = sums.join(users, "k", join_type="left outer")
-    lists = out["u_distinct"]
-    lists = pc.if_else(pc.is_null(lists), pa.scalar([], pa.list_(pa.int64())), lists)
+    # Users: one (k, user) row per list element (a null for an empty list, so every key has
+    # a row), distinct non-null users per key; both sides sorted by k line up.
+    empty = pc.equal(pc.list_value_length(t["users"]), 0)
+    lists = pc.if_else(empty, pa.scalar([None], pa.list_(pa.int64())), t["users"])
+    idx = pc.list_parent_indices(lists)
+    flat = pa.table({"k": pc.take(t["k"], idx), "u": pc.list_flatten(lists)})
+    users = (
+        flat.group_by("k")
+        .aggregate([("u", "distinct", pc.CountOptions(mode="only_valid"))])
+        .sort_by("k")
+    )
     return pa.table(
         {
-            "k": out["k"],
-            "hits": out["hits_sum"],
-            "mx": out["mx_max"],
-            "ms_sum": out["ms_sum_sum"],
-            "ms_count": out["ms_count_sum"],
-            "users": pc.cast(lists, pa.list_(pa.int64())),
+            "k": sums["k"],
+            "hits": sums["hits_sum"],
+            "mx": sums["mx_max"],
+            "ms_sum": sums["ms_sum_sum"],
+            "ms_count": sums["ms_count_sum"],
+            "users": pc.cast(users["u_distinct"], pa.list_(pa.int64())),
         }
     )
 

@@ -174,9 +174,16 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
         );
         return Ok(());
     }
+    // What "ignored" means depends on the table's merge engine.
+    let ignored_why =
+        match floe::spec::keyed::KeyedSpec::of(table.metadata(), &table.name()).map(|s| s.engine) {
+            Ok(floe::spec::keyed::MergeEngine::FirstRow) => "keys already stored",
+            Ok(floe::spec::keyed::MergeEngine::Sum) => "new keys whose sums are zero",
+            _ => "older than the stored version",
+        };
     outln!(
         "upserted {} changes ({} keys) into {}: {} inserted, {} updated, {} deleted ({} of absent keys), \
-         {} ignored (older than the stored version); snapshot {}{} in {:.2}s",
+         {} ignored ({ignored_why}); snapshot {}{} in {:.2}s",
         r.input_rows,
         r.keys,
         a.name,

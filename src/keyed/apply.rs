@@ -14,6 +14,7 @@ use super::checkpoint::{committed_checkpoint, sink_of};
 use super::evolve::{evolve, relaxed};
 use super::fold::{self, key_converter, key_fields, key_filter, key_rows, Columns, KeyMap, Part};
 use super::index::{KeyIndex, Keys};
+use super::state::MergeState;
 use super::tombstones;
 use crate::catalog::Catalog;
 use crate::dml::{stage, stage_known, CommitExtras, RowLevelKind, Staged};
@@ -24,38 +25,39 @@ use crate::table::Table;
 use crate::txn::PropertyUpdate;
 use crate::write::Conformer;
 
+/// What a [`super::KeyedWriter`] keeps between batches: the key index (the replace engine)
+/// or the current rows (engines that fold rows), each of one state of the table.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    index: Option<KeyIndex>,
+    state: Option<MergeState>,
+}
+
 /// Plans and commits the batch, planning again after each conflict within `commit.retry.*`.
-/// With `index`, stored rows are found through the key index it holds (built or rebuilt when
-/// it does not reflect the table); it is left holding the index of the committed state.
+/// With `held`, stored rows are found through the key index or rows it holds (built or
+/// rebuilt when they do not reflect the table); it is left holding those of the committed
+/// state.
 pub(super) async fn apply_with_retries(
     catalog: &Catalog,
     ident: &TableIdent,
     changes: &ChangeBatch,
     options: &UpsertOptions,
-    mut index: Option<&mut Option<KeyIndex>>,
+    mut held: Option<&mut Held>,
 ) -> Result<UpsertResult> {
     let sink = sink_of(options)?;
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let table = catalog.load_table(ident).await?;
-        let r = apply_once(
-            catalog,
-            &table,
-            changes,
-            options,
-            sink,
-            index.as_deref_mut(),
-        )
-        .await;
+        let r = apply_once(catalog, &table, changes, options, sink, held.as_deref_mut()).await;
         match r {
             Ok(mut r) => {
                 r.attempts = attempt;
                 return Ok(r);
             }
             Err(e) => {
-                if let Some(i) = index.as_deref_mut() {
-                    *i = None;
+                if let Some(h) = held.as_deref_mut() {
+                    *h = Held::default();
                 }
                 if e.kind() != ErrorKind::Conflict {
                     return Err(e);
@@ -174,7 +176,7 @@ async fn apply_once(
     changes: &ChangeBatch,
     options: &UpsertOptions,
     sink: Option<(&str, i64)>,
-    mut index: Option<&mut Option<KeyIndex>>,
+    held: Option<&mut Held>,
 ) -> Result<UpsertResult> {
     let committed = match sink {
         Some((s, _)) => committed_checkpoint(table, s)?,
@@ -188,12 +190,16 @@ async fn apply_once(
         }
     }
     if KeyedSpec::of(table.metadata(), &table.name())?.engine != MergeEngine::Replace {
-        if let Some(slot) = index {
-            // The key index serves the replace engine only.
-            *slot = None;
-        }
-        return apply_merge_once(catalog, table, changes, options, sink, result).await;
+        let state = held.map(|h| {
+            h.index = None;
+            &mut h.state
+        });
+        return apply_merge_once(catalog, table, changes, options, sink, result, state).await;
     }
+    let mut index = held.map(|h| {
+        h.state = None;
+        &mut h.index
+    });
     let prep = prepare(table, changes, options)?;
     result.added_columns = prep.added_columns.clone();
     result.keys = prep.folded.rows.num_rows() as u64;
@@ -494,8 +500,16 @@ async fn apply_merge_once(
     options: &UpsertOptions,
     sink: Option<(&str, i64)>,
     mut result: UpsertResult,
+    mut state: Option<&mut Option<MergeState>>,
 ) -> Result<UpsertResult> {
-    let d = super::merge::decide(table, changes, options).await?;
+    let d = super::merge::decide(
+        table,
+        changes,
+        options,
+        state.as_deref_mut(),
+        &mut result.lookup,
+    )
+    .await?;
     result.added_columns = d.added_columns;
     result.keys = d.keys;
     let c = d.counts;
@@ -503,6 +517,13 @@ async fn apply_merge_once(
     (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
     let mut extras = base_extras(table, d.new_schema, sink);
     guard_tombstones(table, &mut extras);
+    let added: Vec<String> = d
+        .staged
+        .added_data_files()
+        .iter()
+        .map(|f| f.file_path().to_string())
+        .collect();
+    let rewrites = d.staged.rewrites_files();
     let r = d.staged.commit(catalog, table, extras).await?;
     result.snapshot_id = r.snapshot_id;
     result.table = r.table;
@@ -513,6 +534,19 @@ async fn apply_merge_once(
         (Some((_, n)), Some(_)) => Some(n),
         _ => result.committed_checkpoint,
     };
+    if let Some(slot) = state {
+        // The state follows the commit; copy-on-write moved rows, and a state that cannot
+        // follow is dropped: either way the next batch builds it again.
+        let followed = match (slot.as_mut(), &d.follow) {
+            (Some(st), Some(f)) if !rewrites => {
+                result.snapshot_id.is_none() || f.apply(st, &result.table, &added).await.is_ok()
+            }
+            _ => false,
+        };
+        if !followed {
+            *slot = None;
+        }
+    }
     Ok(result)
 }
 

@@ -16,7 +16,8 @@ use super::batch::{ChangeBatch, UpsertOptions};
 use super::changer::Counts;
 use super::evolve::{evolve, relaxed};
 use super::fold::{key_converter, key_rows, versions_of, Columns, KeyMap};
-use crate::dml::{stage, RowChanger, RowLevelKind, Staged};
+use super::state::MergeState;
+use crate::dml::{stage, stage_known, RowChanger, RowLevelKind, Staged};
 use crate::error::{Error, Result};
 use crate::spec::keyed::{KeyedSpec, MergeEngine};
 use crate::spec::Schema;
@@ -30,13 +31,19 @@ pub(super) struct MergeDecided {
     pub staged: Staged,
     pub new_schema: Option<(i32, Schema)>,
     pub added_columns: Vec<String>,
+    /// With a writer's state: what it needs to follow the commit.
+    pub follow: Option<Follow>,
 }
 
-/// Folds `changes` into `table`'s stored rows and stages the result.
+/// Folds `changes` into `table`'s stored rows and stages the result. With `state` (a
+/// writer's), the stored rows come from it (built first when it does not reflect `table`);
+/// `lookup` says how they were found.
 pub(super) async fn decide(
     table: &Table,
     changes: &ChangeBatch,
     options: &UpsertOptions,
+    state: Option<&mut Option<MergeState>>,
+    lookup: &mut &'static str,
 ) -> Result<MergeDecided> {
     let name = table.name();
     let spec = KeyedSpec::of(table.metadata(), &name)?;
@@ -94,9 +101,16 @@ pub(super) async fn decide(
     let conv = key_converter(&schema, &cols.key)?;
     let keys = key_rows(&conv, &partials, &cols.key)?;
     let mut key_index: KeyMap<Box<[u8]>, u32> = KeyMap::default();
+    // The row where each key first appears.
+    let mut firsts: Vec<u32> = Vec::new();
     for r in 0..keys.num_rows() {
         let next = key_index.len() as u32;
-        key_index.entry(keys.row(r).as_ref().into()).or_insert(next);
+        key_index
+            .entry(keys.row(r).as_ref().into())
+            .or_insert_with(|| {
+                firsts.push(r as u32);
+                next
+            });
     }
     let n_keys = key_index.len();
     // A single integer key is matched by value (no row encoding of every stored row).
@@ -129,14 +143,93 @@ pub(super) async fn decide(
         table: name.clone(),
         counts: Counts::default(),
     };
-    let staged = stage(&write_table, RowLevelKind::Merge, filter, &mut changer).await?;
+    // A writer's state (not across a schema change) finds the stored rows without a read.
+    let slot = match state {
+        Some(slot) if new_schema.is_none() => Some(slot),
+        Some(slot) => {
+            *slot = None;
+            None
+        }
+        None => None,
+    };
+    let Some(slot) = slot else {
+        let staged = stage(&write_table, RowLevelKind::Merge, filter, &mut changer).await?;
+        return Ok(MergeDecided {
+            counts: changer.counts,
+            keys: n_keys as u64,
+            staged,
+            new_schema,
+            added_columns,
+            follow: None,
+        });
+    };
+    let st = match slot.take() {
+        Some(s) if s.is_current(table, &schema) => {
+            *lookup = "state";
+            s
+        }
+        _ => {
+            *lookup = "state-built";
+            MergeState::build(table, &schema, &cols.key, &conv).await?
+        }
+    };
+    let mut st = st;
+    // The batch's keys in the order they are numbered.
+    let firsts = arrow_array::UInt32Array::from(firsts);
+    let distinct = cols
+        .key
+        .iter()
+        .map(|&k| {
+            Ok(arrow_select::take::take(
+                changer.partials.column(k),
+                &firsts,
+                None,
+            )?)
+        })
+        .collect::<Result<Vec<ArrayRef>>>()?;
+    let (found, stored, mut removed) = st.stored(&distinct, &conv)?;
+    for &i in &found {
+        changer.seen[i] = true;
+    }
+    if spec.engine == MergeEngine::FirstRow {
+        // The stored row stays; the key's changes are ignored.
+        removed.clear();
+        st.keep_found();
+    } else {
+        changer.stored.push(stored);
+    }
+    *slot = Some(st);
+    let rows = changer.finish()?;
+    let staged = stage_known(&write_table, RowLevelKind::Merge, removed, rows.clone()).await?;
     Ok(MergeDecided {
         counts: changer.counts,
         keys: n_keys as u64,
         staged,
         new_schema,
         added_columns,
+        follow: Some(Follow {
+            conv,
+            written: rows,
+        }),
     })
+}
+
+/// What a writer's [`MergeState`] needs to follow the batch's commit.
+pub(super) struct Follow {
+    conv: arrow::row::RowConverter,
+    written: Vec<RecordBatch>,
+}
+
+impl Follow {
+    /// Brings `state` to `table`, the batch committed (its data files `added`).
+    pub async fn apply(
+        &self,
+        state: &mut MergeState,
+        table: &Table,
+        added: &[String],
+    ) -> Result<()> {
+        state.follow(table, &self.conv, &self.written, added).await
+    }
 }
 
 fn is_state_column(spec: &KeyedSpec, name: &str) -> bool {

@@ -35,6 +35,7 @@ mod fold;
 mod index;
 mod merge;
 mod sketch;
+mod state;
 mod tombstones;
 
 pub use batch::{ChangeBatch, UpsertOptions, UpsertResult};
@@ -50,8 +51,7 @@ use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::spec::TableIdent;
 
-use apply::apply_with_retries;
-use index::KeyIndex;
+use apply::{apply_with_retries, Held};
 
 /// Applies one batch of changes to the keyed table `ident` (see the module docs for the
 /// rules). Bad input (a null key or version, a bad delete flag, an unknown column) is
@@ -108,14 +108,16 @@ pub async fn upsert(
 /// tombstones) between batches, so a batch costs lookups of its own keys; the index is built
 /// by the first batch (one read of the key and version columns) and again whenever someone
 /// else changed the table. Memory: about 40 bytes per live key (single integer keys; more for
-/// other keys). Clones share the index.
+/// other keys). With a merge engine that folds rows (`sum`, `aggregate`, `partial-update`,
+/// `first-row`) it keeps the table's current rows instead (their values, states included, and
+/// where they are stored), so a batch merges without reading the table. Clones share them.
 #[derive(Debug, Clone)]
 pub struct KeyedWriter {
     catalog: Catalog,
     ident: TableIdent,
     sink_id: Option<String>,
     evolve_schema: bool,
-    index: Arc<tokio::sync::Mutex<Option<KeyIndex>>>,
+    held: Arc<tokio::sync::Mutex<Held>>,
 }
 
 /// The CDC sink is a [`KeyedWriter`] with a sink id.
@@ -129,7 +131,7 @@ impl KeyedWriter {
             ident,
             sink_id: None,
             evolve_schema: false,
-            index: Arc::new(tokio::sync::Mutex::new(None)),
+            held: Arc::new(tokio::sync::Mutex::new(Held::default())),
         }
     }
 
@@ -157,13 +159,13 @@ impl KeyedWriter {
             evolve_schema: self.evolve_schema,
         };
         let changes = ChangeBatch::from_batches(batches);
-        let mut index = self.index.lock().await;
+        let mut held = self.held.lock().await;
         apply_with_retries(
             &self.catalog,
             &self.ident,
             &changes,
             &options,
-            Some(&mut *index),
+            Some(&mut *held),
         )
         .await
     }

@@ -244,20 +244,60 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
         let mut t = create(&cat, &ident, &case).await;
         let mut batches: Vec<Vec<String>> = Vec::new();
         let mut snapshots = Vec::new();
+        // The same batches through a long-lived writer (which keeps the table's rows in
+        // memory between batches) must leave the same rows, states included.
+        let wident =
+            floe::table::parse_ident(&format!("db.{}_w", case.engine.replace('-', "_"))).unwrap();
+        create(&cat, &wident, &case).await;
+        let writer = floe::keyed::KeyedWriter::new(&cat, wident.clone());
         for b in 0..6 {
             let mut changes = ChangeBatch::new();
             let mut files = Vec::new();
+            let mut parts = Vec::new();
             for f in 0..rng.gen_range(1..3) {
                 let rows = random_file(&case, &mut rng);
                 let path = work.join(format!("{}-{b}-{f}.parquet", case.engine));
                 write_parquet(&path, &[rows.clone()]);
+                parts.push(rows.clone());
                 changes.push(path.display().to_string(), rows);
                 files.push(path.display().to_string());
+            }
+            let wr = writer
+                .apply(parts, None)
+                .await
+                .unwrap_or_else(|e| panic!("{} writer batch {b}: {e}", case.engine));
+            if b > 0 {
+                assert_eq!(
+                    wr.lookup, "state",
+                    "{}: the writer kept its rows",
+                    case.engine
+                );
             }
             let r = floe::keyed::upsert(&cat, &ident, &changes, &UpsertOptions::default())
                 .await
                 .unwrap_or_else(|e| panic!("{} batch {b}: {e}", case.engine));
             t = r.table;
+            assert_eq!(
+                (r.inserted, r.updated, r.deleted, r.ignored),
+                (wr.inserted, wr.updated, wr.deleted, wr.ignored),
+                "{} batch {b}: upsert and the writer count alike",
+                case.engine
+            );
+            let names: Vec<String> = t
+                .metadata()
+                .current_schema()
+                .as_struct()
+                .fields()
+                .iter()
+                .map(|f| f.name.clone())
+                .collect();
+            let all: Vec<&str> = names.iter().map(String::as_str).collect();
+            assert_eq!(
+                floe_rows(&t, None, &all).await,
+                floe_rows(&wr.table, None, &all).await,
+                "{} batch {b}: the writer's rows",
+                case.engine
+            );
             snapshots.push(t.current_snapshot().map(|s| s.snapshot_id()));
             batches.push(files);
         }

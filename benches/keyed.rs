@@ -533,16 +533,6 @@ fn stream(
     parse(text).expect("the manifest just written")
 }
 
-fn load(file: &Path) -> Vec<RecordBatch> {
-    ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(file).unwrap())
-        .unwrap()
-        .with_batch_size(1 << 17)
-        .build()
-        .unwrap()
-        .map(|b| b.unwrap())
-        .collect()
-}
-
 /// A gen_data.py batch with `ver` = 1 and `is_deleted` = 0 added, `id` not null.
 fn base_rows(b: &RecordBatch) -> RecordBatch {
     let n = b.num_rows();
@@ -617,7 +607,7 @@ impl Ctx<'_> {
         let t = self.rt.block_on(async {
             let t = self.cat.create_table(ident, c).await.unwrap();
             append_each_as_one_file(self.cat, &t, files, |f| {
-                load(f).iter().map(base_rows).collect()
+                load_parquet(f).iter().map(base_rows).collect()
             })
             .await
         });
@@ -698,7 +688,7 @@ impl Ctx<'_> {
                 settle();
             }
             let t0 = Instant::now();
-            let rows = load(&g.file);
+            let rows = load_parquet(&g.file);
             let read_s = t0.elapsed().as_secs_f64();
             let c0 = cpu_seconds();
             let t0 = Instant::now();

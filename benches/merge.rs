@@ -27,10 +27,9 @@ use arrow_schema::{DataType, Field, Schema};
 use floe::keyed::KeyedWriter;
 use floe::scan::Scan;
 use floe::{Catalog, TableCreation};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 
-use common::{cpu_seconds, mb, python, run_json, settle, status_kb, verdict};
+use common::{cpu_seconds, load_parquet, mb, python, run_json, settle, status_kb, verdict};
 
 fn num(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -89,16 +88,6 @@ fn write(path: &Path, b: &RecordBatch) {
     let mut w = ArrowWriter::try_new(f, b.schema(), None).unwrap();
     w.write(b).unwrap();
     w.close().unwrap();
-}
-
-fn load(path: &Path) -> Vec<RecordBatch> {
-    ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
-        .unwrap()
-        .with_batch_size(1 << 17)
-        .build()
-        .unwrap()
-        .map(|b| b.unwrap())
-        .collect()
 }
 
 /// Writes base.parquet and batch-NNNNN.parquet into `dir` (once; cached by name).
@@ -209,7 +198,7 @@ fn main() {
     rt.block_on(cat.create_table(&ident, creation)).unwrap();
     let w = KeyedWriter::new(&cat, ident.clone());
     let t0 = Instant::now();
-    rt.block_on(w.apply(load(&data.join("base.parquet")), None))
+    rt.block_on(w.apply(load_parquet(&data.join("base.parquet")), None))
         .unwrap();
     eprintln!(
         "[merge bench] base of {keys} keys loaded in {:.1}s (untimed)",
@@ -218,7 +207,7 @@ fn main() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let (mut apply_s, mut bytes, mut cpu) = (Vec::new(), 0u64, 0.0);
     for b in 1..=n_batches {
-        let batch = load(&data.join(format!("batch-{b:05}.parquet")));
+        let batch = load_parquet(&data.join(format!("batch-{b:05}.parquet")));
         let c0 = cpu_seconds();
         let t0 = Instant::now();
         let r = rt.block_on(w.apply(batch, None)).unwrap();

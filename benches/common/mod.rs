@@ -120,6 +120,19 @@ pub fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
         .fold(h, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3))
 }
 
+/// The rows of a Parquet file, in batches of 128k rows.
+pub fn load_parquet(path: &Path) -> Vec<arrow_array::RecordBatch> {
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .with_batch_size(1 << 17)
+    .build()
+    .unwrap()
+    .map(|b| b.unwrap())
+    .collect()
+}
+
 /// Bytes as MB.
 pub fn mb(b: u64) -> f64 {
     b as f64 / 1e6

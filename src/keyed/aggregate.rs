@@ -563,20 +563,7 @@ fn sum(col: &ArrayRef, groups: &[Group], name: &str, table: &str) -> Result<Arra
         DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
             let v = arrow_cast::cast(col, &DataType::Int64)?;
             let v = v.as_primitive::<Int64Type>();
-            let mut out = Vec::with_capacity(groups.len());
-            for g in groups {
-                let mut acc: Option<i64> = None;
-                for &r in g {
-                    if v.is_valid(r as usize) {
-                        acc = Some(
-                            acc.unwrap_or(0)
-                                .checked_add(v.value(r as usize))
-                                .ok_or_else(overflow)?,
-                        );
-                    }
-                }
-                out.push(acc);
-            }
+            let out = checked_sums(groups, v, i64::checked_add, &overflow)?;
             let a: ArrayRef = Arc::new(Int64Array::from(out));
             cast_to(&a, col.data_type(), name, &format!("table {table}")).map_err(|_| overflow())?
         }
@@ -596,20 +583,7 @@ fn sum(col: &ArrayRef, groups: &[Group], name: &str, table: &str) -> Result<Arra
         }
         DataType::Decimal128(p, s) => {
             let v = col.as_primitive::<Decimal128Type>();
-            let mut out = Vec::with_capacity(groups.len());
-            for g in groups {
-                let mut acc: Option<i128> = None;
-                for &r in g {
-                    if v.is_valid(r as usize) {
-                        acc = Some(
-                            acc.unwrap_or(0)
-                                .checked_add(v.value(r as usize))
-                                .ok_or_else(overflow)?,
-                        );
-                    }
-                }
-                out.push(acc);
-            }
+            let out = checked_sums(groups, v, i128::checked_add, &overflow)?;
             let a = Decimal128Array::from(out).with_precision_and_scale(*p, *s)?;
             a.validate_decimal_precision(*p).map_err(|_| overflow())?;
             Arc::new(a)
@@ -620,6 +594,31 @@ fn sum(col: &ArrayRef, groups: &[Group], name: &str, table: &str) -> Result<Arra
             )))
         }
     })
+}
+
+/// Per group: the sum of `v`'s non-null values by `add` (null when there are none); an
+/// overflow is `overflow()`.
+fn checked_sums<T: arrow_array::ArrowPrimitiveType>(
+    groups: &[Group],
+    v: &arrow_array::PrimitiveArray<T>,
+    add: fn(T::Native, T::Native) -> Option<T::Native>,
+    overflow: &dyn Fn() -> Error,
+) -> Result<Vec<Option<T::Native>>> {
+    let mut out = Vec::with_capacity(groups.len());
+    for g in groups {
+        let mut acc: Option<T::Native> = None;
+        for &r in g {
+            if v.is_valid(r as usize) {
+                let x = v.value(r as usize);
+                acc = Some(match acc {
+                    Some(a) => add(a, x).ok_or_else(overflow)?,
+                    None => x,
+                });
+            }
+        }
+        out.push(acc);
+    }
+    Ok(out)
 }
 
 /// Whether row `r` of a summed column is zero (a null is not).

@@ -9,11 +9,10 @@ use std::collections::HashMap;
 use arrow::row::{RowConverter, Rows};
 use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
 use futures::StreamExt;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ProjectionMask;
 use roaring::RoaringTreemap;
 
 use super::fold::{versions_of, Columns, KeyMap};
+use super::readback::read_back;
 use super::tombstones;
 use crate::error::{Error, Result};
 use crate::scan::{Scan, SnapshotSelector};
@@ -415,22 +414,9 @@ impl KeyIndex {
         wanted.extend(spec.version.clone());
         for path in added {
             let file = self.file_id(path);
-            let bytes = table.storage().get(path).await?;
-            // Only the key and version columns (by name: floe wrote the file just now).
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .and_then(|b| {
-                    let arrow = b.schema().clone();
-                    let leaves = wanted
-                        .iter()
-                        .filter_map(|n| arrow.index_of(n).ok())
-                        .collect::<Vec<_>>();
-                    let mask = ProjectionMask::roots(b.parquet_schema(), leaves);
-                    b.with_projection(mask).build()
-                })
-                .map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
+            // Only the key and version columns.
             let mut next = 0u64;
-            for b in reader {
-                let b = b.map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
+            for b in read_back(table, path, &wanted).await? {
                 let first = next;
                 next += b.num_rows() as u64;
                 self.add_rows(table, spec, conv, &b, file, |r| first + r as u64, None)?;

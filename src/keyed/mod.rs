@@ -34,6 +34,7 @@ mod evolve;
 mod fold;
 mod index;
 mod merge;
+mod readback;
 mod sketch;
 mod state;
 mod tombstones;

@@ -11,11 +11,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 use futures::StreamExt;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ProjectionMask;
 use roaring::RoaringTreemap;
 
 use super::fold::KeyMap;
+use super::readback::read_back;
 use crate::error::{Error, Result};
 use crate::scan::{Scan, SnapshotSelector};
 use crate::table::Table;
@@ -298,21 +297,8 @@ impl<K: StateKey> State<K> {
         let mut landed: KeyMap<K, (u32, u64)> = KeyMap::default();
         for path in added {
             let file = self.file_id(path);
-            let bytes = table.storage().get(path).await?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .and_then(|b| {
-                    let arrow = b.schema().clone();
-                    let leaves = names
-                        .iter()
-                        .filter_map(|n| arrow.index_of(n).ok())
-                        .collect::<Vec<_>>();
-                    let mask = ProjectionMask::roots(b.parquet_schema(), leaves);
-                    b.with_projection(mask).build()
-                })
-                .map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
             let mut next = 0u64;
-            for b in reader {
-                let b = b.map_err(|e| Error::corrupt(format!("reading back '{path}': {e}")))?;
+            for b in read_back(table, path, &names).await? {
                 let keys = K::of(&self.conform_keys(&b, &names)?, conv)?;
                 let n = keys.len() as u64;
                 for (r, k) in keys.into_iter().enumerate() {

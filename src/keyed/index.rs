@@ -88,7 +88,8 @@ impl Pending {
 /// Entries a build collects before inserting them into the map.
 const PENDING_ROWS: usize = 1 << 22;
 
-fn duplicate_key(table: &Table) -> Error {
+/// The error for a key found in two live rows of `table`.
+pub(super) fn duplicate_key(table: &Table) -> Error {
     Error::invalid(format!(
         "table {} holds a key in more than one live row (was it written by an engine that does not \
          keep keys unique?); remove the duplicates first",

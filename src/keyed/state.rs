@@ -14,6 +14,7 @@ use futures::StreamExt;
 use roaring::RoaringTreemap;
 
 use super::fold::KeyMap;
+use super::index::duplicate_key;
 use super::readback::read_back;
 use crate::error::{Error, Result};
 use crate::scan::{Scan, SnapshotSelector};
@@ -133,14 +134,6 @@ pub(crate) struct State<K> {
     gone: Vec<K>,
 }
 
-fn duplicate(table: &Table) -> Error {
-    Error::invalid(format!(
-        "table {} holds a key in more than one live row (was it written by an engine that does not \
-         keep keys unique?); remove the duplicates first",
-        table.name()
-    ))
-}
-
 impl<K: StateKey> State<K> {
     /// Reads every live row of `table` (conformed to `schema`; keys at `key`, encoded by
     /// `conv`).
@@ -181,23 +174,37 @@ impl<K: StateKey> State<K> {
                 .get(j)
                 .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
             let batch = state.conform(&batch)?;
-            let keys = K::of(&state.key_columns(&batch), conv)?;
-            let chunk = state.chunks.len() as u32;
-            for (r, k) in keys.into_iter().enumerate() {
-                let slot = Slot {
-                    file,
-                    pos: positions.value(r),
-                    chunk,
-                    row: r as u32,
-                };
-                if state.slots.insert(k, slot).is_some() {
-                    return Err(duplicate(table));
-                }
-            }
-            state.held += batch.num_rows();
-            state.chunks.push(batch);
+            state.add_chunk(table, batch, conv, |r, _| Ok((file, positions.value(r))))?;
         }
         Ok(state)
+    }
+
+    /// Holds `batch` (the state's schema) as a new chunk, each row's key pointing at it and
+    /// at where `stored_at(row, key)` says the row is stored.
+    fn add_chunk(
+        &mut self,
+        table: &Table,
+        batch: RecordBatch,
+        conv: &RowConverter,
+        stored_at: impl Fn(usize, &K) -> Result<(u32, u64)>,
+    ) -> Result<()> {
+        let keys = K::of(&self.key_columns(&batch), conv)?;
+        let chunk = self.chunks.len() as u32;
+        for (r, key) in keys.into_iter().enumerate() {
+            let (file, pos) = stored_at(r, &key)?;
+            let slot = Slot {
+                file,
+                pos,
+                chunk,
+                row: r as u32,
+            };
+            if self.slots.insert(key, slot).is_some() {
+                return Err(duplicate_key(table));
+            }
+        }
+        self.held += batch.num_rows();
+        self.chunks.push(batch);
+        Ok(())
     }
 
     fn key_columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
@@ -309,24 +316,11 @@ impl<K: StateKey> State<K> {
         }
         for batch in written {
             let batch = self.conform(batch)?;
-            let keys = K::of(&self.key_columns(&batch), conv)?;
-            let chunk = self.chunks.len() as u32;
-            for (r, key) in keys.into_iter().enumerate() {
-                let (file, pos) = *landed.get(&key).ok_or_else(|| {
+            self.add_chunk(table, batch, conv, |_, key| {
+                landed.get(key).copied().ok_or_else(|| {
                     Error::io("a written row was not found in the files the batch added")
-                })?;
-                let slot = Slot {
-                    file,
-                    pos,
-                    chunk,
-                    row: r as u32,
-                };
-                if self.slots.insert(key, slot).is_some() {
-                    return Err(duplicate(table));
-                }
-            }
-            self.held += batch.num_rows();
-            self.chunks.push(batch);
+                })
+            })?;
         }
         self.snapshot_id = table.current_snapshot().map(|s| s.snapshot_id());
         self.schema_id = table.metadata().current_schema_id();

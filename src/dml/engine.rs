@@ -162,7 +162,8 @@ struct RowLevelPlan {
     /// The configured scan (columns, row lineage) and its plan.
     scan: Scan,
     plan: ScanPlan,
-    /// The files read (the plan's, in its order) and their already-deleted positions.
+    /// The files read (the plan's, in its order) and their already-deleted positions
+    /// (`None` also where known positions made them unneeded: see [`plan`]).
     files: Vec<PlannedFile>,
     previous: Vec<Option<RoaringTreemap>>,
     /// Files the changer removes whole judging by partition values alone.
@@ -376,7 +377,11 @@ async fn stage_with(
         Locate::Scan(c) => &**c,
         Locate::Known { .. } => &nothing,
     };
-    let mut p = plan(table, kind, filter.as_ref(), changer_for_plan).await?;
+    let known = match &locator {
+        Locate::Known { removed, .. } => Some(removed),
+        Locate::Scan(_) => None,
+    };
+    let mut p = plan(table, kind, filter.as_ref(), changer_for_plan, known).await?;
     let mut data = DataWriter::new(table)?;
     if p.version == FormatVersion::V3 {
         // Rows copied by copy-on-write keep their lineage; new and updated rows get new row
@@ -463,12 +468,17 @@ fn scan_at(table: &Table, snapshot_id: Option<i64>) -> Scan {
 }
 
 /// Step 1, plan: the mode, and the files that may hold affected rows (pruned by `filter`);
-/// files the changer removes whole by their identity partition values are not read.
+/// files the changer removes whole by their identity partition values are not read. With
+/// `known` removed positions, only the deletes the decision needs are read: those of
+/// removed-from files under v3 (the new deletion vector holds the old positions) or
+/// copy-on-write, and under v2 merge-on-read those of files that could lose their last live
+/// row (their delete files' record counts bound what they already lost).
 async fn plan(
     table: &Table,
     kind: RowLevelKind,
     filter: Option<&Predicate>,
     changer: &dyn RowChanger,
+    known: Option<&HashMap<String, RoaringTreemap>>,
 ) -> Result<RowLevelPlan> {
     let props = table.properties()?;
     let (mode, isolation) = match kind {
@@ -496,7 +506,27 @@ async fn plan(
     if version == FormatVersion::V3 && changer.wants_row_lineage() {
         scan = scan.with_row_lineage();
     }
-    let mut plan = scan.plan().await?.without_row_filter();
+    let mut plan = scan.plan_without_deletes().await?.without_row_filter();
+    match known {
+        None => plan.load_deletes(|_| true).await?,
+        Some(removed) => {
+            let v2_merge_on_read =
+                version == FormatVersion::V2 && mode == WriteMode::MergeOnRead;
+            plan.load_deletes(|f| match removed.get(f.file.file_path()) {
+                None => false,
+                Some(_) if !v2_merge_on_read => true,
+                Some(r) => {
+                    let lost_at_most: u64 = f
+                        .deletes
+                        .iter()
+                        .map(|d| d.file.record_count())
+                        .fold(0, u64::saturating_add);
+                    r.len().saturating_add(lost_at_most) >= f.file.record_count()
+                }
+            })
+            .await?
+        }
+    }
     let mut dropped: Vec<PlannedFile> = Vec::new();
     if let Some(cols) = changer.columns() {
         let arrow = table.arrow_schema()?;
@@ -515,7 +545,7 @@ async fn plan(
     }
     let files = plan.files.clone();
     let previous = (0..files.len())
-        .map(|i| plan.deleted_positions(i).cloned())
+        .map(|i| plan.deleted_positions(i).flatten().cloned())
         .collect();
     Ok(RowLevelPlan {
         mode,

@@ -130,7 +130,7 @@ pub(crate) async fn remove_dangling_deletes(
                     sequence_number: seq,
                 }),
                 _ => deletes.push(DeleteEntry {
-                    file: f.clone(),
+                    file: std::sync::Arc::new(f.clone()),
                     spec: spec.clone(),
                     sequence_number: seq,
                 }),
@@ -224,7 +224,7 @@ mod tests {
             b.equality_ids(Some(vec![1]));
         }
         DeleteEntry {
-            file: b.build().unwrap(),
+            file: std::sync::Arc::new(b.build().unwrap()),
             spec: spec(p.is_some()),
             sequence_number: seq,
         }

@@ -94,7 +94,7 @@ pub async fn rewrite_position_delete_files(
                     );
                 }
                 DataContentType::PositionDeletes => deletes.push(DeleteEntry {
-                    file: f.clone(),
+                    file: Arc::new(f.clone()),
                     spec: spec.clone(),
                     sequence_number: e.sequence_number().unwrap_or(0),
                 }),

@@ -18,8 +18,8 @@ use crate::spec::{DataFile, Struct};
 /// A live delete file of a snapshot.
 #[derive(Debug, Clone)]
 pub struct DeleteEntry {
-    /// The delete file.
-    pub file: DataFile,
+    /// The delete file (shared: a plan hands each to every data file it applies to).
+    pub file: Arc<DataFile>,
     /// Its partition spec.
     pub spec: Arc<PartitionSpec>,
     /// Its data sequence number.
@@ -207,7 +207,7 @@ mod tests {
         let p = spec(true);
         let u = spec(false);
         let e = |f, s: &Arc<PartitionSpec>, seq| DeleteEntry {
-            file: f,
+            file: Arc::new(f),
             spec: s.clone(),
             sequence_number: seq,
         };

@@ -282,8 +282,11 @@ pub struct ScanPlan {
     /// Pruning counters.
     pub stats: PlanStats,
     tasks: Vec<FileScanTask>,
-    /// The loaded deletes of each file (aligned with `files`).
-    deletes: Vec<FileDeletes>,
+    /// The loaded deletes of each file (aligned with `files`; `None`: not loaded, and the
+    /// file cannot be read).
+    deletes: Vec<Option<FileDeletes>>,
+    /// The table's name and storage, to load deletes later.
+    table: Table,
     /// The pruning predicate (inclusive: files it rules out hold no row the scan returns).
     filter: Option<BoundPredicate>,
     /// The row filter, evaluated on every row read (Spark's semantics).
@@ -315,6 +318,7 @@ impl ScanPlan {
                 .collect(),
             filter: self.filter.clone(),
             row_filter: self.row_filter.clone(),
+            table: self.table.clone(),
         }
     }
 
@@ -339,9 +343,45 @@ impl ScanPlan {
         self
     }
 
-    /// Positions already deleted in file `i` (position deletes and deletion vectors).
-    pub(crate) fn deleted_positions(&self, i: usize) -> Option<&roaring::RoaringTreemap> {
-        self.deletes.get(i).and_then(|d| d.positions.as_ref())
+    /// Positions already deleted in file `i` (position deletes and deletion vectors): the
+    /// outer `None` when its deletes were not loaded.
+    pub(crate) fn deleted_positions(&self, i: usize) -> Option<Option<&roaring::RoaringTreemap>> {
+        self.deletes
+            .get(i)
+            .and_then(|d| d.as_ref())
+            .map(|d| d.positions.as_ref())
+    }
+
+    /// Loads the deletes of the planned files `wanted` accepts (each delete file read once,
+    /// however many of them it applies to); the others stay unloaded.
+    pub(crate) async fn load_deletes(
+        &mut self,
+        mut wanted: impl FnMut(&PlannedFile) -> bool,
+    ) -> Result<()> {
+        let pick: Vec<usize> = (0..self.files.len())
+            .filter(|&i| self.deletes[i].is_none() && wanted(&self.files[i]))
+            .collect();
+        let with_deletes: Vec<usize> = pick
+            .iter()
+            .copied()
+            .filter(|&i| !self.files[i].deletes.is_empty())
+            .collect();
+        let loaded = if with_deletes.is_empty() {
+            LoadedDeletes::default()
+        } else {
+            LoadedDeletes::load(
+                self.table.storage(),
+                &self.schema,
+                with_deletes.iter().flat_map(|&i| self.files[i].deletes.iter()),
+                &self.table.name(),
+            )
+            .await?
+        };
+        for i in pick {
+            let f = &self.files[i];
+            self.deletes[i] = Some(loaded.for_file(f.file.file_path(), &f.deletes));
+        }
+        Ok(())
     }
 }
 
@@ -457,8 +497,16 @@ impl Scan {
         }
     }
 
-    /// Plans the scan: snapshot, schema, pruned file list.
+    /// Plans the scan: snapshot, schema, pruned file list, the deletes of each file.
     pub async fn plan(&self) -> Result<ScanPlan> {
+        let mut plan = self.plan_without_deletes().await?;
+        plan.load_deletes(|_| true).await?;
+        Ok(plan)
+    }
+
+    /// [`Scan::plan`] with no delete file read: the plan's deletes are loaded later, for the
+    /// files that need them ([`ScanPlan::load_deletes`]; a file without them cannot be read).
+    pub(crate) async fn plan_without_deletes(&self) -> Result<ScanPlan> {
         let md = self.table.metadata();
         let name = self.table.name();
         let snapshot = self.resolve_snapshot()?;
@@ -519,9 +567,9 @@ impl Scan {
                 deletes: vec![],
                 filter: bound,
                 row_filter: self.filter.clone(),
+                table: self.table.clone(),
             });
         };
-        let storage = self.table.storage();
         let list = self.table.manifest_list(&snap).await?;
         let partition_filters = PartitionFilters::new(bound.as_ref(), md.partition_specs_iter())?;
         let mut wanted = Vec::new();
@@ -565,21 +613,7 @@ impl Scan {
             .try_collect()
             .await?;
         let (files, stats) = plan_files(&manifests, bound.as_ref(), &partition_filters, &name)?;
-        let deletes = if stats.files_with_deletes > 0 {
-            let loaded = LoadedDeletes::load(
-                storage,
-                &schema,
-                files.iter().flat_map(|f| f.deletes.iter()),
-                &name,
-            )
-            .await?;
-            files
-                .iter()
-                .map(|f| loaded.for_file(f.file.file_path(), &f.deletes))
-                .collect()
-        } else {
-            vec![FileDeletes::default(); files.len()]
-        };
+        let deletes = vec![None; files.len()];
         let name_mapping: Option<Arc<NameMapping>> = md
             .properties()
             .get("schema.name-mapping.default")
@@ -623,6 +657,7 @@ impl Scan {
             deletes,
             filter: bound,
             row_filter: self.filter.clone(),
+            table: self.table.clone(),
         })
     }
 
@@ -721,6 +756,12 @@ impl Scan {
             })
             .collect();
         for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
+            let deletes = deletes.ok_or_else(|| {
+                Error::io(format!(
+                    "table {name}: data file '{}' was planned without its deletes and cannot be read",
+                    task.data_file_path
+                ))
+            })?;
             let lineage = lineage_of[i];
             if !with_positions
                 && deletes.is_empty()

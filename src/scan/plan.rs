@@ -123,7 +123,7 @@ pub fn plan_files(
                     ))
                 })?;
                 deletes.push(DeleteEntry {
-                    file: f.clone(),
+                    file: Arc::new(f.clone()),
                     spec: spec.clone(),
                     sequence_number,
                 });
@@ -249,7 +249,7 @@ pub(crate) mod test_files {
             deletes: deletes
                 .into_iter()
                 .map(|file| DeleteEntry {
-                    file,
+                    file: Arc::new(file),
                     spec: spec.clone(),
                     sequence_number: seq,
                 })

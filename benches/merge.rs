@@ -238,7 +238,7 @@ fn main() {
     let floe_rate = rows_total / total;
     let py = python();
     let chdb = (!no_baseline)
-        .then(|| py.as_ref())
+        .then_some(py.as_ref())
         .flatten()
         .and_then(|py| {
             eprintln!("[merge bench] running the chdb AggregatingMergeTree baseline");
@@ -256,7 +256,7 @@ fn main() {
             )
         });
     let pyi = (!no_baseline && n_pyi > 0)
-        .then(|| py.as_ref())
+        .then_some(py.as_ref())
         .flatten()
         .and_then(|py| {
             eprintln!("[merge bench] running the pyiceberg read-fold-overwrite baseline ({n_pyi} batches)");

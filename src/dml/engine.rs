@@ -510,8 +510,7 @@ async fn plan(
     match known {
         None => plan.load_deletes(|_| true).await?,
         Some(removed) => {
-            let v2_merge_on_read =
-                version == FormatVersion::V2 && mode == WriteMode::MergeOnRead;
+            let v2_merge_on_read = version == FormatVersion::V2 && mode == WriteMode::MergeOnRead;
             plan.load_deletes(|f| match removed.get(f.file.file_path()) {
                 None => false,
                 Some(_) if !v2_merge_on_read => true,

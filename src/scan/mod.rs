@@ -372,7 +372,9 @@ impl ScanPlan {
             LoadedDeletes::load(
                 self.table.storage(),
                 &self.schema,
-                with_deletes.iter().flat_map(|&i| self.files[i].deletes.iter()),
+                with_deletes
+                    .iter()
+                    .flat_map(|&i| self.files[i].deletes.iter()),
                 &self.table.name(),
             )
             .await?

@@ -1,7 +1,9 @@
 //! The table model: the `iceberg` crate's spec types (re-exported explicitly) plus floe's
 //! typed properties and the text forms of schemas, partition specs and sort orders.
 
+mod alter_sql;
 mod ddl;
+pub mod evolution;
 pub mod keyed;
 mod layout;
 mod merge_engine;
@@ -10,6 +12,7 @@ mod properties;
 mod property_keys;
 pub mod reserved;
 
+pub use alter_sql::{is_alter_table, parse_alter_clause, parse_alter_table};
 pub use ddl::{arrow_schema, parse_schema, schema_from_arrow, with_primary_key};
 pub(crate) use layout::{check_layout, check_transform};
 pub use layout::{parse_partition_spec, parse_sort_order};

@@ -1,6 +1,7 @@
 //! Transactions: the snapshot producer, the commit loop with conflict validation, and the
 //! operations built on them.
 
+mod alter;
 mod clone;
 mod commit;
 mod producer;
@@ -10,6 +11,7 @@ mod validate;
 use arrow_array::RecordBatch;
 use iceberg::spec::Operation;
 
+pub use alter::{alter_table, AlterResult};
 pub use clone::{clone_table, CloneResult, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT, REPLACED_TABLE};
 pub(crate) use commit::{commit, commit_or_discard, commit_properties};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};

@@ -173,6 +173,7 @@ fn every_commands_json_uses_the_readme_keys() {
     );
     keys_of(dir, w, &["tables"], k);
     keys_of(dir, w, &["describe", "db.t"], k);
+
     keys_of(dir, w, &["snapshots", "db.t"], k);
     keys_of(dir, w, &["delete", "db.t", "--where", "id = 1"], k);
     keys_of(
@@ -267,6 +268,21 @@ fn every_commands_json_uses_the_readme_keys() {
     );
     keys_of(dir, w, &["rename", "db.c", "db.c2"], k);
     let described = keys_of(dir, w, &["describe", "db.c2"], k);
+    keys_of(
+        dir,
+        w,
+        &["alter", "db.c2", "ADD", "COLUMN", "extra", "long"],
+        k,
+    );
+    keys_of(
+        dir,
+        w,
+        &[
+            "sql",
+            "ALTER TABLE db.c2 SET TBLPROPERTIES ('commit.retry.num-retries'='5')",
+        ],
+        k,
+    );
     let md: Value = serde_json::from_str(&described).unwrap();
     let md = md["metadata_location"].as_str().unwrap().to_string();
     keys_of(dir, w, &["drop", "db.c2"], k);

@@ -8,6 +8,7 @@ mod clone;
 mod common;
 mod differential;
 mod dml;
+mod evolution;
 mod files;
 mod fixture_maintenance;
 mod fixtures;

@@ -265,7 +265,7 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
             for f in 0..rng.gen_range(1..3) {
                 let rows = random_file(&case, &mut rng);
                 let path = work.join(format!("{}-{b}-{f}.parquet", case.engine));
-                write_parquet(&path, &[rows.clone()]);
+                write_parquet(&path, std::slice::from_ref(&rows));
                 parts.push(rows.clone());
                 changes.push(path.display().to_string(), rows);
                 files.push(path.display().to_string());

@@ -8,6 +8,7 @@ macro_rules! outln {
     };
 }
 
+mod alter;
 mod append;
 mod csv_nested;
 mod dml;
@@ -130,8 +131,11 @@ enum Cmd {
     /// Merge a full snapshot into a staging table keeping the latest row per key (writes only
     /// what changed), then optionally publish a target as its clone.
     IngestSnapshot(ingest::IngestSnapshotArgs),
-    /// Run a DELETE, UPDATE or MERGE INTO statement.
+    /// Run a DELETE, UPDATE, MERGE INTO or ALTER TABLE statement.
     Sql(dml::SqlArgs),
+    /// Change a table's schema, partitioning, sort order or properties (Spark's ALTER TABLE
+    /// clauses; one metadata-only commit).
+    Alter(alter::AlterArgs),
     /// Apply change files (upserts and deletes by primary key, with versions) to a keyed table
     /// in one commit.
     Upsert(keyed::UpsertArgs),
@@ -271,7 +275,11 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Delete(a) => dml::delete(&cli, a).await,
         Cmd::Update(a) => dml::update(&cli, a).await,
         Cmd::Merge(a) => dml::merge(&cli, a).await,
+        Cmd::Sql(a) if floe::spec::is_alter_table(&a.statement) => {
+            alter::sql(&cli, &a.statement, a.json).await
+        }
         Cmd::Sql(a) => dml::sql(&cli, a).await,
+        Cmd::Alter(a) => alter::alter(&cli, a).await,
         Cmd::Upsert(a) => keyed::upsert(&cli, a).await,
         Cmd::Tombstones(a) => keyed::tombstones(&cli, a).await,
         Cmd::ExpireTombstones(a) => keyed::expire_tombstones(&cli, a).await,

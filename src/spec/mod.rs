@@ -11,6 +11,7 @@ mod names;
 mod properties;
 mod property_keys;
 pub mod reserved;
+pub mod snapshot_refs;
 
 pub use alter_sql::{is_alter_table, parse_alter_clause, parse_alter_table};
 pub use ddl::{arrow_schema, parse_schema, schema_from_arrow, with_primary_key};

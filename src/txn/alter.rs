@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::catalog::{Catalog, CommitOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::spec::evolution::{apply, Basis, TableChange};
-use crate::spec::TableIdent;
+use crate::spec::{TableIdent, TableMetadata};
 use crate::table::Table;
 
 /// What an ALTER committed.
@@ -46,30 +46,45 @@ pub async fn alter_table(
     ident: &TableIdent,
     changes: &[TableChange],
 ) -> Result<AlterResult> {
-    let mut table = catalog.load_table(ident).await?;
-    let name = table.name();
-    let basis = Basis::of(table.metadata(), changes);
-    let mut attempts = 0u32;
-    loop {
-        attempts += 1;
-        if let Some(what) = basis.changed_in(table.metadata()) {
+    let first = catalog.load_table(ident).await?;
+    let basis = Basis::of(first.metadata(), changes);
+    let (table, attempts) = commit_metadata(catalog, first, "ALTER", |t| {
+        if let Some(what) = basis.changed_in(t.metadata()) {
             return Err(Error::new(
                 ErrorKind::Conflict,
                 format!(
-                    "table {name}: {what} was changed by a concurrent commit after this ALTER \
-                     was planned; nothing was committed; run it again against the new state"
+                    "table {}: {what} was changed by a concurrent commit after this ALTER \
+                     was planned; nothing was committed; run it again against the new state",
+                    t.name()
                 ),
             ));
         }
-        let next = apply(table.metadata(), changes, &name)?;
+        apply(t.metadata(), changes, &t.name())
+    })
+    .await?;
+    Ok(AlterResult {
+        table,
+        changes: changes.len(),
+        attempts,
+    })
+}
+
+/// Commits the metadata `change` makes of the table (metadata only, no snapshot), making it
+/// again from the new state after each concurrent commit, within `commit.retry.*`; `what`
+/// names the operation in errors. Returns the table and the attempts made.
+pub(crate) async fn commit_metadata(
+    catalog: &Catalog,
+    mut table: Table,
+    what: &str,
+    change: impl Fn(&Table) -> Result<TableMetadata>,
+) -> Result<(Table, u32)> {
+    let name = table.name();
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let next = change(&table)?;
         match catalog.commit(&table, next).await {
-            CommitOutcome::Committed(t) => {
-                return Ok(AlterResult {
-                    table: t,
-                    changes: changes.len(),
-                    attempts,
-                })
-            }
+            CommitOutcome::Committed(t) => return Ok((t, attempts)),
             CommitOutcome::Conflict(msg) => {
                 let props = table.properties()?;
                 if attempts > props.commit_num_retries {
@@ -86,19 +101,19 @@ pub async fn alter_table(
                     .saturating_mul(1 << (attempts - 1).min(10))
                     .min(props.commit_max_wait_ms);
                 tokio::time::sleep(Duration::from_millis(wait)).await;
-                table = catalog.load_table(ident).await?;
+                table = catalog.load_table(table.ident()).await?;
             }
             CommitOutcome::Failed(e) => {
                 return Err(e.context(format!(
-                    "ALTER of table {name} failed and nothing was committed"
+                    "{what} of table {name} failed and nothing was committed"
                 )))
             }
             CommitOutcome::Unknown(e) => {
                 return Err(Error::new(
                     ErrorKind::CommitStateUnknown,
                     format!(
-                        "ALTER of table {name} may or may not have been committed; reload the \
-                         table and check its schema and properties"
+                        "{what} of table {name} may or may not have been committed; reload the \
+                         table and check it"
                     ),
                 )
                 .with_source(e))

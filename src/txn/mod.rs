@@ -5,6 +5,7 @@ mod alter;
 mod clone;
 mod commit;
 mod producer;
+mod refs;
 mod summary;
 mod validate;
 
@@ -15,6 +16,7 @@ pub use alter::{alter_table, AlterResult};
 pub use clone::{clone_table, CloneResult, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT, REPLACED_TABLE};
 pub(crate) use commit::{commit, commit_or_discard, commit_properties};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
+pub use refs::manage_refs;
 pub use summary::SummaryCounts;
 pub(crate) use validate::{NoConcurrentCommit, NoValidation, RowLevelValidation, Validation};
 

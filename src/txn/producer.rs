@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{
     DataFile, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
-    SnapshotReference, SnapshotRetention, Summary, TableMetadataBuilder, MAIN_BRANCH,
+    SnapshotReference, Summary, TableMetadataBuilder, MAIN_BRANCH,
 };
 
 use super::summary::SummaryCounts;
@@ -608,9 +608,10 @@ impl SnapshotProducer {
             .and_then(|b| {
                 b.set_ref(
                     MAIN_BRANCH,
+                    // A new snapshot moves main; main keeps its retention.
                     SnapshotReference::new(
                         self.snapshot_id,
-                        SnapshotRetention::branch(None, None, None),
+                        crate::spec::snapshot_refs::main_retention(md),
                     ),
                 )
             })

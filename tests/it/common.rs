@@ -230,7 +230,12 @@ pub fn peer_check(python: &Path, work: &Path, checks: &[Check]) {
 
 /// [`peer_check`] with extra environment variables for the checker (another S3 server's
 /// `FLOE_TEST_S3_*` settings).
-pub fn peer_check_env(python: &Path, work: &Path, checks: &[Check], env: &[(String, String)]) {
+pub fn peer_check_env<C: serde::Serialize>(
+    python: &Path,
+    work: &Path,
+    checks: &[C],
+    env: &[(String, String)],
+) {
     let file = work.join(format!("checks-{}.json", uuid::Uuid::new_v4()));
     std::fs::write(&file, serde_json::to_vec_pretty(checks).unwrap()).unwrap();
     let out = Command::new(python)

@@ -268,6 +268,15 @@ fn every_commands_json_uses_the_readme_keys() {
     );
     keys_of(dir, w, &["rename", "db.c", "db.c2"], k);
     let described = keys_of(dir, w, &["describe", "db.c2"], k);
+    keys_of(dir, w, &["tag", "create", "db.c2", "t1"], k);
+    keys_of(dir, w, &["branch", "create", "db.c2", "b1"], k);
+    keys_of(
+        dir,
+        w,
+        &["branch", "fast-forward", "db.c2", "b1", "--to", "main"],
+        k,
+    );
+    keys_of(dir, w, &["tag", "drop", "db.c2", "t1"], k);
     keys_of(
         dir,
         w,

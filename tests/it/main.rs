@@ -24,6 +24,7 @@ mod model;
 mod newcomer;
 mod postgres;
 mod readme;
+mod refs;
 mod regress_cli;
 mod regress_dv;
 mod regress_types;

@@ -14,8 +14,10 @@ CHECKS.json is a JSON list of objects:
                                                       #   (DuckDB/Spark/pyiceberg then follow metadata/version-hint.text)
       "expected": "/abs/expected.parquet",            # rows the table must contain
       "snapshot_id": 123,                             # optional time travel
-      "ref": "my-branch",                             # optional, alternative to snapshot_id (branch/tag name,
-                                                      #   resolved from the metadata's "refs")
+      "ref": "my-branch",                             # optional, alternative to snapshot_id: a branch or tag
+                                                      #   name, which pyiceberg and Spark resolve themselves
+                                                      #   (DuckDB by the metadata's "refs")
+      "ref_type": "tag",                              # optional with "ref": branch (default) or tag
       "engines": ["duckdb", "pyiceberg", "spark"],    # optional, default: all three
       "allow_moved_paths": false,                     # optional, DuckDB only (relocated tables)
       "refuse": ["pyiceberg"]                         # optional: engines that must REFUSE this read
@@ -323,6 +325,12 @@ class Engines:
                 "s3.force-virtual-addressing": "false",
             }
         t = StaticTable.from_metadata(src, properties=props)
+        if check.get("ref") and check.get("snapshot_id") is None:
+            # pyiceberg's own reading of the metadata's refs.
+            r = t.metadata.refs.get(check["ref"])
+            if r is None:
+                raise KeyError(f"pyiceberg sees no ref {check['ref']!r} (has {sorted(t.metadata.refs)})")
+            snap = r.snapshot_id
         scan = t.scan(snapshot_id=snap) if snap is not None else t.scan()
         tbl = scan.to_arrow()
         return tbl.num_rows, list(arrow_rows(tbl, columns))
@@ -334,7 +342,11 @@ class Engines:
             self._spark = floe_peers.spark_session(app="floe-peer-check")
         src = local_path(check["metadata"]) if check.get("metadata") else local_path(check["table_dir"])
         r = self._spark.read.format("iceberg")
-        if snap is not None:
+        if check.get("ref") and check.get("snapshot_id") is None:
+            # Spark resolves the ref by name (a branch or a tag, as the metadata types it).
+            kind = check.get("ref_type") or "branch"
+            r = r.option(kind, check["ref"])
+        elif snap is not None:
             r = r.option("snapshot-id", str(int(snap)))
         df = r.load(src)
         # v3 row lineage metadata columns are selectable though not listed.

@@ -20,6 +20,7 @@ mod maintenance;
 mod output;
 mod progress_bar;
 mod quickstart;
+mod refs;
 mod report;
 mod scan;
 mod tables;
@@ -136,6 +137,14 @@ enum Cmd {
     /// Change a table's schema, partitioning, sort order or properties (Spark's ALTER TABLE
     /// clauses; one metadata-only commit).
     Alter(alter::AlterArgs),
+    /// Create, replace, drop or fast-forward a branch (metadata only).
+    Branch(refs::BranchArgs),
+    /// Create, replace or drop a tag (metadata only).
+    Tag(refs::TagArgs),
+    /// Move main back to an ancestor snapshot (by id or time).
+    Rollback(refs::RollbackArgs),
+    /// Set main to any snapshot of the table.
+    SetCurrentSnapshot(refs::SetCurrentSnapshotArgs),
     /// Apply change files (upserts and deletes by primary key, with versions) to a keyed table
     /// in one commit.
     Upsert(keyed::UpsertArgs),
@@ -280,6 +289,10 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Sql(a) => dml::sql(&cli, a).await,
         Cmd::Alter(a) => alter::alter(&cli, a).await,
+        Cmd::Branch(a) => refs::branch(&cli, a).await,
+        Cmd::Tag(a) => refs::tag(&cli, a).await,
+        Cmd::Rollback(a) => refs::rollback(&cli, a).await,
+        Cmd::SetCurrentSnapshot(a) => refs::set_current_snapshot(&cli, a).await,
         Cmd::Upsert(a) => keyed::upsert(&cli, a).await,
         Cmd::Tombstones(a) => keyed::tombstones(&cli, a).await,
         Cmd::ExpireTombstones(a) => keyed::expire_tombstones(&cli, a).await,

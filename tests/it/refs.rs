@@ -1,0 +1,235 @@
+//! Branches, tags, rollback and set-current-snapshot against a model: random sequences of ref
+//! changes (legal and not) between appends; after each, floe's refs equal the model's and a
+//! refused change commits nothing. At the end pyiceberg and Spark resolve every ref by name
+//! (DuckDB by the metadata) and read the rows floe reads there, and expiry keeps what the refs
+//! need.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch};
+use floe::scan::{Scan, SnapshotSelector};
+use floe::spec::snapshot_refs::{is_ancestor, RefChange, Retention};
+use floe::table::parse_ident;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use super::common::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Branch,
+    Tag,
+}
+
+fn refs_of(t: &floe::Table) -> BTreeMap<String, (Kind, i64)> {
+    floe::spec::refs(t.metadata())
+        .into_iter()
+        .map(|(n, r)| {
+            let k = if r.is_branch() {
+                Kind::Branch
+            } else {
+                Kind::Tag
+            };
+            (n, (k, r.snapshot_id))
+        })
+        .collect()
+}
+
+/// A random change and whether the model says it is legal (and what it does to the model).
+fn pick(
+    rng: &mut StdRng,
+    model: &mut BTreeMap<String, (Kind, i64)>,
+    md: &floe::spec::TableMetadata,
+) -> (RefChange, bool) {
+    let snaps: Vec<i64> = md.snapshots().map(|s| s.snapshot_id()).collect();
+    let names = ["main", "dev", "qa", "v1", "v2"];
+    let name = names[rng.gen_range(0..names.len())].to_string();
+    let snap = snaps[rng.gen_range(0..snaps.len())];
+    let current = md.current_snapshot_id().unwrap();
+    let existing = model.get(&name).copied();
+    match rng.gen_range(0..9) {
+        0 => {
+            let ok = existing.is_none();
+            if ok {
+                model.insert(name.clone(), (Kind::Branch, snap));
+            }
+            (
+                RefChange::CreateBranch {
+                    name,
+                    snapshot: Some(snap),
+                    retention: Retention::default(),
+                },
+                ok,
+            )
+        }
+        1 => {
+            let ok = existing.is_none();
+            if ok {
+                model.insert(name.clone(), (Kind::Tag, current));
+            }
+            (
+                RefChange::CreateTag {
+                    name,
+                    snapshot: None,
+                    retention: Retention::default(),
+                },
+                ok,
+            )
+        }
+        2 => {
+            let ok = matches!(existing, Some((Kind::Branch, _)));
+            if ok {
+                model.insert(name.clone(), (Kind::Branch, snap));
+            }
+            (
+                RefChange::ReplaceBranch {
+                    name,
+                    snapshot: snap,
+                    retention: None,
+                },
+                ok,
+            )
+        }
+        3 => {
+            let ok = matches!(existing, Some((Kind::Tag, _)));
+            if ok {
+                model.insert(name.clone(), (Kind::Tag, snap));
+            }
+            (
+                RefChange::ReplaceTag {
+                    name,
+                    snapshot: snap,
+                    retention: None,
+                },
+                ok,
+            )
+        }
+        4 => {
+            let ok = matches!(existing, Some((Kind::Branch, _))) && name != "main";
+            if ok {
+                model.remove(&name);
+            }
+            (RefChange::DropBranch(name), ok)
+        }
+        5 => {
+            let ok = matches!(existing, Some((Kind::Tag, _)));
+            if ok {
+                model.remove(&name);
+            }
+            (RefChange::DropTag(name), ok)
+        }
+        6 => {
+            let to = names[rng.gen_range(0..names.len())].to_string();
+            let ok = match (existing, model.get(&to)) {
+                (Some((Kind::Branch, from)), Some((_, target))) => is_ancestor(md, from, *target),
+                _ => false,
+            };
+            if ok {
+                let target = model[&to].1;
+                model.insert(name.clone(), (Kind::Branch, target));
+            }
+            (RefChange::FastForward { name, to }, ok)
+        }
+        7 => {
+            let ok = is_ancestor(md, snap, current);
+            if ok {
+                model.insert("main".into(), (Kind::Branch, snap));
+            }
+            (RefChange::RollbackTo(snap), ok)
+        }
+        _ => {
+            model.insert("main".into(), (Kind::Branch, snap));
+            (RefChange::SetCurrentSnapshot(snap), true)
+        }
+    }
+}
+
+#[tokio::test]
+async fn random_ref_changes_agree_with_the_model_and_the_peers() {
+    let (dir, cat) = sqlite_catalog();
+    let ident = parse_ident("db.refs").unwrap();
+    let mut t = cat
+        .create_table(
+            &ident,
+            floe::TableCreation::new(floe::spec::parse_schema("id long not null").unwrap()),
+        )
+        .await
+        .unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut next = 0i64;
+    let mut refused = 0;
+    for step in 0..60 {
+        if step % 4 == 0 {
+            let n = rng.gen_range(1..5);
+            let b = RecordBatch::try_from_iter([(
+                "id",
+                Arc::new(Int64Array::from_iter_values(next..next + n)) as _,
+            )])
+            .unwrap();
+            next += n;
+            t = floe::txn::append(&cat, &t, [Ok(b)]).await.unwrap().table;
+        }
+        let mut model = refs_of(&t);
+        let before = t.metadata_location().to_string();
+        let (change, legal) = pick(&mut rng, &mut model, t.metadata());
+        match floe::txn::manage_refs(&cat, &ident, &change).await {
+            Ok(nt) => {
+                assert!(legal, "step {step}: {change:?} was accepted");
+                t = nt;
+            }
+            Err(e) => {
+                assert!(!legal, "step {step}: {change:?} was refused: {e}");
+                refused += 1;
+                t = cat.load_table(&ident).await.unwrap();
+                assert_eq!(t.metadata_location(), before, "a refused change committed");
+            }
+        }
+        assert_eq!(refs_of(&t), model, "step {step}: {change:?}");
+        assert_eq!(
+            t.metadata().current_snapshot_id(),
+            model.get("main").map(|r| r.1)
+        );
+    }
+    assert!(refused > 5, "the sequence should try illegal changes too");
+    // Every ref reads as the snapshot it names, in floe and in the peers (by name).
+    let mut checks = Vec::new();
+    for (name, (kind, id)) in refs_of(&t) {
+        let by_ref = Scan::new(&t)
+            .snapshot(SnapshotSelector::Ref(name.clone()))
+            .count()
+            .await
+            .unwrap();
+        let by_id = Scan::new(&t)
+            .snapshot(SnapshotSelector::Id(id))
+            .count()
+            .await
+            .unwrap();
+        assert_eq!(by_ref, by_id, "{name}");
+        let expected = dir.path().join(format!("expected-{name}.parquet"));
+        floe_expected(&t, Some(id), &expected).await;
+        checks.push(json!({
+            "name": format!("ref {name}"),
+            "metadata": t.metadata_location(),
+            "ref": name,
+            "ref_type": if kind == Kind::Branch { "branch" } else { "tag" },
+            "expected": expected.to_string_lossy(),
+        }));
+    }
+    if let Some(py) = peers_python() {
+        peer_check_env(&py, dir.path(), &checks, &[]);
+    }
+    // Expiry keeps every snapshot a ref points at.
+    let o = floe::maintenance::ExpireOptions::default().with_older_than_ms(i64::MAX);
+    floe::maintenance::expire_snapshots(&cat, &t, &o)
+        .await
+        .unwrap();
+    let t = cat.load_table(&ident).await.unwrap();
+    for (name, (_, id)) in refs_of(&t) {
+        assert!(
+            t.metadata().snapshot_by_id(id).is_some(),
+            "{name} lost its snapshot"
+        );
+    }
+}

@@ -4,6 +4,7 @@ mod compact;
 mod delete_index;
 mod deletes;
 mod direct;
+mod metadata_tables;
 mod plan;
 mod read_file;
 
@@ -20,6 +21,7 @@ pub(crate) use delete_index::{canonical_path, is_file_scoped, DeleteEntry};
 #[doc(hidden)]
 pub use deletes::{decode_dv, decode_position_deletes, dv_range};
 pub(crate) use deletes::{read_positions, FileDeletes, LoadedDeletes};
+pub use metadata_tables::{read_metadata_table, MetadataTable};
 #[cfg(test)]
 pub(crate) use plan::test_files;
 pub use plan::PlannedFile;

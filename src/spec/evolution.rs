@@ -205,8 +205,14 @@ fn check_property(md: &TableMetadata, key: &str, table: &str) -> Result<()> {
 }
 
 /// The table's metadata after `changes`, in order (one new schema, spec, sort order at most;
-/// one commit). `table` names the table in errors.
-pub fn apply(md: &TableMetadata, changes: &[TableChange], table: &str) -> Result<TableMetadata> {
+/// one commit). `table` names the table in errors; `location` is `md`'s metadata file, which
+/// the new metadata's log records.
+pub fn apply(
+    md: &TableMetadata,
+    changes: &[TableChange],
+    table: &str,
+    location: Option<&str>,
+) -> Result<TableMetadata> {
     let err = |e: iceberg::Error| Error::invalid(format!("table {table}: {}", e.message()));
     let mut work = Work::new(md, table);
     let mut set: Vec<(String, String)> = Vec::new();
@@ -251,7 +257,7 @@ pub fn apply(md: &TableMetadata, changes: &[TableChange], table: &str) -> Result
         props.remove(k);
     }
     super::check_property_keys(&props)?;
-    let mut b = TableMetadataBuilder::new_from_metadata(md.clone(), None);
+    let mut b = TableMetadataBuilder::new_from_metadata(md.clone(), location.map(String::from));
     if let Some(v) = version {
         b = b.upgrade_format_version(v).map_err(err)?;
     }
@@ -1158,7 +1164,7 @@ mod tests {
     }
 
     fn alter(md: &TableMetadata, clause: &str) -> Result<TableMetadata> {
-        apply(md, &parse_alter_clause(clause).unwrap(), "db.t")
+        apply(md, &parse_alter_clause(clause).unwrap(), "db.t", None)
     }
 
     #[test]

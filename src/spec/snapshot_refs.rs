@@ -120,11 +120,13 @@ fn tag_retention(r: Retention) -> Result<SnapshotRetention> {
     })
 }
 
-/// The table's metadata after `change`; `table` names it in errors.
+/// The table's metadata after `change`; `table` names it in errors; `location` is `md`'s
+/// metadata file, which the new metadata's log records.
 pub fn apply_ref_change(
     md: &TableMetadata,
     change: &RefChange,
     table: &str,
+    location: Option<&str>,
 ) -> Result<TableMetadata> {
     let invalid = |m: String| Error::invalid(format!("table {table}: {m}"));
     let snapshot = |id: i64| -> Result<i64> {
@@ -288,7 +290,7 @@ pub fn apply_ref_change(
         }
     };
     let err = |e: iceberg::Error| invalid(e.message().to_string());
-    let b = TableMetadataBuilder::new_from_metadata(md.clone(), None);
+    let b = TableMetadataBuilder::new_from_metadata(md.clone(), location.map(String::from));
     let b = match reference {
         Some(r) => b.set_ref(&name, r).map_err(err)?,
         None => b.remove_ref(&name),
@@ -363,7 +365,7 @@ mod tests {
     #[test]
     fn refs_follow_java_rules() {
         let md = table();
-        let a = |md: &TableMetadata, c: RefChange| apply_ref_change(md, &c, "db.t");
+        let a = |md: &TableMetadata, c: RefChange| apply_ref_change(md, &c, "db.t", None);
         let md = a(
             &md,
             RefChange::CreateBranch {

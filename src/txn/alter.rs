@@ -59,7 +59,12 @@ pub async fn alter_table(
                 ),
             ));
         }
-        apply(t.metadata(), changes, &t.name())
+        apply(
+            t.metadata(),
+            changes,
+            &t.name(),
+            Some(t.metadata_location()),
+        )
     })
     .await?;
     Ok(AlterResult {

@@ -37,7 +37,7 @@ pub async fn manage_refs(
 ) -> Result<Table> {
     let table = catalog.load_table(ident).await?;
     let (t, _) = commit_metadata(catalog, table, "changing the refs", |t| {
-        apply_ref_change(t.metadata(), change, &t.name())
+        apply_ref_change(t.metadata(), change, &t.name(), Some(t.metadata_location()))
     })
     .await?;
     Ok(t)

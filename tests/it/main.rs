@@ -20,6 +20,7 @@ mod keyed;
 mod keyed_lifecycle;
 mod maintenance;
 mod merge_engines;
+mod metadata_tables;
 mod model;
 mod newcomer;
 mod postgres;

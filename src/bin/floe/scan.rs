@@ -66,7 +66,26 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         limit,
         json,
     } = a;
-    let table = load(cli, name.as_deref(), metadata.as_deref()).await?;
+    let table = match load(cli, name.as_deref(), metadata.as_deref()).await {
+        Ok(t) => t,
+        Err(e) if e.kind() == floe::ErrorKind::NotFound => match metadata_table_of(name) {
+            // `db.t.snapshots`: a metadata table of db.t (as Spark and Java resolve it).
+            Some((parent, which)) => {
+                let t = load(cli, Some(&parent), None).await.map_err(|_| e)?;
+                return scan_metadata_table(&t, which, a).await;
+            }
+            None => return Err(e),
+        },
+        Err(e) => return Err(e),
+    };
+    if let Some(which) = metadata
+        .as_ref()
+        .and(name.as_deref())
+        .and_then(floe::scan::MetadataTable::parse)
+    {
+        // `--metadata PATH snapshots`: a metadata table of a table read without a catalog.
+        return scan_metadata_table(&table, which, a).await;
+    }
     let mut scan = Scan::new(&table);
     let sel = ingest::selector(*snapshot, reference.as_ref(), as_of.as_ref())?;
     scan = scan.snapshot(sel);
@@ -123,5 +142,89 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     if output.is_some() {
         eprintln!("wrote {rows} rows to {}", output.as_deref().unwrap_or("-"));
     }
+    Ok(())
+}
+
+/// `db.t.snapshots` → (`db.t`, snapshots).
+fn metadata_table_of(name: &Option<String>) -> Option<(String, floe::scan::MetadataTable)> {
+    let (parent, last) = name.as_deref()?.rsplit_once('.')?;
+    if !parent.contains('.') {
+        return None;
+    }
+    Some((parent.to_string(), floe::scan::MetadataTable::parse(last)?))
+}
+
+/// Prints a metadata table's rows (filtered, projected, limited as a table scan's are).
+async fn scan_metadata_table(
+    table: &floe::Table,
+    which: floe::scan::MetadataTable,
+    a: &ScanArgs,
+) -> Result<()> {
+    let snapshot = match (&a.reference, &a.as_of) {
+        (None, None) => a.snapshot,
+        _ => {
+            let sel = ingest::selector(a.snapshot, a.reference.as_ref(), a.as_of.as_ref())?;
+            Scan::new(table)
+                .snapshot(sel)
+                .resolve_snapshot()?
+                .map(|s| s.snapshot_id())
+        }
+    };
+    let mut b = floe::scan::read_metadata_table(table, which, snapshot).await?;
+    if let Some(f) = &a.filter {
+        let keep = floe::expr::parse_expr(f)?
+            .bind_predicate(&b.schema())
+            .map_err(|e| e.context(format!("{}.{}", table.name(), which.name())))?
+            .evaluate_predicate(&b)?;
+        b = arrow::compute::filter_record_batch(&b, &keep)?;
+    }
+    if let Some(cols) = &a.columns {
+        let schema = b.schema();
+        let idx = cols
+            .iter()
+            .map(|c| {
+                floe::spec::resolve_column(schema.fields().iter().map(|f| f.name().as_str()), c)?
+                    .ok_or_else(|| {
+                        Error::new(
+                            floe::ErrorKind::InvalidInput,
+                            format!(
+                                "unknown column '{c}' in {}.{}; its columns: {}",
+                                table.name(),
+                                which.name(),
+                                schema
+                                    .fields()
+                                    .iter()
+                                    .map(|f| f.name().as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        b = b.project(&idx)?;
+    }
+    if a.count {
+        if a.json {
+            print_json(&json!({"record_count": b.num_rows()}))
+        } else {
+            outln!("{}", b.num_rows())
+        }
+        return Ok(());
+    }
+    let format = if a.json { Format::Json } else { a.format };
+    let limit = a
+        .limit
+        .or(if format == Format::Table && a.output.is_none() {
+            Some(100)
+        } else {
+            None
+        });
+    if let Some(l) = limit {
+        b = b.slice(0, l.min(b.num_rows()));
+    }
+    let mut out = BatchWriter::new(format, a.output.as_deref(), b.schema())?;
+    out.write(&b)?;
+    out.finish()?;
     Ok(())
 }

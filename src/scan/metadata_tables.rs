@@ -263,8 +263,7 @@ fn metadata_log(table: &Table) -> Result<RecordBatch> {
         let id = md
             .history()
             .iter()
-            .filter(|l| l.timestamp_ms <= ms)
-            .last()
+            .rfind(|l| l.timestamp_ms <= ms)
             .map(|l| l.snapshot_id);
         let s = id.and_then(|i| md.snapshot_by_id(i));
         snap.append_option(id);

@@ -21,6 +21,8 @@ pub struct Table {
     metadata: Arc<TableMetadata>,
     metadata_location: String,
     storage: Storage,
+    /// The branch reads of the current state and writes go to (`None`: main).
+    branch: Option<String>,
 }
 
 impl Table {
@@ -36,6 +38,50 @@ impl Table {
             metadata: Arc::new(metadata),
             metadata_location,
             storage,
+            branch: None,
+        }
+    }
+
+    /// This table with its current state and writes on branch `name` (`main` is the
+    /// default): scans of the current snapshot read the branch, commits move it, and
+    /// conflicts are checked along its history. The branch must exist (`floe branch create`).
+    pub fn on_branch(&self, name: &str) -> Result<Table> {
+        if name == iceberg::spec::MAIN_BRANCH {
+            return Ok(Table {
+                branch: None,
+                ..self.clone()
+            });
+        }
+        match crate::spec::refs(&self.metadata)
+            .into_iter()
+            .find(|(n, _)| n == name)
+        {
+            Some((_, r)) if r.is_branch() => Ok(Table {
+                branch: Some(name.to_string()),
+                ..self.clone()
+            }),
+            Some(_) => Err(Error::invalid(format!(
+                "table {}: '{name}' is a tag; tags cannot be written, only branches",
+                self.name()
+            ))),
+            None => Err(Error::not_found(format!(
+                "table {} has no branch '{name}'; create it with `floe branch create {} {name}`",
+                self.name(),
+                self.name()
+            ))),
+        }
+    }
+
+    /// The branch this handle reads and writes (`main` unless [`Table::on_branch`]).
+    pub fn branch(&self) -> &str {
+        self.branch.as_deref().unwrap_or(iceberg::spec::MAIN_BRANCH)
+    }
+
+    /// `fresh` (a newer load of this table) on the same branch as this handle.
+    pub(crate) fn same_branch(&self, fresh: Table) -> Result<Table> {
+        match &self.branch {
+            None => Ok(fresh),
+            Some(b) => fresh.on_branch(b),
         }
     }
 
@@ -72,9 +118,12 @@ impl Table {
     pub fn name(&self) -> String {
         ident_name(&self.ident)
     }
-    /// The current snapshot of `main`, if any.
+    /// The current snapshot of the branch this handle is on (`main` by default), if any.
     pub fn current_snapshot(&self) -> Option<&Arc<Snapshot>> {
-        self.metadata.current_snapshot()
+        match &self.branch {
+            None => self.metadata.current_snapshot(),
+            Some(b) => self.metadata.snapshot_for_ref(b),
+        }
     }
 
     /// The manifests a snapshot lists.

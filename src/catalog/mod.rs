@@ -473,6 +473,29 @@ impl Catalog {
         }
     }
 
+    /// Loads the table `name` names, or (Spark's form) a branch of one:
+    /// `ns.table.branch_dev` is branch `dev` of `ns.table` when no table of that name exists.
+    pub async fn load_write_target(&self, name: &str) -> Result<Table> {
+        let ident = crate::table::parse_ident(name)?;
+        match self.load_table(&ident).await {
+            Err(e) if e.kind() == crate::ErrorKind::NotFound => {
+                let Some((parent, branch)) = name
+                    .rsplit_once('.')
+                    .and_then(|(p, last)| Some((p, last.strip_prefix("branch_")?)))
+                    .filter(|(p, _)| p.contains('.'))
+                else {
+                    return Err(e);
+                };
+                let table = self
+                    .load_table(&crate::table::parse_ident(parent)?)
+                    .await
+                    .map_err(|_| e)?;
+                table.on_branch(branch)
+            }
+            r => r,
+        }
+    }
+
     /// Loads a table's current metadata.
     pub async fn load_table(&self, ident: &TableIdent) -> Result<Table> {
         if let Backend::Rest(r) = &self.backend {

@@ -8,7 +8,6 @@ use super::statement::{delete, update};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::expr::{parse_statement, Statement};
-use crate::table::parse_ident;
 
 /// Runs one `DELETE`, `UPDATE` or `MERGE INTO` statement; tables are resolved through
 /// `catalog`. A MERGE reads its source from `source` when given, else from the statement's
@@ -42,10 +41,7 @@ pub async fn execute(
     sql: &str,
     source: Option<Vec<RecordBatch>>,
 ) -> Result<RowLevelResult> {
-    let load = |name: String| async move {
-        let ident = parse_ident(&name)?;
-        catalog.load_table(&ident).await
-    };
+    let load = |name: String| async move { catalog.load_write_target(&name).await };
     match parse_statement(sql)? {
         Statement::Delete { table, predicate } => {
             let t = load(table).await?;

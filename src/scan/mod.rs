@@ -111,7 +111,7 @@ impl SnapshotSelector {
         let md = table.metadata();
         let name = table.name();
         Ok(match self {
-            SnapshotSelector::Current => md.current_snapshot().cloned(),
+            SnapshotSelector::Current => table.current_snapshot().cloned(),
             SnapshotSelector::Id(id) => Some(md.snapshot_by_id(*id).cloned().ok_or_else(|| {
                 Error::not_found(format!(
                     "table {name} has no snapshot {id}; `floe snapshots {name}` lists them"

@@ -306,9 +306,9 @@ fn main_at(md: &TableMetadata, id: i64) -> SnapshotReference {
     SnapshotReference::new(id, retention)
 }
 
-/// The retention `main` has in `md` (what a new snapshot on main keeps).
-pub(crate) fn main_retention(md: &TableMetadata) -> SnapshotRetention {
-    find(md, MAIN_BRANCH)
+/// The retention branch `name` has in `md` (what a new snapshot on it keeps).
+pub(crate) fn branch_retention_of(md: &TableMetadata, name: &str) -> SnapshotRetention {
+    find(md, name)
         .map(|r| r.retention)
         .unwrap_or_else(|| SnapshotRetention::branch(None, None, None))
 }
@@ -426,7 +426,7 @@ mod tests {
         let rb = a(&md, RefChange::RollbackTo(2)).unwrap();
         assert_eq!(rb.current_snapshot_id(), Some(2));
         assert_eq!(
-            main_retention(&rb),
+            branch_retention_of(&rb, MAIN_BRANCH),
             SnapshotRetention::branch(Some(3), None, None)
         );
         assert!(a(&md, RefChange::RollbackTo(4)).is_err());

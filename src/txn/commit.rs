@@ -66,10 +66,15 @@ pub async fn load_changes(table: &Table, since: &[&Snapshot]) -> Result<Vec<Comm
     Ok(out)
 }
 
-/// Snapshots on `main` committed after `start` (exclusive), oldest first.
-pub fn snapshots_since(md: &TableMetadata, start: Option<i64>) -> Result<Vec<&Snapshot>> {
+/// Snapshots on the branch whose head is `head` committed after `start` (exclusive), oldest
+/// first.
+pub fn snapshots_since(
+    md: &TableMetadata,
+    head: Option<i64>,
+    start: Option<i64>,
+) -> Result<Vec<&Snapshot>> {
     let mut out = Vec::new();
-    let mut cur = md.current_snapshot().map(|s| s.as_ref());
+    let mut cur = head.and_then(|h| md.snapshot_by_id(h)).map(|s| s.as_ref());
     while let Some(s) = cur {
         if Some(s.snapshot_id()) == start {
             out.reverse();
@@ -84,7 +89,7 @@ pub fn snapshots_since(md: &TableMetadata, start: Option<i64>) -> Result<Vec<&Sn
     if start.is_some() {
         return Err(Error::new(
             ErrorKind::Conflict,
-            "the snapshot this change started from is no longer an ancestor of main (rolled back or expired); redo the operation",
+            "the snapshot this change started from is no longer an ancestor of the branch (rolled back or expired); redo the operation",
         ));
     }
     out.reverse();
@@ -107,7 +112,8 @@ pub async fn commit(
     let storage = table.storage().clone();
     loop {
         let attempt_result = async {
-            let since = snapshots_since(base.metadata(), start_snapshot)?;
+            let head = base.current_snapshot().map(|s| s.snapshot_id());
+            let since = snapshots_since(base.metadata(), head, start_snapshot)?;
             if !since.is_empty() {
                 let changes = if validation.needs_changes() {
                     load_changes(&base, &since).await?
@@ -171,7 +177,11 @@ pub async fn commit(
                 let wait = (props.commit_min_wait_ms.saturating_mul(1 << (attempt - 1).min(20))).min(props.commit_max_wait_ms);
                 let jitter = rand::random::<u64>() % (wait / 10 + 1);
                 tokio::time::sleep(Duration::from_millis(wait + jitter)).await;
-                base = match catalog.load_table(table.ident()).await {
+                base = match catalog
+                    .load_table(table.ident())
+                    .await
+                    .and_then(|t| table.same_branch(t))
+                {
                     Ok(b) => b,
                     Err(e) => {
                         producer.abort(&storage).await;

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{
     DataFile, ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot,
-    SnapshotReference, Summary, TableMetadataBuilder, MAIN_BRANCH,
+    SnapshotReference, Summary, TableMetadataBuilder,
 };
 
 use super::summary::SummaryCounts;
@@ -503,7 +503,7 @@ impl SnapshotProducer {
         self.check_base(base)?;
         let io = base.storage().file_io();
         let new_manifests = self.write_added_manifests(base).await?;
-        let parent = md.current_snapshot().cloned();
+        let parent = base.current_snapshot().cloned();
         let mut existing = Vec::new();
         if let Some(p) = &parent {
             existing = base.manifest_list(p).await?;
@@ -607,11 +607,11 @@ impl SnapshotProducer {
             .add_snapshot(snapshot)
             .and_then(|b| {
                 b.set_ref(
-                    MAIN_BRANCH,
-                    // A new snapshot moves main; main keeps its retention.
+                    base.branch(),
+                    // A new snapshot moves its branch, which keeps its retention.
                     SnapshotReference::new(
                         self.snapshot_id,
-                        crate::spec::snapshot_refs::main_retention(md),
+                        crate::spec::snapshot_refs::branch_retention_of(md, base.branch()),
                     ),
                 )
             })

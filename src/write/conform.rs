@@ -26,6 +26,9 @@ pub struct Conformer {
     target: SchemaRef,
     /// The Iceberg type of each target column, for error messages (`decimal(10,2)`).
     types: Vec<String>,
+    /// Each column's v3 `write-default` in the spec's JSON text form (what a missing input
+    /// column is filled with).
+    defaults: Vec<Option<String>>,
     table: String,
 }
 
@@ -76,9 +79,26 @@ impl Conformer {
                 },
             )
             .collect();
+        let defaults = target
+            .fields()
+            .iter()
+            .map(|f| {
+                let field = schema.field_by_name(f.name())?;
+                let json = field
+                    .write_default
+                    .clone()?
+                    .try_into_json(&field.field_type)
+                    .ok()?;
+                Some(match json {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                })
+            })
+            .collect();
         Ok(Self {
             target,
             types,
+            defaults,
             table: table.to_string(),
         })
     }
@@ -118,6 +138,21 @@ impl Conformer {
                 Ok(i) => {
                     let a = batch.column(i);
                     fit_field(a, tf).map_err(|m| self.misfit(a, n, m, source, first_row))?
+                }
+                Err(_) if self.defaults[n].is_some() => {
+                    // v3: a column the input lacks takes its write-default.
+                    let text = self.defaults[n].clone().unwrap_or_default();
+                    let strings: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![
+                        text.as_str();
+                        batch.num_rows()
+                    ]));
+                    arrow_cast::cast(&strings, tf.data_type()).map_err(|e| {
+                        Error::invalid(format!(
+                            "table {}: write-default '{text}' of column '{}' does not fit its type: {e}",
+                            self.table,
+                            tf.name()
+                        ))
+                    })?
                 }
                 Err(_) if tf.is_nullable() => new_null_array(tf.data_type(), batch.num_rows()),
                 Err(_) => {

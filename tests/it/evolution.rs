@@ -168,6 +168,15 @@ fn rows(rng: &mut StdRng, m: &mut Model, start: i64, count: usize) -> RecordBatc
     let mut arrays: Vec<ArrayRef> = Vec::new();
     let mut values: Vec<BTreeMap<u32, Option<i64>>> = vec![BTreeMap::new(); count];
     for (id, c) in &m.cols {
+        // A column with a (v3) default left out of the input takes its write-default.
+        if let Some(d) = c.default {
+            if rng.gen_bool(0.3) {
+                for r in values.iter_mut() {
+                    r.insert(*id, Some(d));
+                }
+                continue;
+            }
+        }
         let v: Vec<Option<i64>> = (0..count)
             .map(|r| {
                 if *id == 0 {

@@ -233,3 +233,161 @@ async fn random_ref_changes_agree_with_the_model_and_the_peers() {
         );
     }
 }
+
+/// Rows of `t` at the head of `branch`, sorted.
+async fn branch_rows(t: &floe::Table, branch: &str) -> Vec<(i64, i64)> {
+    let sel = SnapshotSelector::Ref(branch.to_string());
+    let batches = Scan::new(t).snapshot(sel).to_batches().await.unwrap();
+    let mut out = Vec::new();
+    for b in &batches {
+        let id = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let v = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+        for r in 0..b.num_rows() {
+            out.push((id.value(r), v.value(r)));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn writes_to_a_branch_leave_main_untouched_and_peers_read_both() {
+    for version in [2u8, 3] {
+        let (dir, cat) = sqlite_catalog();
+        let ident = parse_ident("db.wb").unwrap();
+        let mut c =
+            floe::TableCreation::new(floe::spec::parse_schema("id long not null, v long").unwrap());
+        c.format_version = if version == 3 {
+            floe::spec::FormatVersion::V3
+        } else {
+            floe::spec::FormatVersion::V2
+        };
+        for k in ["write.delete.mode", "write.update.mode", "write.merge.mode"] {
+            c.properties.insert(k.into(), "merge-on-read".into());
+        }
+        let t = cat.create_table(&ident, c).await.unwrap();
+        let batch = |ids: std::ops::Range<i64>| {
+            RecordBatch::try_from_iter([
+                (
+                    "id",
+                    Arc::new(Int64Array::from_iter_values(ids.clone())) as _,
+                ),
+                (
+                    "v",
+                    Arc::new(Int64Array::from_iter_values(ids.map(|i| i * 10))) as _,
+                ),
+            ])
+            .unwrap()
+        };
+        floe::txn::append(&cat, &t, [Ok(batch(0..20))])
+            .await
+            .unwrap();
+        floe::txn::manage_refs(
+            &cat,
+            &ident,
+            &RefChange::CreateBranch {
+                name: "dev".into(),
+                snapshot: None,
+                retention: Retention::default(),
+            },
+        )
+        .await
+        .unwrap();
+        let mut model: BTreeMap<&str, Vec<(i64, i64)>> = BTreeMap::from([
+            ("main", (0..20).map(|i| (i, i * 10)).collect()),
+            ("dev", (0..20).map(|i| (i, i * 10)).collect()),
+        ]);
+        let mut rng = StdRng::seed_from_u64(version as u64);
+        let mut next = 20i64;
+        for step in 0..16 {
+            let branch = if rng.gen_bool(0.6) { "dev" } else { "main" };
+            let target = if branch == "main" {
+                "db.wb".to_string()
+            } else {
+                "db.wb.branch_dev".to_string()
+            };
+            let rows = model.get_mut(branch).unwrap();
+            match rng.gen_range(0..3) {
+                0 => {
+                    let n = rng.gen_range(1..6);
+                    let t = cat.load_write_target(&target).await.unwrap();
+                    floe::txn::append(&cat, &t, [Ok(batch(next..next + n))])
+                        .await
+                        .unwrap();
+                    rows.extend((next..next + n).map(|i| (i, i * 10)));
+                    next += n;
+                }
+                1 => {
+                    let m = rng.gen_range(2..7);
+                    floe::dml::execute(
+                        &cat,
+                        &format!("DELETE FROM {target} WHERE id % {m} = 1"),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                    rows.retain(|(i, _)| i % m != 1);
+                }
+                _ => {
+                    let m = rng.gen_range(2..7);
+                    floe::dml::execute(
+                        &cat,
+                        &format!("UPDATE {target} SET v = v + 1 WHERE id % {m} = 0"),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                    for r in rows.iter_mut() {
+                        if r.0 % m == 0 {
+                            r.1 += 1;
+                        }
+                    }
+                }
+            }
+            rows.sort();
+            let t = cat.load_table(&ident).await.unwrap();
+            for b in ["main", "dev"] {
+                assert_eq!(
+                    branch_rows(&t, b).await,
+                    model[b],
+                    "v{version} step {step} {b}"
+                );
+            }
+        }
+        let t = cat.load_table(&ident).await.unwrap();
+        let mut checks = Vec::new();
+        for b in ["main", "dev"] {
+            let id = floe::spec::refs(t.metadata())
+                .into_iter()
+                .find(|(n, _)| n == b)
+                .unwrap()
+                .1
+                .snapshot_id;
+            let expected = dir.path().join(format!("expected-{b}.parquet"));
+            floe_expected(&t, Some(id), &expected).await;
+            checks.push(json!({
+                "name": format!("v{version} branch {b}"),
+                "metadata": t.metadata_location(),
+                "ref": b,
+                "expected": expected.to_string_lossy(),
+            }));
+        }
+        if let Some(py) = peers_python() {
+            peer_check_env(&py, dir.path(), &checks, &[]);
+        }
+        // Tags are not written.
+        floe::txn::manage_refs(
+            &cat,
+            &ident,
+            &RefChange::CreateTag {
+                name: "t".into(),
+                snapshot: None,
+                retention: Retention::default(),
+            },
+        )
+        .await
+        .unwrap();
+        let e = cat.load_write_target("db.wb.branch_t").await.unwrap_err();
+        assert!(e.to_string().contains("tag"), "{e}");
+    }
+}

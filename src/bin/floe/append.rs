@@ -15,6 +15,9 @@ pub struct AppendArgs {
     /// Input files (.parquet, .csv).
     #[arg(required = true)]
     pub files: Vec<String>,
+    /// Append to this branch (main is untouched).
+    #[arg(long)]
+    pub branch: Option<String>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -22,8 +25,17 @@ pub struct AppendArgs {
 
 /// `floe append`.
 pub async fn append(cli: &Cli, a: &AppendArgs) -> Result<()> {
-    let AppendArgs { name, files, json } = a;
+    let AppendArgs {
+        name,
+        files,
+        branch,
+        json,
+    } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
+    let table = match branch {
+        Some(b) => table.on_branch(b)?,
+        None => table,
+    };
     let conformer = table_conformer(&table)?;
     // Open every input first: a bad file fails before anything is written.
     let mut readers = Vec::new();

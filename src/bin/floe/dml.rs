@@ -2,7 +2,6 @@
 
 use std::time::Instant;
 
-use floe::table::parse_ident;
 use floe::{Error, ErrorKind, Result, Table};
 
 use super::output::print_json;
@@ -16,6 +15,9 @@ pub struct DeleteArgs {
     /// Rows to delete (SQL expression, e.g. "id % 1000 = 7 AND ts < '2024-01-01'").
     #[arg(long = "where", value_name = "EXPR", allow_hyphen_values = true)]
     pub filter: String,
+    /// Write to this branch (its history is validated; main is untouched).
+    #[arg(long)]
+    pub branch: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -32,6 +34,9 @@ pub struct UpdateArgs {
     /// Rows to update (default: all).
     #[arg(long = "where", value_name = "EXPR", allow_hyphen_values = true)]
     pub filter: Option<String>,
+    /// Write to this branch (its history is validated; main is untouched).
+    #[arg(long)]
+    pub branch: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -57,6 +62,9 @@ pub struct MergeArgs {
     /// What happens to target rows no source row matches: ignore, delete.
     #[arg(long, default_value = "ignore")]
     pub not_matched_by_source: String,
+    /// Write to this branch (its history is validated; main is untouched).
+    #[arg(long)]
+    pub branch: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -73,15 +81,27 @@ pub struct SqlArgs {
     pub json: bool,
 }
 
+/// The table a DML statement writes: `name`, or Spark's `name.branch_<b>` for a branch.
+fn target(name: &str, branch: &Option<String>) -> String {
+    match branch {
+        Some(b) => format!("{name}.branch_{b}"),
+        None => name.to_string(),
+    }
+}
+
 /// `floe delete`.
 pub async fn delete(cli: &Cli, a: &DeleteArgs) -> Result<()> {
-    let sql = format!("DELETE FROM {} WHERE {}", a.name, a.filter);
+    let sql = format!(
+        "DELETE FROM {} WHERE {}",
+        target(&a.name, &a.branch),
+        a.filter
+    );
     run_dml(cli, &sql, None, a.json).await
 }
 
 /// `floe update`.
 pub async fn update(cli: &Cli, a: &UpdateArgs) -> Result<()> {
-    let mut sql = format!("UPDATE {} SET {}", a.name, a.set);
+    let mut sql = format!("UPDATE {} SET {}", target(&a.name, &a.branch), a.set);
     if let Some(f) = &a.filter {
         sql.push_str(&format!(" WHERE {f}"));
     }
@@ -95,7 +115,10 @@ pub async fn merge(cli: &Cli, a: &MergeArgs) -> Result<()> {
             .map(|k| format!("t.{k} = s.{k}", k = k.trim()))
             .collect::<Vec<_>>()
             .join(" AND ");
-    let mut sql = format!("MERGE INTO {} AS t USING source AS s ON {keys}", a.name);
+    let mut sql = format!(
+        "MERGE INTO {} AS t USING source AS s ON {keys}",
+        target(&a.name, &a.branch)
+    );
     match a.matched.as_str() {
         "update" => sql.push_str(" WHEN MATCHED THEN UPDATE SET *"),
         "delete" => sql.push_str(" WHEN MATCHED THEN DELETE"),
@@ -127,7 +150,9 @@ pub async fn merge(cli: &Cli, a: &MergeArgs) -> Result<()> {
             ))
         }
     }
-    let table = catalog(cli)?.load_table(&parse_ident(&a.name)?).await?;
+    let table = catalog(cli)?
+        .load_write_target(&target(&a.name, &a.branch))
+        .await?;
     let rows = read_source(&table, &a.source)?;
     run_dml(cli, &sql, Some(rows), a.json).await
 }
@@ -137,7 +162,7 @@ pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
     let rows = match floe::expr::parse_statement(&a.statement)? {
         floe::expr::Statement::Merge(m) => match &m.source {
             floe::expr::MergeSource::Path(p) => {
-                let table = catalog(cli)?.load_table(&parse_ident(&m.target)?).await?;
+                let table = catalog(cli)?.load_write_target(&m.target).await?;
                 Some(read_source(&table, p)?)
             }
             floe::expr::MergeSource::Table(_) => None,

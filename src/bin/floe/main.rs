@@ -225,7 +225,7 @@ fn catalog_creating(cli: &Cli) -> Result<Catalog> {
 /// The catalog and the table `name` in it.
 async fn catalog_and_table(cli: &Cli, name: &str) -> Result<(Catalog, Table)> {
     let cat = catalog(cli)?;
-    let table = cat.load_table(&parse_ident(name)?).await?;
+    let table = cat.load_write_target(name).await?;
     Ok((cat, table))
 }
 

@@ -589,16 +589,7 @@ impl<'a> Work<'a> {
                 }
                 let (&last, parent) = found.at.split_last().unwrap_or((&0, &[]));
                 let parent = parent.to_vec();
-                let only_child = {
-                    let mut level: &[NestedFieldRef] = &self.fields;
-                    for &i in &parent {
-                        if let Type::Struct(s) = level[i].field_type.as_ref() {
-                            level = s.fields();
-                        }
-                    }
-                    level.len() == 1 && !parent.is_empty()
-                };
-                if only_child {
+                if !parent.is_empty() && self.level(&parent).len() == 1 {
                     return Err(self.invalid(format!(
                         "'{path}' is its struct's only field; drop the struct instead"
                     )));

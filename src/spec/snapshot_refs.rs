@@ -140,6 +140,11 @@ pub fn apply_ref_change(
         md.current_snapshot_id()
             .ok_or_else(|| invalid("the table has no snapshot yet to point a ref at".into()))
     };
+    // A new ref's snapshot: the one given, else the current one.
+    let at = |s: Option<i64>| match s {
+        Some(id) => snapshot(id),
+        None => current(),
+    };
     let existing = |name: &str, branch: bool| -> Result<SnapshotReference> {
         let r = find(md, name).ok_or_else(|| {
             invalid(format!(
@@ -175,14 +180,8 @@ pub fn apply_ref_change(
             retention,
         } => {
             fresh(name)?;
-            let id = match s {
-                Some(id) => snapshot(*id)?,
-                None => current()?,
-            };
-            (
-                name.clone(),
-                Some(SnapshotReference::new(id, branch_retention(*retention))),
-            )
+            let r = SnapshotReference::new(at(*s)?, branch_retention(*retention));
+            (name.clone(), Some(r))
         }
         RefChange::ReplaceBranch {
             name,
@@ -226,14 +225,8 @@ pub fn apply_ref_change(
             retention,
         } => {
             fresh(name)?;
-            let id = match s {
-                Some(id) => snapshot(*id)?,
-                None => current()?,
-            };
-            (
-                name.clone(),
-                Some(SnapshotReference::new(id, tag_retention(*retention)?)),
-            )
+            let r = SnapshotReference::new(at(*s)?, tag_retention(*retention)?);
+            (name.clone(), Some(r))
         }
         RefChange::ReplaceTag {
             name,

@@ -534,3 +534,126 @@ async fn a_concurrent_schema_change_fails_an_alter_planned_before_it() {
     );
     assert_eq!(basis.changed_in(now.metadata()), None);
 }
+
+/// An unpartitioned, unsorted table clustered in place: ALTER to `bucket(4, key)` sorted by
+/// key, then a sort rewrite of every file. Afterwards every live file is in the new spec,
+/// stamped with the sort order and sorted end to end, the rows are unchanged, and the peers
+/// read them.
+#[tokio::test]
+async fn alter_then_sort_rewrite_clusters_a_table_in_place() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &["create", "db.c", "--schema", "key long not null, v long"],
+    );
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut sum = 0i64;
+    for f in 0..3 {
+        let keys: Vec<i64> = (0..500).map(|_| rng.gen_range(0..10_000)).collect();
+        sum += keys.iter().sum::<i64>();
+        let b = RecordBatch::try_from_iter([
+            ("key", Arc::new(Int64Array::from(keys.clone())) as ArrayRef),
+            ("v", Arc::new(Int64Array::from(keys)) as ArrayRef),
+        ])
+        .unwrap();
+        let p = d.path().join(format!("in{f}.parquet"));
+        write_parquet(&p, &[b]);
+        ok(&wh, &["append", "db.c", p.to_str().unwrap()]);
+    }
+    ok(
+        &wh,
+        &[
+            "alter",
+            "db.c",
+            "--partition-by",
+            "bucket(4, key)",
+            "--sort-by",
+            "key",
+        ],
+    );
+    ok(
+        &wh,
+        &[
+            "rewrite-data-files",
+            "db.c",
+            "--strategy",
+            "sort",
+            "--option",
+            "rewrite-all=true",
+        ],
+    );
+    let cat = floe::Catalog::open(None, Some(wh.to_str().unwrap()), None).unwrap();
+    let t = cat.load_table(&parse_ident("db.c").unwrap()).await.unwrap();
+    let files = floe::scan::read_metadata_table(&t, floe::scan::MetadataTable::DataFiles, None)
+        .await
+        .unwrap();
+    let spec = files
+        .column_by_name("spec_id")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Int32Array>()
+        .unwrap()
+        .clone();
+    let order = files
+        .column_by_name("sort_order_id")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Int32Array>()
+        .unwrap()
+        .clone();
+    let paths = files
+        .column_by_name("file_path")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow::array::StringArray>()
+        .unwrap()
+        .clone();
+    assert!(
+        files.num_rows() >= 2 && files.num_rows() <= 4,
+        "{}",
+        files.num_rows()
+    );
+    for r in 0..files.num_rows() {
+        assert_eq!(spec.value(r), t.metadata().default_partition_spec_id());
+        assert_eq!(order.value(r), t.metadata().default_sort_order_id() as i32);
+        let path = paths
+            .value(r)
+            .strip_prefix("file://")
+            .unwrap_or(paths.value(r));
+        let f = std::fs::File::open(path).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut keys = Vec::new();
+        for b in reader {
+            let b = b.unwrap();
+            let k = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            keys.extend(k.values().iter().copied());
+        }
+        assert!(
+            keys.windows(2).all(|w| w[0] <= w[1]),
+            "{path} is not sorted end to end"
+        );
+    }
+    let batches = scan_rows(&t, SnapshotSelector::Current).await;
+    assert_eq!(count(&batches), 1500);
+    assert_eq!(sum_i64(&batches, "key"), sum);
+    if let Some(py) = peers_python() {
+        let expected = d.path().join("expected.parquet");
+        floe_expected(&t, None, &expected).await;
+        peer_check(
+            &py,
+            d.path(),
+            &[Check {
+                name: "clustered in place".into(),
+                metadata: t.metadata_location().to_string(),
+                snapshot_id: None,
+                expected: expected.to_string_lossy().to_string(),
+                engines: None,
+                refuse: None,
+            }],
+        );
+    }
+}

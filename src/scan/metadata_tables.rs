@@ -146,23 +146,13 @@ fn snapshots(table: &Table) -> Result<RecordBatch> {
     )
 }
 
-/// The ids of the current snapshot and its ancestors.
-fn current_ancestry(table: &Table) -> HashSet<i64> {
-    let md = table.metadata();
-    let mut out = HashSet::new();
-    let mut at = md.current_snapshot_id();
-    while let Some(id) = at {
-        if !out.insert(id) {
-            break;
-        }
-        at = md.snapshot_by_id(id).and_then(|s| s.parent_snapshot_id());
-    }
-    out
-}
-
 fn history(table: &Table) -> Result<RecordBatch> {
     let md = table.metadata();
-    let ancestry = current_ancestry(table);
+    // The current snapshot and its ancestors.
+    let ancestry: HashSet<i64> =
+        crate::spec::snapshot_refs::ancestors(md, md.current_snapshot_id())
+            .map(|s| s.snapshot_id())
+            .collect();
     let mut at = TimestampMicrosecondBuilder::new().with_timezone("+00:00");
     let (mut id, mut parent) = (Int64Builder::new(), Int64Builder::new());
     let mut current = BooleanBuilder::new();

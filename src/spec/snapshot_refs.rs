@@ -84,21 +84,24 @@ fn find(md: &TableMetadata, name: &str) -> Option<SnapshotReference> {
         .map(|(_, r)| r)
 }
 
+/// `head` and its parents, newest first; it ends at a missing parent, and after as many
+/// steps as the table has snapshots (so corrupt metadata with a cycle cannot loop).
+pub fn ancestors(
+    md: &TableMetadata,
+    head: Option<i64>,
+) -> impl Iterator<Item = &std::sync::Arc<iceberg::spec::Snapshot>> + '_ {
+    let mut at = head.and_then(|h| md.snapshot_by_id(h));
+    std::iter::from_fn(move || {
+        let s = at?;
+        at = s.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p));
+        Some(s)
+    })
+    .take(md.snapshots().count())
+}
+
 /// Whether `ancestor` is `snapshot` or one of its parents.
 pub fn is_ancestor(md: &TableMetadata, ancestor: i64, snapshot: i64) -> bool {
-    let mut at = Some(snapshot);
-    let mut steps = 0usize;
-    while let Some(id) = at {
-        if id == ancestor {
-            return true;
-        }
-        steps += 1;
-        if steps > md.snapshots().count() {
-            return false;
-        }
-        at = md.snapshot_by_id(id).and_then(|s| s.parent_snapshot_id());
-    }
-    false
+    ancestors(md, Some(snapshot)).any(|s| s.snapshot_id() == ancestor)
 }
 
 fn branch_retention(r: Retention) -> SnapshotRetention {
@@ -257,19 +260,9 @@ pub fn apply_ref_change(
             (MAIN_BRANCH.to_string(), Some(main_at(md, *id)))
         }
         RefChange::RollbackToTime(ms) => {
-            let cur = current()?;
-            let mut at = Some(cur);
-            let mut found = None;
-            while let Some(id) = at {
-                let Some(s) = md.snapshot_by_id(id) else {
-                    break;
-                };
-                if s.timestamp_ms() <= *ms {
-                    found = Some(id);
-                    break;
-                }
-                at = s.parent_snapshot_id();
-            }
+            let found = ancestors(md, Some(current()?))
+                .find(|s| s.timestamp_ms() <= *ms)
+                .map(|s| s.snapshot_id());
             let id = found.ok_or_else(|| {
                 invalid(format!(
                     "no ancestor of the current snapshot was committed at or before {ms} ms"

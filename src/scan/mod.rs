@@ -1,5 +1,6 @@
 //! Scans: choose a snapshot, plan the files (pure, `plan`), read them to Arrow.
 
+mod changelog;
 mod compact;
 mod delete_index;
 mod deletes;
@@ -17,6 +18,7 @@ use iceberg::expr::{Bind, BoundPredicate, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
 
+pub use changelog::{appended_between, ChangeType, Changelog, ChangelogRange};
 pub(crate) use delete_index::{canonical_path, is_file_scoped, DeleteEntry};
 #[doc(hidden)]
 pub use deletes::{decode_dv, decode_position_deletes, dv_range};
@@ -270,6 +272,8 @@ pub struct Scan {
     batch_size: Option<usize>,
     concurrency: usize,
     row_lineage: bool,
+    /// Read every snapshot in the current schema (changelogs), not the snapshot's own.
+    current_schema: bool,
 }
 
 /// What a planned scan will read.
@@ -322,6 +326,15 @@ impl ScanPlan {
             row_filter: self.row_filter.clone(),
             table: self.table.clone(),
         }
+    }
+
+    /// Reads the planned files without their deletes (every row the files hold).
+    pub(crate) fn ignoring_deletes(mut self) -> Self {
+        for f in &mut self.files {
+            f.deletes.clear();
+        }
+        self.deletes = vec![Some(FileDeletes::default()); self.files.len()];
+        self
     }
 
     /// Keeps only the files `keep` accepts.
@@ -429,7 +442,15 @@ impl Scan {
                 .map(|n| n.get())
                 .unwrap_or(2),
             row_lineage: false,
+            current_schema: false,
         }
+    }
+
+    /// Reads an older snapshot in the table's current schema (as changelogs and incremental
+    /// reads do) instead of the snapshot's own.
+    pub(crate) fn in_current_schema(mut self) -> Self {
+        self.current_schema = true;
+        self
     }
 
     /// v3: also returns each row's `_row_id` and `_last_updated_sequence_number` as two last
@@ -496,6 +517,7 @@ impl Scan {
     fn schema_of(&self, snapshot: &Option<Arc<Snapshot>>) -> SchemaRef {
         let md = self.table.metadata();
         match (&self.snapshot, snapshot) {
+            _ if self.current_schema => md.current_schema().clone(),
             (SnapshotSelector::Current, _) | (_, None) => md.current_schema().clone(),
             (_, Some(s)) => s.schema(md).unwrap_or_else(|_| md.current_schema().clone()),
         }

@@ -121,6 +121,8 @@ fn every_commands_json_uses_the_readme_keys() {
     }
     keys_of(dir, w, &["scan", "db.t"], k);
     keys_of(dir, w, &["scan", "db.t", "--count"], k);
+    keys_of(dir, w, &["changes", "db.t"], k);
+    keys_of(dir, w, &["changes", "db.t", "--net-changes", "--count"], k);
     keys_of(dir, w, &["namespaces"], k);
     std::fs::write(
         dir.join("ch.csv"),

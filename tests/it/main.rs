@@ -3,6 +3,7 @@
 mod append_scan;
 mod bad_input;
 mod catalog;
+mod changelog;
 mod cli;
 mod clone;
 mod common;

@@ -10,6 +10,7 @@ macro_rules! outln {
 
 mod alter;
 mod append;
+mod changes;
 mod csv_nested;
 mod dml;
 mod ingest;
@@ -93,6 +94,9 @@ enum Cmd {
     Append(append::AppendArgs),
     /// Read rows.
     Scan(scan::ScanArgs),
+    /// Rows changed between two snapshots: INSERT / DELETE / UPDATE_BEFORE / UPDATE_AFTER
+    /// (Spark's changelog view).
+    Changes(changes::ChangesArgs),
     /// Show a table's schema, partitioning, sort order, properties and current snapshot.
     Describe(inspect::TableRef),
     /// List a table's snapshots.
@@ -274,6 +278,7 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Create(a) => tables::create(&cli, a).await,
         Cmd::Append(a) => append::append(&cli, a).await,
         Cmd::Scan(a) => scan::scan(&cli, a).await,
+        Cmd::Changes(a) => changes::changes(&cli, a).await,
         Cmd::Describe(a) => inspect::describe(&cli, a).await,
         Cmd::Snapshots(a) => inspect::snapshots(&cli, a).await,
         Cmd::Files(a) => inspect::files(&cli, a).await,

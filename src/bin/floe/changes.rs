@@ -1,0 +1,202 @@
+//! `floe changes` (the changelog between two snapshots) and `floe scan --from-snapshot` (the
+//! rows appended between two snapshots).
+
+use arrow_array::RecordBatch;
+use floe::scan::{Changelog, ChangelogRange, Scan};
+use floe::{Error, ErrorKind, Result};
+use serde_json::json;
+
+use super::output::{print_json, BatchWriter, Format};
+use super::{load, parse_time_ms, Cli};
+
+/// Rows changed between two snapshots (Spark's changelog view).
+#[derive(clap::Args, Debug)]
+pub struct ChangesArgs {
+    /// Table name.
+    pub name: String,
+    /// Changes after this snapshot (exclusive; default: from the first snapshot).
+    #[arg(long = "from")]
+    pub from: Option<i64>,
+    /// Changes committed after this time (RFC 3339 or ms since epoch), instead of --from.
+    #[arg(long)]
+    pub from_timestamp: Option<String>,
+    /// Up to this snapshot (inclusive; default: the current one).
+    #[arg(long = "to")]
+    pub to: Option<i64>,
+    /// Up to the last snapshot committed at or before this time, instead of --to.
+    #[arg(long)]
+    pub to_timestamp: Option<String>,
+    /// Columns identifying a row: a delete and an insert of one identifier in a snapshot are
+    /// shown as UPDATE_BEFORE / UPDATE_AFTER (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub identifier_columns: Option<Vec<String>>,
+    /// Compute UPDATE_BEFORE / UPDATE_AFTER with the table's identifier fields (or
+    /// --identifier-columns); `--compute-updates=false` turns them off.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub compute_updates: Option<bool>,
+    /// Only net changes over the range (a row inserted then deleted is not shown).
+    #[arg(long)]
+    pub net_changes: bool,
+    /// Row filter on the change rows (may use _change_type, _change_ordinal,
+    /// _commit_snapshot_id).
+    #[arg(long = "where", allow_hyphen_values = true)]
+    pub filter: Option<String>,
+    /// Columns to return (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+    /// Print only the row count.
+    #[arg(long)]
+    pub count: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Output file.
+    #[arg(short = 'o', long)]
+    pub output: Option<String>,
+    /// At most this many rows (table format defaults to 100).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// JSON output (same as --format json).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `floe changes`.
+pub async fn changes(cli: &Cli, a: &ChangesArgs) -> Result<()> {
+    let table = load(cli, Some(&a.name), None).await?;
+    let range = ChangelogRange {
+        from_snapshot_exclusive: a.from,
+        from_timestamp_ms: a.from_timestamp.as_deref().map(parse_time_ms).transpose()?,
+        to_snapshot: a.to,
+        to_timestamp_ms: a.to_timestamp.as_deref().map(parse_time_ms).transpose()?,
+    };
+    let mut log = Changelog::new(&table, range).net_changes(a.net_changes);
+    if let Some(c) = &a.identifier_columns {
+        log = log.identifier_columns(c.clone());
+    }
+    if let Some(on) = a.compute_updates {
+        log = log.compute_updates(on);
+    }
+    let batches = log.read().await?;
+    let schema = log.schema()?;
+    let what = format!("the changes of {}", table.name());
+    print_rows(schema, batches, &what, &Rows::of_changes(a))
+}
+
+/// How rows are filtered, projected and printed.
+pub struct Rows<'a> {
+    /// `--where`.
+    pub filter: Option<&'a str>,
+    /// `--columns`.
+    pub columns: Option<&'a [String]>,
+    /// `--count`.
+    pub count: bool,
+    /// `--format`.
+    pub format: Format,
+    /// `--output`.
+    pub output: Option<&'a str>,
+    /// `--limit`.
+    pub limit: Option<usize>,
+    /// `--json`.
+    pub json: bool,
+}
+
+impl<'a> Rows<'a> {
+    fn of_changes(a: &'a ChangesArgs) -> Self {
+        Rows {
+            filter: a.filter.as_deref(),
+            columns: a.columns.as_deref(),
+            count: a.count,
+            format: a.format,
+            output: a.output.as_deref(),
+            limit: a.limit,
+            json: a.json,
+        }
+    }
+}
+
+/// Filters, projects, limits and prints `batches` (of `schema`; `what` names them in errors).
+pub fn print_rows(
+    schema: arrow_schema::SchemaRef,
+    batches: Vec<RecordBatch>,
+    what: &str,
+    o: &Rows,
+) -> Result<()> {
+    let mut b = arrow_select::concat::concat_batches(&schema, &batches)?;
+    if let Some(f) = o.filter {
+        let keep = floe::expr::parse_expr(f)?
+            .bind_predicate(&b.schema())
+            .map_err(|e| e.context(what.to_string()))?
+            .evaluate_predicate(&b)?;
+        b = arrow::compute::filter_record_batch(&b, &keep)?;
+    }
+    if let Some(cols) = o.columns {
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let idx = cols
+            .iter()
+            .map(|c| {
+                floe::spec::resolve_column(names.iter().copied(), c)?.ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "unknown column '{c}' in {what}; its columns: {}",
+                            names.join(", ")
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        b = b.project(&idx)?;
+    }
+    if o.count {
+        if o.json {
+            print_json(&json!({"record_count": b.num_rows()}))
+        } else {
+            outln!("{}", b.num_rows())
+        }
+        return Ok(());
+    }
+    let format = if o.json { Format::Json } else { o.format };
+    let limit = o
+        .limit
+        .or(if format == Format::Table && o.output.is_none() {
+            Some(100)
+        } else {
+            None
+        });
+    if let Some(l) = limit {
+        b = b.slice(0, l.min(b.num_rows()));
+    }
+    let mut out = BatchWriter::new(format, o.output, b.schema())?;
+    out.write(&b)?;
+    out.finish()?;
+    if let Some(path) = o.output {
+        eprintln!("wrote {} rows to {path}", b.num_rows());
+    }
+    Ok(())
+}
+
+/// `floe scan NAME --from-snapshot S1 [--to-snapshot S2]`: the rows `append` snapshots added
+/// after S1 up to S2, as written.
+pub async fn appended(
+    scan: Scan,
+    schema: arrow_schema::SchemaRef,
+    from: Option<i64>,
+    to: Option<i64>,
+    o: &Rows<'_>,
+) -> Result<()> {
+    let range = ChangelogRange {
+        from_snapshot_exclusive: from,
+        to_snapshot: to,
+        ..Default::default()
+    };
+    let batches = floe::scan::appended_between(&scan, &range).await?;
+    let schema = batches.first().map(|b| b.schema()).unwrap_or(schema);
+    // The scan already filtered and projected.
+    let o = Rows {
+        filter: None,
+        columns: None,
+        ..*o
+    };
+    print_rows(schema, batches, "the appended rows", &o)
+}

@@ -16,7 +16,7 @@ use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::Datum;
 
 use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
-use super::statement::{check_assignable, column_index, nullable};
+use super::statement::{check_assignable, column_index, nullable, with_lineage};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::expr::{cast_to, BoundExpr, Insert, MatchedAction, Merge, MergeClause, MergeSource};
@@ -364,7 +364,15 @@ impl RowChanger for MergeChanger {
         None
     }
 
+    fn wants_row_lineage(&self) -> bool {
+        true
+    }
+
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        // v3: the rows' `_row_id` follows the target's columns; an updated row keeps it.
+        let width = self.target.fields().len();
+        let row_ids = (batch.num_columns() >= width + 2).then(|| batch.column(width).clone());
+        let batch = &batch.project(&(0..width).collect::<Vec<_>>())?;
         let n = batch.num_rows();
         let key_cols = self
             .target_keys
@@ -431,15 +439,16 @@ impl RowChanger for MergeChanger {
             remove = arrow_arith::boolean::or(&remove, &rows)?;
             if let Action::Update(values) = act {
                 let sub = arrow_select::filter::filter_record_batch(&joined, &rows)?;
-                out.push(self.build(&sub, values, true)?);
+                let mut updated = self.build(&sub, values, true)?;
+                if let Some(ids) = &row_ids {
+                    updated = with_lineage(updated, arrow_select::filter::filter(ids, &rows)?)?;
+                }
+                out.push(updated);
             }
         }
-        let new = match out.len() {
-            0 => None,
-            _ => Some(arrow_select::concat::concat_batches(
-                &nullable(&self.target),
-                &out,
-            )?),
+        let new = match out.first() {
+            None => None,
+            Some(first) => Some(arrow_select::concat::concat_batches(&first.schema(), &out)?),
         };
         Ok((remove, new))
     }

@@ -205,20 +205,27 @@ impl RowChanger for Update {
         // v3: an updated row keeps its row id; its last-updated sequence number becomes the
         // new snapshot's (NULL: inherited from the new file).
         if matched.num_columns() >= self.arrow.fields().len() + 2 {
-            let n = self.arrow.fields().len();
-            let mut fields: Vec<arrow_schema::FieldRef> =
-                out.schema().fields().iter().cloned().collect();
-            fields.extend(crate::scan::lineage_fields());
-            let mut columns = out.columns().to_vec();
-            columns.push(matched.column(n).clone());
-            columns.push(arrow_array::new_null_array(
-                &arrow_schema::DataType::Int64,
-                matched.num_rows(),
-            ));
-            out = RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), columns)?;
+            out = with_lineage(out, matched.column(self.arrow.fields().len()).clone())?;
         }
         Ok((mask, Some(out)))
     }
+}
+
+/// `rows` with the lineage columns of updated rows: their `row_ids` kept, the last-updated
+/// sequence number NULL (it becomes the new snapshot's, inherited from the new file).
+pub(super) fn with_lineage(rows: RecordBatch, row_ids: ArrayRef) -> Result<RecordBatch> {
+    let mut fields: Vec<arrow_schema::FieldRef> = rows.schema().fields().iter().cloned().collect();
+    fields.extend(crate::scan::lineage_fields());
+    let mut columns = rows.columns().to_vec();
+    columns.push(row_ids);
+    columns.push(arrow_array::new_null_array(
+        &arrow_schema::DataType::Int64,
+        rows.num_rows(),
+    ));
+    Ok(RecordBatch::try_new(
+        Arc::new(ArrowSchema::new(fields)),
+        columns,
+    )?)
 }
 
 /// The schema with every field nullable (new rows are checked by the writer, which names the

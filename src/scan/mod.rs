@@ -258,6 +258,14 @@ fn row_filter_ids(f: &Expr, schema: &crate::spec::Schema) -> Result<Vec<i32>> {
     Ok(ids)
 }
 
+/// `_row_id` (0) and `_last_updated_sequence_number` (1), the row lineage columns a scan
+/// may select by name.
+fn lineage_column(name: &str) -> Option<usize> {
+    ["_row_id", "_last_updated_sequence_number"]
+        .iter()
+        .position(|n| n.eq_ignore_ascii_case(name))
+}
+
 /// Stream of Arrow batches produced by a scan.
 pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
@@ -460,10 +468,62 @@ impl Scan {
         self.row_lineage = true;
         self
     }
-    /// Selects columns by name (default: all).
+    /// Selects columns by name (default: all). v3: `_row_id` and
+    /// `_last_updated_sequence_number` (row lineage) may be named too, in any place.
     pub fn select(mut self, columns: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.columns = Some(columns.into_iter().map(Into::into).collect());
+        let columns: Vec<String> = columns.into_iter().map(Into::into).collect();
+        if columns.iter().any(|c| lineage_column(c).is_some()) {
+            self.row_lineage = true;
+        }
+        self.columns = Some(columns);
         self
+    }
+
+    /// With row lineage columns selected by name: the output's columns as indexes into what
+    /// the reader returns (the data columns, then `_row_id`, `_last_updated_sequence_number`).
+    fn output_order(&self) -> Option<Vec<usize>> {
+        let cols = self.columns.as_ref()?;
+        if !cols.iter().any(|c| lineage_column(c).is_some()) {
+            return None;
+        }
+        let n = cols.iter().filter(|c| lineage_column(c).is_none()).count();
+        let mut next = 0;
+        Some(
+            cols.iter()
+                .map(|c| match lineage_column(c) {
+                    Some(k) => n + k,
+                    None => {
+                        next += 1;
+                        next - 1
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// The Arrow schema of the rows [`Scan::read`] returns for `plan`.
+    pub fn output_schema(&self, plan: &ScanPlan) -> Result<arrow_schema::SchemaRef> {
+        let full = crate::spec::arrow_schema(&plan.schema)?;
+        let mut fields: Vec<arrow_schema::FieldRef> = match &self.columns {
+            None => full.fields().iter().cloned().collect(),
+            Some(cols) => cols
+                .iter()
+                .filter(|c| lineage_column(c).is_none())
+                .filter_map(|c| resolve_field(&plan.schema, c).ok().flatten())
+                .filter_map(|f| full.field_with_name(&f.name).ok())
+                .map(|f| Arc::new(f.clone()))
+                .collect(),
+        };
+        if self.row_lineage {
+            fields.extend(read_file::lineage_fields());
+        }
+        if let Some(order) = self.output_order() {
+            fields = order
+                .iter()
+                .filter_map(|&i| fields.get(i).cloned())
+                .collect();
+        }
+        Ok(Arc::new(arrow_schema::Schema::new(fields)))
     }
     /// Returns only the rows for which `condition` is TRUE (a SQL expression, as
     /// [`crate::expr::parse_expr`] reads `--where`), with Spark's semantics: NULL never
@@ -537,10 +597,18 @@ impl Scan {
         let name = self.table.name();
         let snapshot = self.resolve_snapshot()?;
         let schema = self.schema_of(&snapshot);
+        if self.output_order().is_some() && md.format_version() < crate::spec::FormatVersion::V3 {
+            return Err(Error::invalid(format!(
+                "table {name} is format {:?}: _row_id and _last_updated_sequence_number exist in \
+                 format v3 tables (`floe alter {name} --set format-version=3` upgrades it)",
+                md.format_version()
+            )));
+        }
         let project_ids: Vec<i32> = match &self.columns {
             None => schema.as_struct().fields().iter().map(|f| f.id).collect(),
             Some(cols) => cols
                 .iter()
+                .filter(|c| lineage_column(c).is_none())
                 .map(|c| {
                     resolve_field(&schema, c)
                         .map_err(|e| e.context(format!("table {name}")))?
@@ -696,9 +764,16 @@ impl Scan {
     /// Reads a planned scan: each file is decoded on its own task (at most `concurrency` at
     /// a time), so decoding uses every worker thread. Batch order across files is unspecified.
     pub fn read(&self, plan: ScanPlan) -> Result<BatchStream> {
+        let order = self.output_order();
         Ok(self
             .read_positioned(plan, false)?
-            .map(|r| r.map(|(_, (b, _))| b))
+            .map(move |r| {
+                let b = r?.1 .0;
+                match &order {
+                    Some(o) => Ok(b.project(o)?),
+                    None => Ok(b),
+                }
+            })
             .boxed())
     }
 

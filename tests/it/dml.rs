@@ -584,3 +584,219 @@ async fn update_keeps_row_ids_on_v3() {
         peer_check(&py, work.path(), &checks);
     }
 }
+
+/// v3 row lineage on random statements (UPDATE, MERGE updating and inserting, DELETE,
+/// appends, compaction) in both write modes, against a model: untouched rows keep their
+/// `_row_id` and `_last_updated_sequence_number`, updated rows (UPDATE and MERGE alike) keep
+/// their id and take the new snapshot's sequence number, new rows get ids never used before
+/// (at or above the table's `next-row-id`) and the new sequence number, compaction changes
+/// neither; ids stay unique. Spark reads the same lineage at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_statements_keep_row_lineage_as_the_model_says() {
+    use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
+    use rand::{Rng, SeedableRng};
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+
+    let work = tempfile::tempdir().unwrap();
+    let (_d, cat) = fs_catalog();
+    let mut checks = Vec::new();
+    for (seed, mode) in [(7u64, "copy-on-write"), (8, "merge-on-read")] {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let name = format!("dml.lin_{}", mode.replace('-', "_"));
+        let mut c = TableCreation::new(parse_schema("id long not null, v string").unwrap());
+        c.format_version = FormatVersion::V3;
+        for k in ["write.delete.mode", "write.update.mode", "write.merge.mode"] {
+            c.properties.insert(k.into(), mode.into());
+        }
+        cat.create_table(&parse_ident(&name).unwrap(), c)
+            .await
+            .unwrap();
+        // id → (v, row id, last-updated sequence number)
+        type Lineage = BTreeMap<i64, (String, i64, i64)>;
+        let read = |t: Table| async move {
+            let mut m = Lineage::new();
+            for b in floe::scan::Scan::new(&t)
+                .select(["_last_updated_sequence_number", "id", "v", "_row_id"])
+                .to_batches()
+                .await
+                .unwrap()
+            {
+                assert_eq!(
+                    b.schema().field(3).name(),
+                    "_row_id",
+                    "columns in the order selected"
+                );
+                let seq = b.column(0).as_primitive::<arrow::datatypes::Int64Type>();
+                let id = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+                let v = b.column(2).as_string::<i32>();
+                let rid = b.column(3).as_primitive::<arrow::datatypes::Int64Type>();
+                for i in 0..b.num_rows() {
+                    let prev = m.insert(
+                        id.value(i),
+                        (v.value(i).to_string(), rid.value(i), seq.value(i)),
+                    );
+                    assert!(prev.is_none(), "id {} twice", id.value(i));
+                }
+            }
+            m
+        };
+        let batch = |rows: &[(i64, String)]| {
+            RecordBatch::try_from_iter([
+                (
+                    "id",
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))) as _,
+                ),
+                (
+                    "v",
+                    Arc::new(StringArray::from_iter_values(
+                        rows.iter().map(|r| r.1.clone()),
+                    )) as _,
+                ),
+            ])
+            .unwrap()
+        };
+        let mut model = Lineage::new();
+        let mut used: BTreeSet<i64> = BTreeSet::new();
+        let mut next_id = 0i64;
+        for step in 0..14 {
+            let t = cat.load_table(&parse_ident(&name).unwrap()).await.unwrap();
+            let next_row_id = t.metadata().next_row_id() as i64;
+            // What the statement does: (new values of updated ids, new rows, deleted ids).
+            let mut updated: BTreeMap<i64, String> = BTreeMap::new();
+            let mut inserted: BTreeMap<i64, String> = BTreeMap::new();
+            let mut deleted: BTreeSet<i64> = BTreeSet::new();
+            let op = if step < 2 { 0 } else { rng.gen_range(0..5) };
+            match op {
+                0 => {
+                    let rows: Vec<(i64, String)> = (0..rng.gen_range(3..12))
+                        .map(|_| {
+                            next_id += 1;
+                            (next_id, format!("a{next_id}"))
+                        })
+                        .collect();
+                    append(&cat, &t, vec![Ok(batch(&rows))]).await.unwrap();
+                    inserted.extend(rows);
+                }
+                1 => {
+                    let (m, r) = (rng.gen_range(2..5), rng.gen_range(0..2));
+                    floe::dml::execute(
+                        &cat,
+                        &format!("UPDATE {name} SET v = v || 'u' WHERE id % {m} = {r}"),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                    for (id, (v, _, _)) in &model {
+                        if id % m == r {
+                            updated.insert(*id, format!("{v}u"));
+                        }
+                    }
+                }
+                2 => {
+                    let ids: Vec<i64> = model.keys().copied().collect();
+                    let mut src: BTreeMap<i64, String> = BTreeMap::new();
+                    for _ in 0..rng.gen_range(1..5) {
+                        let id = ids[rng.gen_range(0..ids.len())];
+                        src.insert(id, format!("m{step}"));
+                    }
+                    for _ in 0..rng.gen_range(0..3) {
+                        next_id += 1;
+                        src.insert(next_id, format!("n{next_id}"));
+                    }
+                    let path = work.path().join(format!("{seed}-src-{step}.parquet"));
+                    let rows: Vec<(i64, String)> = src.clone().into_iter().collect();
+                    write_parquet(&path, &[batch(&rows)]);
+                    floe::dml::execute(
+                        &cat,
+                        &format!(
+                            "MERGE INTO {name} t USING '{}' s ON t.id = s.id \
+                             WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *",
+                            path.display()
+                        ),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                    for (id, v) in src {
+                        if model.contains_key(&id) {
+                            updated.insert(id, v);
+                        } else {
+                            inserted.insert(id, v);
+                        }
+                    }
+                }
+                3 => {
+                    let (m, r) = (rng.gen_range(3..6), rng.gen_range(0..3));
+                    floe::dml::execute(
+                        &cat,
+                        &format!("DELETE FROM {name} WHERE id % {m} = {r}"),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                    deleted.extend(model.keys().filter(|id| *id % m == r));
+                }
+                _ => {
+                    let opts: HashMap<String, String> =
+                        [("rewrite-all".to_string(), "true".to_string())].into();
+                    floe::maintenance::rewrite_data_files(&cat, &t, None, &opts, None)
+                        .await
+                        .unwrap();
+                }
+            }
+            let t = cat.load_table(&parse_ident(&name).unwrap()).await.unwrap();
+            let seq = t.current_snapshot().unwrap().sequence_number();
+            let got = read(t).await;
+            let what = format!("{mode} step {step} (op {op})");
+            for id in &deleted {
+                model.remove(id);
+            }
+            for (id, v) in &updated {
+                let e = model.get_mut(id).unwrap();
+                *e = (v.clone(), e.1, seq);
+            }
+            assert_eq!(
+                got.keys().copied().collect::<BTreeSet<_>>(),
+                model
+                    .keys()
+                    .chain(inserted.keys())
+                    .copied()
+                    .collect::<BTreeSet<_>>(),
+                "{what}: ids"
+            );
+            for (id, v) in &inserted {
+                let (gv, rid, gseq) = &got[id];
+                assert_eq!((gv, *gseq), (v, seq), "{what}: new row {id}");
+                assert!(
+                    *rid >= next_row_id && !used.contains(rid),
+                    "{what}: new row {id} has row id {rid} (next-row-id was {next_row_id})"
+                );
+                used.insert(*rid);
+                model.insert(*id, (v.clone(), *rid, seq));
+            }
+            assert_eq!(got, model, "{what}: lineage");
+        }
+        // Spark reads the same lineage.
+        let t = cat.load_table(&parse_ident(&name).unwrap()).await.unwrap();
+        let rows = floe::scan::Scan::new(&t)
+            .select(["id", "v", "_row_id", "_last_updated_sequence_number"])
+            .to_batches()
+            .await
+            .unwrap();
+        let p = work.path().join(format!("lineage-{seed}.parquet"));
+        write_parquet(&p, &rows);
+        checks.push(Check {
+            name: name.clone(),
+            metadata: t.metadata_location().to_string(),
+            snapshot_id: None,
+            expected: p.to_string_lossy().to_string(),
+            engines: Some(vec!["spark".into()]),
+            refuse: None,
+        });
+    }
+    let Some(py) = peers_python() else { return };
+    if std::env::var("FLOE_PEERS_NO_SPARK").as_deref() != Ok("1") {
+        peer_check(&py, work.path(), &checks);
+    }
+}

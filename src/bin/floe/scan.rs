@@ -143,7 +143,7 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         None
     });
     let plan = scan.plan().await?;
-    let arrow_schema = Arc::new(floe_arrow_schema(&plan.schema, columns.as_deref())?);
+    let arrow_schema = scan.output_schema(&plan)?;
     // A bar only when rows go to a file (on stdout it would mix with them).
     let label = format!("scanning {}", table.name());
     let mut out = BatchWriter::new(format, output.as_deref(), arrow_schema)?;

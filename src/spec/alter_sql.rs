@@ -30,6 +30,22 @@ pub fn parse_alter_clause(text: &str) -> Result<Vec<TableChange>> {
     Ok(changes)
 }
 
+/// `ALTER TABLE a RENAME TO b` (Spark's rename, a catalog operation): `Some((a, b))`;
+/// `None` for any other statement.
+pub fn parse_rename_table(text: &str) -> Option<(String, String)> {
+    let mut p = P { s: text, pos: 0 };
+    if !(p.kw("alter") && p.kw("table")) {
+        return None;
+    }
+    let from = p.dotted().ok()?;
+    if !p.kws(&["rename", "to"]) {
+        return None;
+    }
+    let to = p.dotted().ok()?;
+    p.end().ok()?;
+    Some((from, to))
+}
+
 /// Whether `text` is an `ALTER TABLE` statement (rather than DML).
 pub fn is_alter_table(text: &str) -> bool {
     let mut p = P { s: text, pos: 0 };
@@ -301,8 +317,9 @@ impl P<'_> {
             return Ok(vec![TableChange::RenameColumn { path, to }]);
         }
         if self.kws(&["rename", "to"]) {
-            return Err(Error::unsupported(
-                "ALTER TABLE … RENAME TO: renaming a table is a catalog operation floe does not offer yet",
+            return Err(Error::invalid(
+                "ALTER TABLE … RENAME TO renames the table in its catalog and combines with no \
+                 other change (`floe sql \"ALTER TABLE a RENAME TO b\"` or `floe rename a b`)",
             ));
         }
         if self.kw("alter") || self.kw("change") {
@@ -519,6 +536,26 @@ mod tests {
             }]
         );
         assert!(parse_alter_table("ALTER TABLE db.t ALTER COLUMN a SET NOT NULL").is_err());
+    }
+
+    #[test]
+    fn rename_to_is_a_statement_of_its_own() {
+        assert_eq!(
+            parse_rename_table("alter table db.t rename to `db`.t2"),
+            Some(("db.t".into(), "db.t2".into()))
+        );
+        assert_eq!(
+            parse_rename_table("ALTER TABLE db.t RENAME COLUMN a TO b"),
+            None
+        );
+        assert_eq!(
+            parse_rename_table("ALTER TABLE db.t RENAME TO db.u, x"),
+            None
+        );
+        assert!(parse_alter_table("ALTER TABLE db.t RENAME TO db.u")
+            .unwrap_err()
+            .to_string()
+            .contains("floe rename"));
     }
 
     #[test]

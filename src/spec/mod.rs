@@ -13,7 +13,7 @@ mod property_keys;
 pub mod reserved;
 pub mod snapshot_refs;
 
-pub use alter_sql::{is_alter_table, parse_alter_clause, parse_alter_table};
+pub use alter_sql::{is_alter_table, parse_alter_clause, parse_alter_table, parse_rename_table};
 pub use ddl::{arrow_schema, parse_schema, schema_from_arrow, with_primary_key};
 pub(crate) use layout::{check_layout, check_transform};
 pub use layout::{parse_partition_spec, parse_sort_order};

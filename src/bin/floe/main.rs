@@ -290,7 +290,17 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Update(a) => dml::update(&cli, a).await,
         Cmd::Merge(a) => dml::merge(&cli, a).await,
         Cmd::Sql(a) if floe::spec::is_alter_table(&a.statement) => {
-            alter::sql(&cli, &a.statement, a.json).await
+            match floe::spec::parse_rename_table(&a.statement) {
+                Some((from, to)) => {
+                    let r = tables::RenameArgs {
+                        from,
+                        to,
+                        json: a.json,
+                    };
+                    tables::rename(&cli, &r).await
+                }
+                None => alter::sql(&cli, &a.statement, a.json).await,
+            }
         }
         Cmd::Sql(a) => dml::sql(&cli, a).await,
         Cmd::Alter(a) => alter::alter(&cli, a).await,

@@ -8,6 +8,7 @@ mod columns;
 mod eval;
 mod literal;
 mod prune;
+mod row_groups;
 mod sql;
 mod to_iceberg;
 
@@ -17,8 +18,9 @@ pub(crate) use columns::{column_by_field_id, literal_array};
 pub(crate) use eval::cast_to;
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
 pub(crate) use prune::{
-    file_may_match, manifest_may_match, partition_matches, project_to_partition,
+    file_may_match, manifest_may_match, may_match, partition_matches, project_to_partition,
 };
+pub(crate) use row_groups::row_group_metrics;
 pub use sql::{
     parse_assignments, parse_expr, parse_statement, Insert, MatchedAction, Merge, MergeClause,
     MergeSource, Statement, MAX_EXPR_DEPTH,

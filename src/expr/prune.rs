@@ -280,19 +280,61 @@ fn range_binary(op: PredicateOperator, v: &Datum, x: &Range) -> bool {
     }
 }
 
-/// May `file` hold rows matching the bound predicate, judging by its column metrics?
-pub fn file_may_match(p: &BoundPredicate, file: &DataFile) -> bool {
-    let p = p.clone().rewrite_not();
-    eval_metrics(&p, file)
+/// Column metrics of a data file or of one row group of it: what inclusive pruning reads.
+pub trait ColumnMetrics {
+    /// Rows covered.
+    fn record_count(&self) -> u64;
+    /// Values (nulls included) of field `id`, when known.
+    fn value_count(&self, id: i32) -> Option<u64>;
+    /// Nulls of field `id`, when known.
+    fn null_count(&self, id: i32) -> Option<u64>;
+    /// NaNs of field `id`, when known.
+    fn nan_count(&self, id: i32) -> Option<u64>;
+    /// A lower bound of field `id`'s non-null values.
+    fn lower_bound(&self, id: i32) -> Option<Datum>;
+    /// An upper bound of field `id`'s non-null values.
+    fn upper_bound(&self, id: i32) -> Option<Datum>;
 }
 
-fn eval_metrics(p: &BoundPredicate, f: &DataFile) -> bool {
+impl ColumnMetrics for DataFile {
+    fn record_count(&self) -> u64 {
+        DataFile::record_count(self)
+    }
+    fn value_count(&self, id: i32) -> Option<u64> {
+        self.value_counts().get(&id).copied()
+    }
+    fn null_count(&self, id: i32) -> Option<u64> {
+        self.null_value_counts().get(&id).copied()
+    }
+    fn nan_count(&self, id: i32) -> Option<u64> {
+        self.nan_value_counts().get(&id).copied()
+    }
+    fn lower_bound(&self, id: i32) -> Option<Datum> {
+        self.lower_bounds().get(&id).cloned()
+    }
+    fn upper_bound(&self, id: i32) -> Option<Datum> {
+        self.upper_bounds().get(&id).cloned()
+    }
+}
+
+/// May `file` hold rows matching the bound predicate, judging by its column metrics?
+pub fn file_may_match(p: &BoundPredicate, file: &DataFile) -> bool {
+    may_match(p, file)
+}
+
+/// May rows with column metrics `m` (a file's, a row group's) match the bound predicate?
+pub fn may_match(p: &BoundPredicate, m: &impl ColumnMetrics) -> bool {
+    let p = p.clone().rewrite_not();
+    eval_metrics(&p, m)
+}
+
+fn eval_metrics(p: &BoundPredicate, f: &impl ColumnMetrics) -> bool {
     let range = |id: i32| -> Range {
-        let values = f.value_counts().get(&id).copied();
-        let nulls = f.null_value_counts().get(&id).copied();
+        let values = f.value_count(id);
+        let nulls = f.null_count(id);
         Range {
-            lo: f.lower_bounds().get(&id).cloned(),
-            hi: f.upper_bounds().get(&id).cloned(),
+            lo: f.lower_bound(id),
+            hi: f.upper_bound(id),
             all_null: matches!((values, nulls), (Some(v), Some(n)) if v == n && v > 0)
                 || (values.is_some() && f.record_count() == 0),
             may_null: nulls.is_none_or(|n| n > 0),
@@ -316,7 +358,7 @@ fn eval_metrics(p: &BoundPredicate, f: &DataFile) -> bool {
             match u.op() {
                 PredicateOperator::IsNull => x.may_null,
                 PredicateOperator::NotNull => !x.all_null,
-                PredicateOperator::IsNan => f.nan_value_counts().get(&id).is_none_or(|n| *n > 0),
+                PredicateOperator::IsNan => f.nan_count(id).is_none_or(|n| n > 0),
                 PredicateOperator::NotNan => true,
                 _ => true,
             }

@@ -77,39 +77,99 @@ fn map_file(file: &std::fs::File) -> Option<bytes::Bytes> {
     Some(bytes::Bytes::from_owner(map))
 }
 
-/// The rows of a file of `rows` rows that are not in `deleted`, as a selection.
-pub(super) fn selection(rows: u64, deleted: &RoaringTreemap) -> RowSelection {
-    let mut out = Vec::new();
-    let mut next = 0u64;
-    for p in deleted.iter().take_while(|p| *p < rows) {
-        if p > next {
-            out.push(RowSelector::select((p - next) as usize));
+/// The rows of position ranges `read` (the row groups read, in order) that are not in
+/// `deleted`, as a selection over the rows of those ranges.
+pub(super) fn selection_in(read: &[(u64, u64)], deleted: &RoaringTreemap) -> RowSelection {
+    let mut out: Vec<RowSelector> = Vec::new();
+    let mut deleted = deleted.iter().peekable();
+    for &(start, end) in read {
+        while deleted.next_if(|p| *p < start).is_some() {}
+        let mut next = start;
+        while let Some(p) = deleted.next_if(|p| *p < end) {
+            if p > next {
+                out.push(RowSelector::select((p - next) as usize));
+            }
+            match out.last_mut() {
+                Some(s) if s.skip => s.row_count += 1,
+                _ => out.push(RowSelector::skip(1)),
+            }
+            next = p + 1;
         }
-        match out.last_mut() {
-            Some(s) if s.skip => s.row_count += 1,
-            _ => out.push(RowSelector::skip(1)),
+        if end > next {
+            out.push(RowSelector::select((end - next) as usize));
         }
-        next = p + 1;
-    }
-    if rows > next {
-        out.push(RowSelector::select((rows - next) as usize));
     }
     out.into()
 }
 
-/// A stream of `target`-shaped batches of the file without the `deleted` positions, or
-/// `None` when the file needs the general reader (not a local file, missing field ids, other
-/// types, schema evolution). Opening and decoding both run on a blocking thread.
+/// Which row groups of a file are read.
+struct RowGroupChoice {
+    /// Indexes of the row groups read.
+    kept: Vec<usize>,
+    /// Their position ranges.
+    read: Vec<(u64, u64)>,
+    /// The position ranges of the others.
+    pruned: Vec<(u64, u64)>,
+}
+
+/// The row groups of a file that may hold rows the filter keeps. Counts them (and the bytes
+/// of the projected columns read) in the filter's counters.
+fn prune_row_groups(
+    meta: &parquet::file::metadata::ParquetMetaData,
+    filter: &super::RowGroupFilter,
+    roots: &[usize],
+) -> RowGroupChoice {
+    let metrics = crate::expr::row_group_metrics(meta, &filter.schema);
+    let descr = meta.file_metadata().schema_descr();
+    let (mut kept, mut read, mut pruned) = (Vec::new(), Vec::new(), Vec::new());
+    let mut start = 0u64;
+    let mut bytes = 0u64;
+    for (i, rg) in meta.row_groups().iter().enumerate() {
+        let end = start + rg.num_rows().max(0) as u64;
+        if metrics
+            .get(i)
+            .is_none_or(|m| crate::expr::may_match(&filter.predicate, m))
+        {
+            kept.push(i);
+            read.push((start, end));
+            bytes += (0..rg.num_columns())
+                .filter(|&c| roots.contains(&descr.get_column_root_idx(c)))
+                .map(|c| rg.column(c).compressed_size().max(0) as u64)
+                .sum::<u64>();
+        } else {
+            pruned.push((start, end));
+        }
+        start = end;
+    }
+    filter
+        .counters
+        .add(meta.row_groups().len(), pruned.len(), bytes);
+    RowGroupChoice { kept, read, pruned }
+}
+
+/// A direct read: its batches, and the position ranges of the row groups it left out.
+pub(super) type DirectRead = (
+    futures::stream::BoxStream<'static, Result<RecordBatch>>,
+    Vec<(u64, u64)>,
+);
+
+/// A stream of `target`-shaped batches of the file without the `deleted` positions (and
+/// without the row groups `row_groups` rules out), or `None` when the file needs the general
+/// reader (not a local file, missing field ids, other types, schema evolution). Opening and
+/// decoding both run on a blocking thread.
 pub(super) async fn open(
     storage: &Storage,
     path: &str,
     target: &ArrowSchemaRef,
     batch_size: usize,
     deleted: Option<RoaringTreemap>,
-) -> Result<Option<futures::stream::BoxStream<'static, Result<RecordBatch>>>> {
+    row_groups: Option<std::sync::Arc<super::RowGroupFilter>>,
+) -> Result<Option<DirectRead>> {
     let Some(local) = storage.local_file(path) else {
         return Ok(None);
     };
+    let pruned_ranges = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let pruned_out = pruned_ranges.clone();
     let (target, p) = (target.clone(), path.to_string());
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
     let opened = tokio::task::spawn_blocking(move || -> Result<bool> {
@@ -136,9 +196,20 @@ pub(super) async fn open(
             .collect();
         let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
         let mut builder = builder;
+        let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
+        let mut read = vec![(0, rows)];
+        if let Some(f) = &row_groups {
+            let choice = prune_row_groups(builder.metadata(), f, &sorted);
+            if !choice.pruned.is_empty() {
+                builder = builder.with_row_groups(choice.kept);
+                read = choice.read;
+                if let Ok(mut out) = pruned_ranges.lock() {
+                    *out = choice.pruned;
+                }
+            }
+        }
         if let Some(d) = deleted.filter(|d| !d.is_empty()) {
-            let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
-            builder = builder.with_row_selection(selection(rows, &d));
+            builder = builder.with_row_selection(selection_in(&read, &d));
         }
         let reader = builder
             .with_projection(mask)
@@ -158,7 +229,9 @@ pub(super) async fn open(
     });
     // Wait for the first batch (or the end): only then is it known whether the direct path
     // applies; nothing has been sent when the file needs the general reader.
+    // The pruned ranges are set before the first batch is sent.
     let mut rx = rx;
+    let pruned = || pruned_out.lock().map(|p| p.clone()).unwrap_or_default();
     match rx.recv().await {
         Some(first) => {
             let rest =
@@ -166,17 +239,18 @@ pub(super) async fn open(
                     rx,
                     |mut rx| async move { rx.recv().await.map(|i| (i, rx)) },
                 );
-            Ok(Some(
+            Ok(Some((
                 futures::stream::once(async move { first })
                     .chain(rest)
                     .boxed(),
-            ))
+                pruned(),
+            )))
         }
         None => match opened
             .await
             .map_err(|e| Error::io("direct reader task failed").with_source(e))?
         {
-            Ok(true) => Ok(Some(futures::stream::empty().boxed())),
+            Ok(true) => Ok(Some((futures::stream::empty().boxed(), pruned()))),
             Ok(false) => Ok(None),
             Err(e) => Err(e),
         },

@@ -178,7 +178,7 @@ async fn plain_stream(
 ) -> Result<futures::stream::BoxStream<'static, Result<PositionedBatch>>> {
     let path = task.data_file_path.clone();
     if let Some(target) = direct_target {
-        if let Some(s) = direct::open(storage, &path, target, batch_size, None)
+        if let Some((s, _)) = direct::open(storage, &path, target, batch_size, None, None)
             .await
             .map_err(|e| e.context(format!("table {name}")))?
         {
@@ -284,6 +284,54 @@ pub struct Scan {
     current_schema: bool,
 }
 
+/// The row filter as an inclusive predicate on the scan schema: a file's row groups whose
+/// statistics rule it out are not read.
+#[derive(Debug)]
+pub(crate) struct RowGroupFilter {
+    pub predicate: BoundPredicate,
+    pub schema: SchemaRef,
+    pub counters: Arc<ReadCounters>,
+}
+
+/// Counters of what reading a plan's files pruned below the file level (shared by the
+/// file readers, read at any time).
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    row_groups: std::sync::atomic::AtomicU64,
+    row_groups_pruned: std::sync::atomic::AtomicU64,
+    bytes: std::sync::atomic::AtomicU64,
+}
+
+/// What reading pruned below the file level, so far.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ReadStats {
+    /// Row groups of the files read with a row filter.
+    pub row_groups: u64,
+    /// Of those, row groups skipped by their column statistics.
+    pub row_groups_pruned: u64,
+    /// Compressed bytes of the projected columns of the row groups read (filtered reads).
+    pub row_group_bytes_read: u64,
+}
+
+impl ReadCounters {
+    fn add(&self, row_groups: usize, pruned: usize, bytes: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.row_groups.fetch_add(row_groups as u64, Relaxed);
+        self.row_groups_pruned.fetch_add(pruned as u64, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> ReadStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        ReadStats {
+            row_groups: self.row_groups.load(Relaxed),
+            row_groups_pruned: self.row_groups_pruned.load(Relaxed),
+            row_group_bytes_read: self.bytes.load(Relaxed),
+        }
+    }
+}
+
 /// What a planned scan will read.
 #[derive(Debug)]
 pub struct ScanPlan {
@@ -305,6 +353,10 @@ pub struct ScanPlan {
     filter: Option<BoundPredicate>,
     /// The row filter, evaluated on every row read (Spark's semantics).
     row_filter: Option<Expr>,
+    /// The row filter as an inclusive predicate for row group pruning (`None` when every row
+    /// of the files read is wanted).
+    row_groups: Option<Arc<RowGroupFilter>>,
+    counters: Arc<ReadCounters>,
 }
 
 impl ScanPlan {
@@ -332,8 +384,15 @@ impl ScanPlan {
                 .collect(),
             filter: self.filter.clone(),
             row_filter: self.row_filter.clone(),
+            row_groups: self.row_groups.clone(),
+            counters: self.counters.clone(),
             table: self.table.clone(),
         }
+    }
+
+    /// What reading this plan pruned below the file level (counted as files are read).
+    pub fn read_counters(&self) -> Arc<ReadCounters> {
+        self.counters.clone()
     }
 
     /// Reads the planned files without their deletes (every row the files hold).
@@ -360,6 +419,7 @@ impl ScanPlan {
     /// filters rows (row-level writes evaluate their own condition).
     pub(crate) fn without_row_filter(mut self) -> Self {
         self.row_filter = None;
+        self.row_groups = None;
         for t in &mut self.tasks {
             t.predicate = None;
         }
@@ -637,6 +697,20 @@ impl Scan {
             .filter
             .as_ref()
             .and_then(|f| crate::expr::to_iceberg_predicate(f, &schema));
+        let counters = Arc::new(ReadCounters::default());
+        // Row groups are pruned by the row filter alone (rows `prune` rules out are still
+        // returned).
+        let row_groups = match &lowered {
+            Some(p) => match p.clone().bind(schema.clone(), false) {
+                Ok(b) => Some(Arc::new(RowGroupFilter {
+                    predicate: b.rewrite_not(),
+                    schema: schema.clone(),
+                    counters: counters.clone(),
+                })),
+                Err(_) => None,
+            },
+            None => None,
+        };
         let pruning = match (lowered, self.prune.clone()) {
             (Some(a), Some(b)) => Some(a.and(b)),
             (a, b) => a.or(b),
@@ -661,6 +735,8 @@ impl Scan {
                 deletes: vec![],
                 filter: bound,
                 row_filter: self.filter.clone(),
+                row_groups,
+                counters,
                 table: self.table.clone(),
             });
         };
@@ -751,6 +827,8 @@ impl Scan {
             deletes,
             filter: bound,
             row_filter: self.filter.clone(),
+            row_groups,
+            counters,
             table: self.table.clone(),
         })
     }
@@ -924,6 +1002,7 @@ impl Scan {
                     lineage,
                     batch_size: self.batch_size.unwrap_or(32768),
                     table: name.clone(),
+                    row_groups: plan.row_filter.as_ref().and(plan.row_groups.clone()),
                 })),
             ));
         }

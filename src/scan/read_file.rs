@@ -43,6 +43,8 @@ pub(super) struct FileRead {
     pub lineage: Option<(Option<i64>, i64)>,
     pub batch_size: usize,
     pub table: String,
+    /// Row groups that cannot hold a row the filter keeps are not read.
+    pub row_groups: Option<Arc<super::RowGroupFilter>>,
 }
 
 /// The row lineage columns as Arrow fields (nullable longs with their reserved field ids).
@@ -87,60 +89,105 @@ fn delete_runs(d: &RoaringTreemap) -> u64 {
 /// Tracks the file positions of the rows a reader returns, in order.
 struct PositionCursor {
     next: u64,
-    /// Deleted positions, ascending, and how many lie before `next`.
-    deleted: Vec<u64>,
+    /// Position ranges `[start, end)` the reader leaves out (pruned row groups, and deleted
+    /// rows when they are skipped undecoded), ascending and disjoint, and how many lie before
+    /// `next`.
+    absent: Vec<(u64, u64)>,
+    passed: usize,
+    /// Deleted positions still in the decoded rows (to mask), ascending, and how many lie
+    /// before `next`.
+    masked: Vec<u64>,
     seen: usize,
-    /// The reader already skipped deleted rows.
-    skipped: bool,
+}
+
+/// Runs of consecutive positions as `[start, end)` ranges.
+fn runs(d: &RoaringTreemap) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for p in d.iter() {
+        match out.last_mut() {
+            Some(r) if r.1 == p => r.1 += 1,
+            _ => out.push((p, p + 1)),
+        }
+    }
+    out
+}
+
+/// Merges two ascending lists of disjoint ranges.
+fn merge_ranges(a: Vec<(u64, u64)>, b: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut all: Vec<(u64, u64)> = a.into_iter().chain(b).collect();
+    all.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+    for r in all {
+        match out.last_mut() {
+            Some(l) if r.0 <= l.1 => l.1 = l.1.max(r.1),
+            _ => out.push(r),
+        }
+    }
+    out
 }
 
 impl PositionCursor {
-    fn new(deleted: Option<&RoaringTreemap>, skipped: bool) -> Self {
+    /// `deleted` positions (skipped undecoded when `skipped`, else masked after decoding) and
+    /// `pruned` ranges the reader left out.
+    fn new(deleted: Option<&RoaringTreemap>, skipped: bool, pruned: Vec<(u64, u64)>) -> Self {
+        let (absent, masked) = match deleted {
+            Some(d) if skipped => (merge_ranges(runs(d), pruned), Vec::new()),
+            Some(d) => (pruned, d.iter().collect()),
+            None => (pruned, Vec::new()),
+        };
         Self {
             next: 0,
-            deleted: deleted.map(|d| d.iter().collect()).unwrap_or_default(),
+            absent,
+            passed: 0,
+            masked,
             seen: 0,
-            skipped,
         }
     }
 
     /// Positions of the next `n` rows, and a keep-mask when deleted rows are still in them.
     fn advance(&mut self, n: usize, want: bool) -> (Option<Vec<u64>>, Option<BooleanArray>) {
-        if self.skipped {
-            // Rows come without the deleted ones: step over them.
-            if !want && self.deleted.is_empty() {
-                return (None, None);
+        if self.absent.is_empty() && self.masked.is_empty() && !want {
+            self.next += n as u64;
+            return (None, None);
+        }
+        let mut out: Vec<u64> = Vec::with_capacity(n);
+        while out.len() < n {
+            while self
+                .absent
+                .get(self.passed)
+                .is_some_and(|r| r.1 <= self.next)
+            {
+                self.passed += 1;
             }
-            let mut out = Vec::with_capacity(if want { n } else { 0 });
-            let mut emitted = 0;
-            while emitted < n {
-                let stop = self.deleted.get(self.seen).copied().unwrap_or(u64::MAX);
-                let take = ((stop - self.next) as usize).min(n - emitted);
-                if want {
-                    out.extend(self.next..self.next + take as u64);
+            let stop = match self.absent.get(self.passed) {
+                Some(&(start, end)) if start <= self.next => {
+                    self.next = end;
+                    continue;
                 }
-                emitted += take;
-                self.next += take as u64;
-                if self.next == stop {
-                    self.next += 1;
+                Some(&(start, _)) => start,
+                None => u64::MAX,
+            };
+            let take = (stop - self.next).min((n - out.len()) as u64);
+            out.extend(self.next..self.next + take);
+            self.next += take;
+        }
+        let mut keep = None;
+        if self
+            .masked
+            .get(self.seen)
+            .is_some_and(|d| Some(d) <= out.last())
+        {
+            let mut b = arrow_buffer::BooleanBufferBuilder::new(n);
+            for &p in &out {
+                while self.masked.get(self.seen).is_some_and(|d| *d < p) {
                     self.seen += 1;
                 }
-            }
-            return (want.then_some(out), None);
-        }
-        let start = self.next;
-        self.next += n as u64;
-        let mut keep = None;
-        if self.deleted.get(self.seen).is_some_and(|d| *d < self.next) {
-            let mut b = arrow_buffer::BooleanBufferBuilder::new(n);
-            b.append_n(n, true);
-            while let Some(&d) = self.deleted.get(self.seen).filter(|d| **d < self.next) {
-                b.set_bit((d - start) as usize, false);
-                self.seen += 1;
+                let deleted = self.masked.get(self.seen) == Some(&p);
+                b.append(!deleted);
             }
             keep = Some(BooleanArray::new(b.finish(), None));
         }
-        (want.then(|| (start..self.next).collect()), keep)
+        (want.then_some(out), keep)
     }
 }
 
@@ -259,11 +306,12 @@ impl FileRead {
             &self.target,
             self.batch_size,
             skip.cloned(),
+            self.row_groups.clone(),
         )
         .await
         .map_err(|e| e.context(format!("table {}", self.table)))?;
-        let (stream, skipped) = match direct {
-            Some(s) => (s, skip.is_some()),
+        let (stream, skipped, pruned) = match direct {
+            Some((s, pruned)) => (s, skip.is_some(), pruned),
             None => {
                 let one = futures::stream::iter([Ok(self.task.clone())]).boxed();
                 let table = self.table.clone();
@@ -279,10 +327,10 @@ impl FileRead {
                             .map_err(|e| super::read_error(&table, &p, e))
                     })
                     .boxed();
-                (s, false)
+                (s, false, Vec::new())
             }
         };
-        let mut cursor = PositionCursor::new(deleted.as_ref(), skipped);
+        let mut cursor = PositionCursor::new(deleted.as_ref(), skipped, pruned);
         let this = Arc::new(self);
         Ok(stream
             .filter_map(move |b| {
@@ -301,21 +349,41 @@ mod tests {
     fn cursor_positions() {
         let mut d = RoaringTreemap::new();
         d.extend([1u64, 2, 5]);
-        let mut c = PositionCursor::new(Some(&d), true);
+        let mut c = PositionCursor::new(Some(&d), true, vec![]);
         assert_eq!(c.advance(3, true).0.unwrap(), vec![0, 3, 4]);
         assert_eq!(c.advance(2, true).0.unwrap(), vec![6, 7]);
-        let mut c = PositionCursor::new(Some(&d), false);
+        // Pruned row groups [10, 20) and [30, 40), deletes 12 and 41 masked.
+        let mut m = RoaringTreemap::new();
+        m.extend([5u64, 12, 41]);
+        let mut c = PositionCursor::new(Some(&m), false, vec![(10, 20), (30, 40)]);
+        let (p, k) = c.advance(12, true);
+        assert_eq!(p.unwrap(), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21]);
+        assert_eq!(k.unwrap().false_count(), 1);
+        let (p, k) = c.advance(10, true);
+        assert_eq!(p.unwrap(), [22, 23, 24, 25, 26, 27, 28, 29, 40, 41]);
+        assert!(!k.unwrap().value(9));
+        // Skipped deletes and pruned ranges together.
+        let mut c = PositionCursor::new(Some(&m), true, vec![(10, 20)]);
+        assert_eq!(c.advance(6, true).0.unwrap(), [0, 1, 2, 3, 4, 6]);
+        assert_eq!(c.advance(3, true).0.unwrap(), [7, 8, 9]);
+        assert_eq!(c.advance(2, true).0.unwrap(), [20, 21]);
+        let mut c = PositionCursor::new(Some(&d), false, vec![]);
         let (p, k) = c.advance(4, true);
         assert_eq!(p.unwrap(), vec![0, 1, 2, 3]);
         assert_eq!(
             k.unwrap().iter().map(|v| v.unwrap()).collect::<Vec<_>>(),
             vec![true, false, false, true]
         );
-        let sel = direct::selection(7, &{
+        let sel = direct::selection_in(&[(0, 7)], &{
             let mut d = RoaringTreemap::new();
             d.extend([1u64, 2, 5]);
             d
         });
         assert_eq!(sel.row_count(), 4);
+        // Over two ranges read (row groups [0, 4) and [8, 12)): deletes 2 and 9 skipped.
+        let mut d = RoaringTreemap::new();
+        d.extend([2u64, 5, 9]);
+        let sel = direct::selection_in(&[(0, 4), (8, 12)], &d);
+        assert_eq!((sel.row_count(), sel.skipped_row_count()), (6, 2));
     }
 }

@@ -372,3 +372,130 @@ async fn a_small_memory_budget_closes_partition_files_early_and_keeps_every_row(
         "expected early closes, got {files_per_budget:?}"
     );
 }
+
+/// Row groups whose column statistics rule the row filter out are not read, counted in the
+/// plan's read counters (and `scan --explain`): a point lookup on a file sorted by key reads
+/// one row group; deletes (skipped or masked) and positions stay right around the skipped
+/// row groups; every answer equals a filter over all rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_groups_pruned_by_statistics_are_not_read() {
+    use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
+    let (_d, cat) = fs_catalog();
+    let schema = floe::spec::parse_schema("id long not null, v string").unwrap();
+    let mut c = floe::TableCreation::new(schema);
+    c.properties.extend([
+        (
+            "write.parquet.row-group-size-bytes".to_string(),
+            "8192".to_string(),
+        ),
+        ("write.delete.mode".to_string(), "merge-on-read".to_string()),
+    ]);
+    let t = cat
+        .create_table(&parse_ident("db.rg").unwrap(), c)
+        .await
+        .unwrap();
+    let batch = |r: std::ops::Range<i64>| {
+        RecordBatch::try_from_iter([
+            (
+                "id",
+                std::sync::Arc::new(Int64Array::from_iter_values(r.clone())) as _,
+            ),
+            (
+                "v",
+                std::sync::Arc::new(StringArray::from_iter_values(
+                    r.map(|i| format!("v{:05}", i % 997)),
+                )) as _,
+            ),
+        ])
+        .unwrap()
+    };
+    let batches: Vec<_> = (0..40).map(|i| Ok(batch(i * 500..(i + 1) * 500))).collect();
+    let t = floe::txn::append(&cat, &t, batches).await.unwrap().table;
+    let ids = |bs: &[RecordBatch]| -> Vec<i64> {
+        let mut v: Vec<i64> = bs
+            .iter()
+            .flat_map(|b| {
+                b.column_by_name("id")
+                    .unwrap()
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let run = |t: floe::Table, filter: &'static str| async move {
+        let scan = Scan::new(&t).filter(floe::expr::parse_expr(filter).unwrap());
+        let plan = scan.plan().await.unwrap();
+        let counters = plan.read_counters();
+        let rows: Vec<RecordBatch> = futures::TryStreamExt::try_collect(scan.read(plan).unwrap())
+            .await
+            .unwrap();
+        (ids(&rows), counters.stats())
+    };
+    let (got, stats) = run(t.clone(), "id = 12345").await;
+    assert_eq!(got, [12345]);
+    assert!(stats.row_groups >= 8, "{stats:?}");
+    assert_eq!(stats.row_groups_pruned, stats.row_groups - 1, "{stats:?}");
+    let (got, stats) = run(t.clone(), "id BETWEEN 3000 AND 3999 OR id > 19990").await;
+    assert_eq!(got, (3000..4000).chain(19991..20000).collect::<Vec<_>>());
+    assert!(stats.row_groups_pruned > 0, "{stats:?}");
+    // A string column's bounds prune nothing here (every row group spans v00000..v00996),
+    // and a predicate no row group can hold reads none.
+    let (got, _) = run(t.clone(), "v = 'v00005'").await;
+    assert_eq!(got, (0..20000).filter(|i| i % 997 == 5).collect::<Vec<_>>());
+    let (got, stats) = run(t.clone(), "id < 0").await;
+    assert!(got.is_empty());
+    assert_eq!(stats.row_groups_pruned, stats.row_groups);
+    // Deletes around pruned row groups: scattered (masked) and a long run (skipped).
+    floe::dml::execute(&cat, "DELETE FROM db.rg WHERE id % 7 = 0", None)
+        .await
+        .unwrap();
+    floe::dml::execute(
+        &cat,
+        "DELETE FROM db.rg WHERE id BETWEEN 10000 AND 14999",
+        None,
+    )
+    .await
+    .unwrap();
+    let t = cat
+        .load_table(&parse_ident("db.rg").unwrap())
+        .await
+        .unwrap();
+    for (filter, want) in [
+        (
+            "id BETWEEN 9000 AND 16000",
+            (9000..=16000).collect::<Vec<i64>>(),
+        ),
+        ("id = 12345 OR id = 16001 OR id = 7", vec![12345, 16001, 7]),
+        ("id > 19000", (19001..20000).collect()),
+    ] {
+        let want: Vec<i64> = {
+            let mut w: Vec<i64> = want
+                .into_iter()
+                .filter(|i| i % 7 != 0 && !(10000..15000).contains(i))
+                .collect();
+            w.sort_unstable();
+            w
+        };
+        let (got, stats) = run(t.clone(), filter).await;
+        assert_eq!(got, want, "{filter}");
+        assert!(stats.row_groups_pruned > 0, "{filter}: {stats:?}");
+    }
+    // UPDATE and DELETE read every row of the files they rewrite: nothing pruned away.
+    floe::dml::execute(&cat, "UPDATE db.rg SET v = 'x' WHERE id = 19999", None)
+        .await
+        .unwrap();
+    let t = cat
+        .load_table(&parse_ident("db.rg").unwrap())
+        .await
+        .unwrap();
+    let all = ids(&Scan::new(&t).to_batches().await.unwrap());
+    assert_eq!(
+        all,
+        (0..20000)
+            .filter(|i| i % 7 != 0 && !(10000..15000).contains(i))
+            .collect::<Vec<_>>()
+    );
+}

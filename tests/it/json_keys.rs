@@ -121,6 +121,12 @@ fn every_commands_json_uses_the_readme_keys() {
     }
     keys_of(dir, w, &["scan", "db.t"], k);
     keys_of(dir, w, &["scan", "db.t", "--count"], k);
+    keys_of(
+        dir,
+        w,
+        &["scan", "db.t", "--where", "id = 2", "--explain"],
+        k,
+    );
     keys_of(dir, w, &["changes", "db.t"], k);
     keys_of(dir, w, &["changes", "db.t", "--net-changes", "--count"], k);
     keys_of(dir, w, &["namespaces"], k);

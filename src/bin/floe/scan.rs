@@ -40,6 +40,10 @@ pub struct ScanArgs {
     /// With --from-snapshot: up to this snapshot (inclusive; default: the current one).
     #[arg(long, requires = "from_snapshot")]
     pub to_snapshot: Option<i64>,
+    /// Read the rows without printing them, then show what was pruned and read: data files
+    /// (by partition, by column metrics), delete files, row groups and bytes.
+    #[arg(long)]
+    pub explain: bool,
     /// Print only the row count.
     #[arg(long)]
     pub count: bool,
@@ -69,6 +73,7 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         as_of,
         from_snapshot,
         to_snapshot,
+        explain,
         count,
         format,
         output,
@@ -127,6 +132,9 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         };
         return changes::appended(scan, schema, *from_snapshot, *to_snapshot, &rows).await;
     }
+    if *explain {
+        return explain_scan(&table, &scan, *json).await;
+    }
     if *count {
         let n = scan.count().await?;
         if *json {
@@ -173,6 +181,53 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     out.finish()?;
     if output.is_some() {
         eprintln!("wrote {rows} rows to {}", output.as_deref().unwrap_or("-"));
+    }
+    Ok(())
+}
+
+/// `floe scan --explain`: runs the scan, discarding the rows, and prints what each stage
+/// pruned and what was read.
+async fn explain_scan(table: &floe::Table, scan: &Scan, json: bool) -> Result<()> {
+    let plan = scan.plan().await?;
+    let snapshot_id = plan.snapshot.as_ref().map(|s| s.snapshot_id());
+    let stats = plan.stats;
+    let read_files = plan.files.len();
+    let counters = plan.read_counters();
+    let mut stream = scan.read(plan)?;
+    let mut rows = 0u64;
+    while let Some(b) = stream.try_next().await? {
+        rows += b.num_rows() as u64;
+    }
+    let r = counters.stats();
+    if json {
+        print_json(&json!({
+            "table": table.name(),
+            "snapshot_id": snapshot_id,
+            "data_files_count": stats.data_files,
+            "pruned_by_partition_data_files_count": stats.pruned_by_partition,
+            "pruned_by_metrics_data_files_count": stats.pruned_by_metrics,
+            "read_data_files_count": read_files,
+            "delete_files_count": stats.delete_files,
+            "row_groups_count": r.row_groups,
+            "pruned_row_groups_count": r.row_groups_pruned,
+            "read_bytes_count": r.row_group_bytes_read,
+            "record_count": rows,
+        }));
+    } else {
+        outln!(
+            "scan of {} at snapshot {}\n  data files: {} live, {} pruned by partition, {} by column metrics, {} read\n  delete files: {} live\n  row groups (filtered reads): {}, {} pruned by statistics, {} read ({} bytes of the columns read)\n  rows returned: {rows}",
+            table.name(),
+            snapshot_id.map_or("(none)".to_string(), |s| s.to_string()),
+            stats.data_files,
+            stats.pruned_by_partition,
+            stats.pruned_by_metrics,
+            read_files,
+            stats.delete_files,
+            r.row_groups,
+            r.row_groups_pruned,
+            r.row_groups - r.row_groups_pruned,
+            r.row_group_bytes_read
+        );
     }
     Ok(())
 }

@@ -70,9 +70,27 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         Ok(t) => t,
         Err(e) if e.kind() == floe::ErrorKind::NotFound => match metadata_table_of(name) {
             // `db.t.snapshots`: a metadata table of db.t (as Spark and Java resolve it).
-            Some((parent, which)) => {
+            Some((parent, Some(which))) => {
                 let t = load(cli, Some(&parent), None).await.map_err(|_| e)?;
                 return scan_metadata_table(&t, which, a).await;
+            }
+            // `db.t.bogus` where db.t exists: name the metadata tables there are.
+            Some((parent, None)) => {
+                if load(cli, Some(&parent), None).await.is_err() {
+                    return Err(e);
+                }
+                let last = name
+                    .as_deref()
+                    .and_then(|n| n.rsplit_once('.'))
+                    .map(|x| x.1);
+                return Err(Error::new(
+                    floe::ErrorKind::InvalidInput,
+                    format!(
+                        "{parent} has no metadata table '{}'; metadata tables: {}",
+                        last.unwrap_or_default(),
+                        floe::scan::MetadataTable::names()
+                    ),
+                ));
             }
             None => return Err(e),
         },
@@ -85,6 +103,15 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     {
         // `--metadata PATH snapshots`: a metadata table of a table read without a catalog.
         return scan_metadata_table(&table, which, a).await;
+    }
+    if let (Some(_), Some(n)) = (metadata, name) {
+        return Err(Error::new(
+            floe::ErrorKind::InvalidInput,
+            format!(
+                "'{n}' is not a metadata table; metadata tables: {}",
+                floe::scan::MetadataTable::names()
+            ),
+        ));
     }
     let mut scan = Scan::new(&table);
     let sel = ingest::selector(*snapshot, reference.as_ref(), as_of.as_ref())?;
@@ -145,13 +172,13 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     Ok(())
 }
 
-/// `db.t.snapshots` → (`db.t`, snapshots).
-fn metadata_table_of(name: &Option<String>) -> Option<(String, floe::scan::MetadataTable)> {
+/// `db.t.snapshots` → (`db.t`, Some(snapshots)); `db.t.bogus` → (`db.t`, None).
+fn metadata_table_of(name: &Option<String>) -> Option<(String, Option<floe::scan::MetadataTable>)> {
     let (parent, last) = name.as_deref()?.rsplit_once('.')?;
     if !parent.contains('.') {
         return None;
     }
-    Some((parent.to_string(), floe::scan::MetadataTable::parse(last)?))
+    Some((parent.to_string(), floe::scan::MetadataTable::parse(last)))
 }
 
 /// Prints a metadata table's rows (filtered, projected, limited as a table scan's are).

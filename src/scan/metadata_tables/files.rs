@@ -52,15 +52,44 @@ pub(super) async fn manifests_of(table: &Table, scope: Scope) -> Result<Vec<Mani
     }
 }
 
-/// The entries of `manifests` (`live`: only added and existing ones) with their manifest's
-/// spec id, data manifests and/or delete manifests.
+/// One manifest entry read, with its manifest's spec id and its file's first row id as Java
+/// reads it (inherited from the manifest's `first_row_id` for files without one).
+pub(super) struct EntryRow {
+    /// The entry.
+    pub(super) entry: ManifestEntryRef,
+    /// Its manifest's partition spec id.
+    pub(super) spec_id: i32,
+    /// Its file's first row id (Java's `ManifestReader` id assignment).
+    pub(super) first_row_id: Option<i64>,
+}
+
+impl EntryRow {
+    fn file(&self) -> FileRow<'_> {
+        FileRow {
+            file: self.entry.data_file(),
+            spec_id: self.spec_id,
+            first_row_id: self.first_row_id,
+        }
+    }
+}
+
+/// A content file as a files table shows it.
+#[derive(Clone, Copy)]
+pub(super) struct FileRow<'a> {
+    file: &'a DataFile,
+    spec_id: i32,
+    first_row_id: Option<i64>,
+}
+
+/// The entries of `manifests` (`live`: only added and existing ones), data manifests and/or
+/// delete manifests.
 pub(super) async fn entries_of(
     table: &Table,
     manifests: &[ManifestFile],
     data: bool,
     deletes: bool,
     live: bool,
-) -> Result<Vec<(ManifestEntryRef, i32)>> {
+) -> Result<Vec<EntryRow>> {
     let mut out = Vec::new();
     for mf in manifests {
         let is_data = mf.content == ManifestContentType::Data;
@@ -68,11 +97,31 @@ pub(super) async fn entries_of(
             continue;
         }
         let m = table.load_manifest(mf).await?;
+        // Java: data files without a first row id get the manifest's next one (added and
+        // existing entries, in order); in a manifest without one, no file has one.
+        let mut next = mf.first_row_id.map(|r| r as i64);
         for e in m.entries() {
+            let f = e.data_file();
+            let first_row_id = match (is_data, next) {
+                (false, _) => f.first_row_id(),
+                (true, None) => None,
+                (true, Some(n)) => match f.first_row_id() {
+                    Some(id) => Some(id),
+                    None if e.status() != ManifestStatus::Deleted => {
+                        next = Some(n + f.record_count() as i64);
+                        Some(n)
+                    }
+                    None => None,
+                },
+            };
             if live && e.status() == ManifestStatus::Deleted {
                 continue;
             }
-            out.push((e.clone(), mf.partition_spec_id));
+            out.push(EntryRow {
+                entry: e.clone(),
+                spec_id: mf.partition_spec_id,
+                first_row_id,
+            });
         }
     }
     Ok(out)
@@ -246,7 +295,7 @@ fn bound_map(
 pub(super) fn file_columns(
     md: &TableMetadata,
     pt: &PartitionType,
-    files: &[(&DataFile, i32)],
+    files: &[FileRow<'_>],
 ) -> Result<Vec<(Field, ArrayRef)>> {
     let mut content = Int32Builder::new();
     let (mut path, mut format) = (StringBuilder::new(), StringBuilder::new());
@@ -260,7 +309,8 @@ pub(super) fn file_columns(
     let mut referenced = StringBuilder::new();
     let (mut offset, mut csize) = (Int64Builder::new(), Int64Builder::new());
     let mut partitions = Vec::with_capacity(files.len());
-    for (f, spec_id) in files {
+    for r in files {
+        let (f, spec_id) = (r.file, &r.spec_id);
         content.append_value(f.content_type() as i32);
         path.append_value(f.file_path());
         format.append_value(f.file_format().to_string().to_uppercase());
@@ -284,12 +334,12 @@ pub(super) fn file_columns(
             }
             None => split.append(false),
         }
-        first_row.append_option(f.first_row_id());
+        first_row.append_option(r.first_row_id);
         referenced.append_option(f.referenced_data_file());
         offset.append_option(f.content_offset());
         csize.append_option(f.content_size_in_bytes());
     }
-    let only: Vec<&DataFile> = files.iter().map(|(f, _)| *f).collect();
+    let only: Vec<&DataFile> = files.iter().map(|r| r.file).collect();
     let mut out: Vec<(Field, ArrayRef)> = vec![
         (
             Field::new("content", DataType::Int32, false),
@@ -387,7 +437,7 @@ pub(super) async fn files(
     let pt = PartitionType::of(md)?;
     let manifests = manifests_of(table, scope).await?;
     let entries = entries_of(table, &manifests, data, deletes, true).await?;
-    let rows: Vec<(&DataFile, i32)> = entries.iter().map(|(e, s)| (e.data_file(), *s)).collect();
+    let rows: Vec<FileRow<'_>> = entries.iter().map(EntryRow::file).collect();
     let (fields, columns) = file_columns(md, &pt, &rows)?.into_iter().unzip();
     batch(fields, columns)
 }
@@ -402,13 +452,13 @@ pub(super) async fn entries(table: &Table, scope: Scope) -> Result<RecordBatch> 
     let mut status = Int32Builder::new();
     let mut snap = Int64Builder::new();
     let (mut seq, mut file_seq) = (Int64Builder::new(), Int64Builder::new());
-    for (e, _) in &entries {
+    for EntryRow { entry: e, .. } in &entries {
         status.append_value(e.status() as i32);
         snap.append_option(e.snapshot_id());
         seq.append_option(e.sequence_number());
         file_seq.append_option(e.file_sequence_number);
     }
-    let rows: Vec<(&DataFile, i32)> = entries.iter().map(|(e, s)| (e.data_file(), *s)).collect();
+    let rows: Vec<FileRow<'_>> = entries.iter().map(EntryRow::file).collect();
     let (fields, columns): (Vec<Field>, Vec<ArrayRef>) =
         file_columns(md, &pt, &rows)?.into_iter().unzip();
     let fields = Fields::from(fields);
@@ -456,7 +506,10 @@ pub(super) async fn partitions(table: &Table, snapshot: Option<i64>) -> Result<R
     let entries = entries_of(table, &manifests, true, true, true).await?;
     let mut order: Vec<Vec<Option<PrimitiveLiteral>>> = Vec::new();
     let mut by_key: HashMap<Vec<Option<PrimitiveLiteral>>, Counts> = HashMap::new();
-    for (e, spec_id) in &entries {
+    for EntryRow {
+        entry: e, spec_id, ..
+    } in &entries
+    {
         let f = e.data_file();
         let key = pt.coerce(md, *spec_id, f);
         let c = by_key.entry(key.clone()).or_insert_with(|| {

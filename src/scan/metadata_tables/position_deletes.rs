@@ -10,7 +10,7 @@ use arrow_schema::{DataType, Field};
 use iceberg::spec::{DataContentType, FormatVersion};
 
 use super::batch;
-use super::files::{entries_of, manifests_of, PartitionType, Scope};
+use super::files::{entries_of, manifests_of, EntryRow, PartitionType, Scope};
 use crate::error::{Error, Result};
 use crate::scan::delete_index::{canonical_path, DeleteEntry};
 use crate::table::Table;
@@ -28,8 +28,8 @@ pub(super) async fn position_deletes(table: &Table, snapshot: Option<i64>) -> Re
     let data = entries_of(table, &manifests, true, false, true).await?;
     let spelled: HashMap<String, String> = data
         .iter()
-        .map(|(e, _)| {
-            let p = e.data_file().file_path();
+        .map(|r| {
+            let p = r.entry.data_file().file_path();
             (canonical_path(p).to_string(), p.to_string())
         })
         .collect();
@@ -40,7 +40,10 @@ pub(super) async fn position_deletes(table: &Table, snapshot: Option<i64>) -> Re
     let mut delete_path = StringBuilder::new();
     let (mut offset, mut size) = (Int64Builder::new(), Int64Builder::new());
     let mut partitions = Vec::new();
-    for (e, spec_id) in &deletes {
+    for EntryRow {
+        entry: e, spec_id, ..
+    } in &deletes
+    {
         let f = e.data_file();
         if f.content_type() != DataContentType::PositionDeletes {
             continue;

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use arrow::array::{Array, ArrayRef, AsArray, MapArray, RecordBatch, StructArray};
+use arrow::datatypes::{DataType, Field, Fields, Schema};
 use floe::scan::Scan;
 use floe::{Error, Result};
 use futures::TryStreamExt;
@@ -250,8 +252,70 @@ async fn scan_metadata_table(
     if let Some(l) = limit {
         b = b.slice(0, l.min(b.num_rows()));
     }
+    if matches!(format, Format::Json | Format::Csv) {
+        // JSON objects have string keys: the metric maps' column ids become "1", "2", ….
+        let columns = b
+            .columns()
+            .iter()
+            .map(string_map_keys)
+            .collect::<Result<Vec<_>>>()?;
+        let fields: Vec<_> = b
+            .schema()
+            .fields()
+            .iter()
+            .zip(&columns)
+            .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+            .collect();
+        b = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+    }
     let mut out = BatchWriter::new(format, a.output.as_deref(), b.schema())?;
     out.write(&b)?;
     out.finish()?;
     Ok(())
+}
+
+/// `a` with the keys of its maps (in structs too) cast to strings, for JSON.
+fn string_map_keys(a: &ArrayRef) -> Result<ArrayRef> {
+    match a.data_type() {
+        DataType::Map(f, sorted) => {
+            let m = a.as_map();
+            let DataType::Struct(fs) = f.data_type() else {
+                return Ok(a.clone());
+            };
+            let keys = arrow::compute::cast(m.keys(), &DataType::Utf8)?;
+            let values = string_map_keys(m.values())?;
+            let fs = Fields::from(vec![
+                Field::new(fs[0].name(), DataType::Utf8, false),
+                Field::new(fs[1].name(), values.data_type().clone(), true),
+            ]);
+            let entries = StructArray::try_new(fs.clone(), vec![keys, values], None)?;
+            let field = Arc::new(Field::new(f.name(), DataType::Struct(fs), false));
+            Ok(Arc::new(MapArray::try_new(
+                field,
+                m.offsets().clone(),
+                entries,
+                m.nulls().cloned(),
+                *sorted,
+            )?))
+        }
+        DataType::Struct(fs) => {
+            let s = a.as_struct();
+            let columns = s
+                .columns()
+                .iter()
+                .map(string_map_keys)
+                .collect::<Result<Vec<_>>>()?;
+            let fs: Fields = fs
+                .iter()
+                .zip(&columns)
+                .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+                .collect();
+            Ok(Arc::new(StructArray::try_new(
+                fs,
+                columns,
+                s.nulls().cloned(),
+            )?))
+        }
+        _ => Ok(a.clone()),
+    }
 }

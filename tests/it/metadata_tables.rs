@@ -364,7 +364,7 @@ async fn metadata_tables_match_spark_and_pyiceberg() {
             ],
         ),
     ]);
-    for (name, _) in &spec {
+    for name in spec.keys() {
         let which = MetadataTable::parse(name).unwrap();
         let b = read_metadata_table(&t, which, None).await.unwrap();
         assert!(b.num_rows() > 0, "{name} is empty");

@@ -763,3 +763,91 @@ async fn new_metadata_tables_match_spark_pyiceberg_and_the_model() {
         assert_peers_agree(py, dir.path(), &name, &t, &q).await;
     }
 }
+
+/// The CLI: every metadata table reads in each output format; `--snapshot`/`--ref` scope the
+/// snapshot-scoped ones (the rows equal the library's at that snapshot), the `all_*` ones
+/// refuse them; an unknown metadata table name lists the valid ones.
+#[test]
+fn cli_reads_every_metadata_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let (csv, _) = inputs(dir.path());
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.t",
+            "--schema",
+            "id long, name string, ts timestamptz",
+            "--partition-by",
+            "bucket(2, id)",
+            "--property",
+            "write.delete.mode=merge-on-read",
+        ],
+    );
+    ok(&wh, &["append", "db.t", &csv]);
+    let first = ok(&wh, &["snapshots", "db.t", "--ids"]).trim().to_string();
+    ok(&wh, &["append", "db.t", &csv]);
+    ok(&wh, &["delete", "db.t", "--where", "id < 5"]);
+    ok(
+        &wh,
+        &["branch", "create", "db.t", "old", "--snapshot", &first],
+    );
+    for (name, _) in MetadataTable::ALL {
+        let t = format!("db.t.{name}");
+        for fmt in ["table", "csv", "json", "parquet"] {
+            let out = dir.path().join(format!("{name}.{fmt}"));
+            let o = out.to_str().unwrap();
+            ok(&wh, &["scan", &t, "--format", fmt, "-o", o]);
+            assert!(out.exists(), "{t} --format {fmt}");
+        }
+        let json = |args: &[&str]| -> String {
+            let mut a = vec!["scan", t.as_str(), "--json"];
+            a.extend(args);
+            let mut lines: Vec<String> = ok(&wh, &a).lines().map(String::from).collect();
+            lines.sort();
+            lines.join("\n")
+        };
+        let which = MetadataTable::parse(name).unwrap();
+        if which.is_all_snapshots() {
+            let o = floe(&wh, &["scan", &t, "--ref", "old"]);
+            assert!(!o.status.success(), "{t} --ref");
+            assert!(text(&o).contains("covers every snapshot"), "{}", text(&o));
+        } else if which.is_snapshot_scoped() {
+            let at_first = json(&["--snapshot", &first]);
+            assert_eq!(at_first, json(&["--ref", "old"]), "{t}");
+            assert_ne!(at_first, json(&[]), "{t}: the later commits changed it");
+        }
+    }
+    // JSON rows parse, with the metric maps as objects keyed by column id.
+    let json = ok(
+        &wh,
+        &["scan", "db.t.entries", "--json", "--where", "status = 1"],
+    );
+    for l in json.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        if v["data_file"]["content"] != json!(0) {
+            continue;
+        }
+        assert!(v["data_file"]["column_sizes"]["1"].is_i64(), "{l}");
+        assert!(v["data_file"]["partition"]["id_bucket"].is_i64(), "{l}");
+    }
+    let pd = ok(
+        &wh,
+        &[
+            "scan",
+            "db.t.position_deletes",
+            "--json",
+            "--columns",
+            "pos,file_path",
+        ],
+    );
+    assert_eq!(pd.lines().count(), 10, "ids 0..5 of both appends");
+    let o = floe(&wh, &["scan", "db.t.nope"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("no metadata table 'nope'") && t.contains("position_deletes"),
+        "{t}"
+    );
+}

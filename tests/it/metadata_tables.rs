@@ -447,8 +447,10 @@ fn queries(t: &floe::Table, snapshot: Option<i64>) -> Vec<Query> {
     for (engine, py) in [("spark", false), ("pyiceberg", true)] {
         let fc = file_cols(t, py);
         let fc: Vec<&str> = fc.iter().map(|c| c.as_str()).collect();
+        let mut fcm = fc.clone();
+        fcm.push("readable_metrics");
         for table in ["files", "data_files", "delete_files"] {
-            out.push(Query::new(table, &fc, snapshot, &[engine]));
+            out.push(Query::new(table, &fcm, snapshot, &[engine]));
         }
         let mut ec: Vec<String> = [
             "status",
@@ -463,6 +465,7 @@ fn queries(t: &floe::Table, snapshot: Option<i64>) -> Vec<Query> {
                 .filter(|c| !(py && **c == "spec_id"))
                 .map(|c| format!("data_file.{c}")),
         );
+        ec.push("readable_metrics".into());
         let ec: Vec<&str> = ec.iter().map(|c| c.as_str()).collect();
         out.push(Query::new("entries", &ec, snapshot, &[engine]));
         let mut pc = vec![];
@@ -483,7 +486,7 @@ fn queries(t: &floe::Table, snapshot: Option<i64>) -> Vec<Query> {
         out.push(Query::new("partitions", &pc, snapshot, &[engine]));
         if snapshot.is_none() {
             for table in ["all_files", "all_data_files", "all_delete_files"] {
-                out.push(Query::new(table, &fc, None, &[engine]));
+                out.push(Query::new(table, &fcm, None, &[engine]));
             }
             if !py {
                 out.push(Query::new("all_entries", &ec, None, &[engine]));

@@ -438,7 +438,13 @@ pub(super) async fn files(
     let manifests = manifests_of(table, scope).await?;
     let entries = entries_of(table, &manifests, data, deletes, true).await?;
     let rows: Vec<FileRow<'_>> = entries.iter().map(EntryRow::file).collect();
-    let (fields, columns) = file_columns(md, &pt, &rows)?.into_iter().unzip();
+    let mut out = file_columns(md, &pt, &rows)?;
+    let only: Vec<&DataFile> = rows.iter().map(|r| r.file).collect();
+    out.extend(super::readable_metrics::readable_metrics(
+        md.current_schema(),
+        &only,
+    )?);
+    let (fields, columns) = out.into_iter().unzip();
     batch(fields, columns)
 }
 
@@ -463,22 +469,26 @@ pub(super) async fn entries(table: &Table, scope: Scope) -> Result<RecordBatch> 
         file_columns(md, &pt, &rows)?.into_iter().unzip();
     let fields = Fields::from(fields);
     let data_file = StructArray::try_new(fields.clone(), columns, None)?;
-    batch(
-        vec![
-            Field::new("status", DataType::Int32, false),
-            Field::new("snapshot_id", DataType::Int64, true),
-            Field::new("sequence_number", DataType::Int64, true),
-            Field::new("file_sequence_number", DataType::Int64, true),
-            Field::new("data_file", DataType::Struct(fields), false),
-        ],
-        vec![
-            Arc::new(status.finish()),
-            Arc::new(snap.finish()),
-            Arc::new(seq.finish()),
-            Arc::new(file_seq.finish()),
-            Arc::new(data_file),
-        ],
-    )
+    let mut fields = vec![
+        Field::new("status", DataType::Int32, false),
+        Field::new("snapshot_id", DataType::Int64, true),
+        Field::new("sequence_number", DataType::Int64, true),
+        Field::new("file_sequence_number", DataType::Int64, true),
+        Field::new("data_file", DataType::Struct(fields), false),
+    ];
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(status.finish()),
+        Arc::new(snap.finish()),
+        Arc::new(seq.finish()),
+        Arc::new(file_seq.finish()),
+        Arc::new(data_file),
+    ];
+    let only: Vec<&DataFile> = rows.iter().map(|r| r.file).collect();
+    if let Some((f, c)) = super::readable_metrics::readable_metrics(md.current_schema(), &only)? {
+        fields.push(f);
+        columns.push(c);
+    }
+    batch(fields, columns)
 }
 
 /// One partition's counts (Java: `PartitionsTable.Partition`).

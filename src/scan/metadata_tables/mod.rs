@@ -2,7 +2,8 @@
 //! manifest entries, partitions and deleted positions as rows, with Iceberg Java's table and
 //! column names and types (`db.t.snapshots` in Spark, `table.inspect.snapshots()` in
 //! pyiceberg). `files.rs` has the files, entries and partitions tables, `manifests.rs` the
-//! manifests tables, `position_deletes.rs` the deleted positions.
+//! manifests tables, `position_deletes.rs` the deleted positions, `readable_metrics.rs` the
+//! files tables' decoded metrics.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use crate::table::Table;
 mod files;
 mod manifests;
 mod position_deletes;
+mod readable_metrics;
 
 /// A metadata table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,6 +31,17 @@ fn value(c: &dyn Array, r: usize) -> Value {
         D::Int16 => json!(c.as_primitive::<Int16Type>().value(r)),
         D::Int32 => json!(c.as_primitive::<Int32Type>().value(r)),
         D::Int64 => json!(c.as_primitive::<Int64Type>().value(r)),
+        D::Float32 | D::Float64 => {
+            let f = match c.data_type() {
+                D::Float32 => c.as_primitive::<Float32Type>().value(r) as f64,
+                _ => c.as_primitive::<Float64Type>().value(r),
+            };
+            if f.fract() == 0.0 && f.abs() < 1e15 {
+                json!(f as i64)
+            } else {
+                json!(f)
+            }
+        }
         D::Timestamp(TimeUnit::Microsecond, _) => {
             json!(c.as_primitive::<TimestampMicrosecondType>().value(r))
         }
@@ -195,6 +206,27 @@ async fn assert_peers_agree(
                         }
                         let a = v.as_array_mut().unwrap();
                         a.sort_by_key(|r| r.to_string());
+                    }
+                }
+            }
+            if engine == "pyiceberg" {
+                // pyiceberg names a list's element metrics after the list (`tags`, all null);
+                // Java and Spark `tags.element`: compare the top-level primitive columns.
+                let q = queries.iter().find(|q| &q.key == key).unwrap();
+                if let Some(i) = q.cols.iter().position(|c| c == "readable_metrics") {
+                    let keep: Vec<String> = want
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|r| r[i].as_object())
+                        .flat_map(|o| o.keys().filter(|k| !k.contains('.')).cloned())
+                        .collect();
+                    for v in [&mut want, &mut got] {
+                        for r in v.as_array_mut().unwrap() {
+                            if let Some(o) = r[i].as_object_mut() {
+                                o.retain(|k, _| keep.contains(k));
+                            }
+                        }
                     }
                 }
             }
@@ -853,4 +885,71 @@ fn cli_reads_every_metadata_table() {
         t.contains("no metadata table 'nope'") && t.contains("position_deletes"),
         "{t}"
     );
+}
+
+/// Every column type in the files tables' bounds, readable_metrics and partition tuples
+/// (timestamptz, date, decimal, double, boolean, int promoted to long, list elements; day,
+/// identity and bucket partitions), v2 and v3, with a merge-on-read delete: equal to Spark's
+/// and pyiceberg's, now and at the first snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_tables_of_every_type_match_the_peers() {
+    let Some(py) = peers_python() else { return };
+    for v3 in [false, true] {
+        let (dir, cat) = fs_catalog();
+        let name = if v3 { "db.wide3" } else { "db.wide2" };
+        let ident = parse_ident(name).unwrap();
+        let schema = floe::spec::parse_schema(WIDE_DDL).unwrap();
+        let mut c = floe::TableCreation::new(schema.clone());
+        c.partition_spec =
+            floe::spec::parse_partition_spec("day(ts), cat, bucket(3, price)", &schema).unwrap();
+        c.properties
+            .insert("write.delete.mode".into(), "merge-on-read".into());
+        if v3 {
+            c.format_version = floe::spec::FormatVersion::V3;
+        }
+        let t = cat.create_table(&ident, c).await.unwrap();
+        floe::txn::append(&cat, &t, [Ok(wide_batch(0, 300))])
+            .await
+            .unwrap();
+        floe::txn::alter_table(
+            &cat,
+            &ident,
+            &parse_alter_clause("ALTER COLUMN small TYPE long").unwrap(),
+        )
+        .await
+        .unwrap();
+        let t = cat.load_table(&ident).await.unwrap();
+        let more = wide_batch(300, 200);
+        let small = arrow::compute::cast(
+            more.column_by_name("small").unwrap(),
+            &arrow::datatypes::DataType::Int64,
+        )
+        .unwrap();
+        let mut cols = more.columns().to_vec();
+        cols[9] = small;
+        let mut fields: Vec<arrow::datatypes::Field> = more
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields[9] = fields[9]
+            .clone()
+            .with_data_type(arrow::datatypes::DataType::Int64);
+        let more =
+            RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), cols).unwrap();
+        floe::txn::append(&cat, &t, [Ok(more)]).await.unwrap();
+        floe::dml::execute(&cat, &format!("DELETE FROM {name} WHERE k < 100"), None)
+            .await
+            .unwrap();
+        let t = cat.load_table(&ident).await.unwrap();
+        check_model(&t, false).await;
+        let first = t.metadata().history()[0].snapshot_id;
+        let mut q = queries(&t, None);
+        q.extend(queries(&t, Some(first)));
+        // Spark 3.5 / Iceberg 1.10 cannot read position_deletes of a table with a list column
+        // ("Invalid partition field parent: list<string>"); the random tables cover it.
+        q.retain(|q| q.table != "position_deletes");
+        assert_peers_agree(&py, dir.path(), name, &t, &q).await;
+    }
 }

@@ -867,6 +867,23 @@ fn cli_reads_every_metadata_table() {
         assert!(v["data_file"]["column_sizes"]["1"].is_i64(), "{l}");
         assert!(v["data_file"]["partition"]["id_bucket"].is_i64(), "{l}");
     }
+    // Struct fields by path, named by it.
+    let nested = ok(
+        &wh,
+        &[
+            "scan",
+            "db.t.entries",
+            "--json",
+            "--columns",
+            "status,data_file.partition.id_bucket,readable_metrics.id.lower_bound",
+        ],
+    );
+    for l in nested.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let o = v.as_object().unwrap();
+        assert_eq!(o.len(), 3, "{l}");
+        assert!(o["data_file.partition.id_bucket"].is_i64(), "{l}");
+    }
     let pd = ok(
         &wh,
         &[

@@ -209,29 +209,39 @@ async fn scan_metadata_table(
     }
     if let Some(cols) = &a.columns {
         let schema = b.schema();
-        let idx = cols
-            .iter()
-            .map(|c| {
-                floe::spec::resolve_column(schema.fields().iter().map(|f| f.name().as_str()), c)?
-                    .ok_or_else(|| {
-                        Error::new(
-                            floe::ErrorKind::InvalidInput,
-                            format!(
-                                "unknown column '{c}' in {}.{}; its columns: {}",
-                                table.name(),
-                                which.name(),
-                                schema
-                                    .fields()
-                                    .iter()
-                                    .map(|f| f.name().as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        b = b.project(&idx)?;
+        let unknown = |c: &str| {
+            Error::new(
+                floe::ErrorKind::InvalidInput,
+                format!(
+                    "unknown column '{c}' in {}.{}; its columns: {} (a struct's fields as \
+                     data_file.file_path)",
+                    table.name(),
+                    which.name(),
+                    schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        };
+        let mut fields = Vec::with_capacity(cols.len());
+        let mut columns = Vec::with_capacity(cols.len());
+        for c in cols {
+            let names = schema.fields().iter().map(|f| f.name().as_str());
+            if let Some(i) = floe::spec::resolve_column(names, c)? {
+                fields.push(schema.field(i).clone());
+                columns.push(b.column(i).clone());
+                continue;
+            }
+            // `data_file.file_path`, `readable_metrics.id.lower_bound`: a struct's field,
+            // named by its path (the longest top-level name first: names may hold dots).
+            let (field, col) = nested_column(&b, c).ok_or_else(|| unknown(c))?;
+            fields.push(field);
+            columns.push(col);
+        }
+        b = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
     }
     if a.count {
         if a.json {
@@ -318,4 +328,49 @@ fn string_map_keys(a: &ArrayRef) -> Result<ArrayRef> {
         }
         _ => Ok(a.clone()),
     }
+}
+
+/// Column `path` of `b` reached through struct fields (`data_file.file_path`), named `path`;
+/// fields match case-insensitively, a field name may itself contain dots.
+fn nested_column(b: &RecordBatch, path: &str) -> Option<(Field, ArrayRef)> {
+    fn walk(fields: &Fields, columns: &[ArrayRef], rest: &str) -> Option<(DataType, ArrayRef)> {
+        // The longest matching field name first (`tags.element` is one name).
+        let mut hits: Vec<usize> = (0..fields.len())
+            .filter(|&i| {
+                let n = fields[i].name();
+                rest.len() >= n.len()
+                    && rest[..n.len()].eq_ignore_ascii_case(n)
+                    && (rest.len() == n.len() || rest.as_bytes()[n.len()] == b'.')
+            })
+            .collect();
+        hits.sort_by_key(|&i| std::cmp::Reverse(fields[i].name().len()));
+        for i in hits {
+            let n = fields[i].name().len();
+            if rest.len() == n {
+                return Some((fields[i].data_type().clone(), columns[i].clone()));
+            }
+            if let DataType::Struct(sub) = fields[i].data_type() {
+                let s = columns[i].as_struct();
+                // A null struct makes its fields null.
+                let children: Vec<ArrayRef> = match s.nulls() {
+                    Some(n) => s
+                        .columns()
+                        .iter()
+                        .map(|c| {
+                            let keep = arrow::array::BooleanArray::new(n.inner().clone(), None);
+                            arrow::compute::nullif(c, &arrow::compute::not(&keep).ok()?).ok()
+                        })
+                        .collect::<Option<Vec<_>>>()?,
+                    None => s.columns().to_vec(),
+                };
+                if let Some(hit) = walk(sub, &children, &rest[n + 1..]) {
+                    return Some(hit);
+                }
+            }
+        }
+        None
+    }
+    let schema = b.schema();
+    let (dt, col) = walk(schema.fields(), b.columns(), path)?;
+    Some((Field::new(path, dt, true), col))
 }

@@ -7,27 +7,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::Int64Builder;
-use arrow_array::{new_empty_array, new_null_array, Array, ArrayRef, StructArray};
+use arrow_array::{Array, ArrayRef, StructArray};
 use arrow_schema::{DataType, Field, Fields};
-use iceberg::spec::{DataFile, Datum, PrimitiveType, Schema, Type};
+use iceberg::spec::{DataFile, Datum, PrimitiveLiteral, PrimitiveType, Schema, Type};
 
 use crate::error::Result;
 
-/// A bound decoded as a column of Arrow type `dt` (null when absent or not convertible).
-fn bound(d: Option<&Datum>, ty: &PrimitiveType, dt: &DataType) -> Result<ArrayRef> {
-    let Some(d) = d else {
-        return Ok(new_null_array(dt, 1));
-    };
-    // Bounds are stored in the type they were written with: decode them as the column's
-    // type now (Java: Conversions.fromByteBuffer(field.type(), …)).
-    let lit = match Datum::try_from_bytes(&d.to_bytes()?, ty.clone()) {
-        Ok(d) => d.literal().clone(),
-        Err(_) => d.literal().clone(),
-    };
-    match crate::expr::literal_array(&lit, ty, dt) {
-        Ok(a) => Ok(a),
-        Err(_) => Ok(new_null_array(dt, 1)),
-    }
+/// A bound as a literal of the column's type now: bounds are stored in the type they were
+/// written with (an int column promoted to long keeps 4-byte bounds); Java decodes them with
+/// the field's type (`Conversions.fromByteBuffer(field.type(), …)`).
+fn bound(d: &Datum, ty: &PrimitiveType) -> PrimitiveLiteral {
+    d.to_bytes()
+        .ok()
+        .and_then(|b| Datum::try_from_bytes(&b, ty.clone()).ok())
+        .map(|d| d.literal().clone())
+        .unwrap_or_else(|| d.literal().clone())
 }
 
 /// The `readable_metrics` column for `files` against table schema `schema` (None when the
@@ -78,15 +72,12 @@ pub(super) fn readable_metrics(
             ("upper_bound", DataFile::upper_bounds),
         ];
         for (metric, get) in bounds {
-            let parts = files
+            let lits: Vec<Option<PrimitiveLiteral>> = files
                 .iter()
-                .map(|f| bound(get(f).get(&id), &ty, &dt))
-                .collect::<Result<Vec<_>>>()?;
-            let a = if parts.is_empty() {
-                new_empty_array(&dt)
-            } else {
-                arrow_select::concat::concat(&parts.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?
-            };
+                .map(|f| get(f).get(&id).map(|d| bound(d, &ty)))
+                .collect();
+            let refs: Vec<Option<&PrimitiveLiteral>> = lits.iter().map(Option::as_ref).collect();
+            let a = super::files::literal_column(&refs, &ty, &dt)?;
             sub_fields.push(Field::new(metric, dt.clone(), true));
             sub.push(a);
         }

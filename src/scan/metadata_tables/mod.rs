@@ -3,7 +3,7 @@
 //! column names and types (`db.t.snapshots` in Spark, `table.inspect.snapshots()` in
 //! pyiceberg). `files.rs` has the files, entries and partitions tables, `manifests.rs` the
 //! manifests tables, `position_deletes.rs` the deleted positions, `readable_metrics.rs` the
-//! files tables' decoded metrics.
+//! files tables' decoded metrics, `literals.rs` columns of partition values and bounds.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::table::Table;
 
 mod files;
+mod literals;
 mod manifests;
 mod position_deletes;
 mod readable_metrics;

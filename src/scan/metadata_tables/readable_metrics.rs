@@ -77,7 +77,7 @@ pub(super) fn readable_metrics(
                 .map(|f| get(f).get(&id).map(|d| bound(d, &ty)))
                 .collect();
             let refs: Vec<Option<&PrimitiveLiteral>> = lits.iter().map(Option::as_ref).collect();
-            let a = super::files::literal_column(&refs, &ty, &dt)?;
+            let a = super::literals::literal_column(&refs, &ty, &dt)?;
             sub_fields.push(Field::new(metric, dt.clone(), true));
             sub.push(a);
         }

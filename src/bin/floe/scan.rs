@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use arrow::array::{Array, ArrayRef, AsArray, MapArray, RecordBatch, StructArray};
+use arrow::datatypes::{DataType, Field, Fields, Schema};
 use floe::scan::Scan;
 use floe::{Error, Result};
 use futures::TryStreamExt;
@@ -84,9 +86,27 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         Ok(t) => t,
         Err(e) if e.kind() == floe::ErrorKind::NotFound => match metadata_table_of(name) {
             // `db.t.snapshots`: a metadata table of db.t (as Spark and Java resolve it).
-            Some((parent, which)) => {
+            Some((parent, Some(which))) => {
                 let t = load(cli, Some(&parent), None).await.map_err(|_| e)?;
                 return scan_metadata_table(&t, which, a).await;
+            }
+            // `db.t.bogus` where db.t exists: name the metadata tables there are.
+            Some((parent, None)) => {
+                if load(cli, Some(&parent), None).await.is_err() {
+                    return Err(e);
+                }
+                let last = name
+                    .as_deref()
+                    .and_then(|n| n.rsplit_once('.'))
+                    .map(|x| x.1);
+                return Err(Error::new(
+                    floe::ErrorKind::InvalidInput,
+                    format!(
+                        "{parent} has no metadata table '{}'; metadata tables: {}",
+                        last.unwrap_or_default(),
+                        floe::scan::MetadataTable::names()
+                    ),
+                ));
             }
             None => return Err(e),
         },
@@ -99,6 +119,15 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     {
         // `--metadata PATH snapshots`: a metadata table of a table read without a catalog.
         return scan_metadata_table(&table, which, a).await;
+    }
+    if let (Some(_), Some(n)) = (metadata, name) {
+        return Err(Error::new(
+            floe::ErrorKind::InvalidInput,
+            format!(
+                "'{n}' is not a metadata table; metadata tables: {}",
+                floe::scan::MetadataTable::names()
+            ),
+        ));
     }
     let mut scan = Scan::new(&table);
     let sel = ingest::selector(*snapshot, reference.as_ref(), as_of.as_ref())?;
@@ -232,13 +261,13 @@ async fn explain_scan(table: &floe::Table, scan: &Scan, json: bool) -> Result<()
     Ok(())
 }
 
-/// `db.t.snapshots` → (`db.t`, snapshots).
-fn metadata_table_of(name: &Option<String>) -> Option<(String, floe::scan::MetadataTable)> {
+/// `db.t.snapshots` → (`db.t`, Some(snapshots)); `db.t.bogus` → (`db.t`, None).
+fn metadata_table_of(name: &Option<String>) -> Option<(String, Option<floe::scan::MetadataTable>)> {
     let (parent, last) = name.as_deref()?.rsplit_once('.')?;
     if !parent.contains('.') {
         return None;
     }
-    Some((parent.to_string(), floe::scan::MetadataTable::parse(last)?))
+    Some((parent.to_string(), floe::scan::MetadataTable::parse(last)))
 }
 
 /// Prints a metadata table's rows (filtered, projected, limited as a table scan's are).
@@ -267,29 +296,39 @@ async fn scan_metadata_table(
     }
     if let Some(cols) = &a.columns {
         let schema = b.schema();
-        let idx = cols
-            .iter()
-            .map(|c| {
-                floe::spec::resolve_column(schema.fields().iter().map(|f| f.name().as_str()), c)?
-                    .ok_or_else(|| {
-                        Error::new(
-                            floe::ErrorKind::InvalidInput,
-                            format!(
-                                "unknown column '{c}' in {}.{}; its columns: {}",
-                                table.name(),
-                                which.name(),
-                                schema
-                                    .fields()
-                                    .iter()
-                                    .map(|f| f.name().as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        b = b.project(&idx)?;
+        let unknown = |c: &str| {
+            Error::new(
+                floe::ErrorKind::InvalidInput,
+                format!(
+                    "unknown column '{c}' in {}.{}; its columns: {} (a struct's fields as \
+                     data_file.file_path)",
+                    table.name(),
+                    which.name(),
+                    schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        };
+        let mut fields = Vec::with_capacity(cols.len());
+        let mut columns = Vec::with_capacity(cols.len());
+        for c in cols {
+            let names = schema.fields().iter().map(|f| f.name().as_str());
+            if let Some(i) = floe::spec::resolve_column(names, c)? {
+                fields.push(schema.field(i).clone());
+                columns.push(b.column(i).clone());
+                continue;
+            }
+            // `data_file.file_path`, `readable_metrics.id.lower_bound`: a struct's field,
+            // named by its path (the longest top-level name first: names may hold dots).
+            let (field, col) = nested_column(&b, c).ok_or_else(|| unknown(c))?;
+            fields.push(field);
+            columns.push(col);
+        }
+        b = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
     }
     if a.count {
         if a.json {
@@ -310,8 +349,115 @@ async fn scan_metadata_table(
     if let Some(l) = limit {
         b = b.slice(0, l.min(b.num_rows()));
     }
+    if matches!(format, Format::Json | Format::Csv) {
+        // JSON objects have string keys: the metric maps' column ids become "1", "2", ….
+        let columns = b
+            .columns()
+            .iter()
+            .map(string_map_keys)
+            .collect::<Result<Vec<_>>>()?;
+        let fields: Vec<_> = b
+            .schema()
+            .fields()
+            .iter()
+            .zip(&columns)
+            .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+            .collect();
+        b = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+    }
     let mut out = BatchWriter::new(format, a.output.as_deref(), b.schema())?;
     out.write(&b)?;
     out.finish()?;
     Ok(())
+}
+
+/// `a` with the keys of its maps (in structs too) cast to strings, for JSON.
+fn string_map_keys(a: &ArrayRef) -> Result<ArrayRef> {
+    match a.data_type() {
+        DataType::Map(f, sorted) => {
+            let m = a.as_map();
+            let DataType::Struct(fs) = f.data_type() else {
+                return Ok(a.clone());
+            };
+            let keys = arrow::compute::cast(m.keys(), &DataType::Utf8)?;
+            let values = string_map_keys(m.values())?;
+            let fs = Fields::from(vec![
+                Field::new(fs[0].name(), DataType::Utf8, false),
+                Field::new(fs[1].name(), values.data_type().clone(), true),
+            ]);
+            let entries = StructArray::try_new(fs.clone(), vec![keys, values], None)?;
+            let field = Arc::new(Field::new(f.name(), DataType::Struct(fs), false));
+            Ok(Arc::new(MapArray::try_new(
+                field,
+                m.offsets().clone(),
+                entries,
+                m.nulls().cloned(),
+                *sorted,
+            )?))
+        }
+        DataType::Struct(fs) => {
+            let s = a.as_struct();
+            let columns = s
+                .columns()
+                .iter()
+                .map(string_map_keys)
+                .collect::<Result<Vec<_>>>()?;
+            let fs: Fields = fs
+                .iter()
+                .zip(&columns)
+                .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
+                .collect();
+            Ok(Arc::new(StructArray::try_new(
+                fs,
+                columns,
+                s.nulls().cloned(),
+            )?))
+        }
+        _ => Ok(a.clone()),
+    }
+}
+
+/// Column `path` of `b` reached through struct fields (`data_file.file_path`), named `path`;
+/// fields match case-insensitively, a field name may itself contain dots.
+fn nested_column(b: &RecordBatch, path: &str) -> Option<(Field, ArrayRef)> {
+    fn walk(fields: &Fields, columns: &[ArrayRef], rest: &str) -> Option<(DataType, ArrayRef)> {
+        // The longest matching field name first (`tags.element` is one name).
+        let mut hits: Vec<usize> = (0..fields.len())
+            .filter(|&i| {
+                let n = fields[i].name();
+                rest.len() >= n.len()
+                    && rest[..n.len()].eq_ignore_ascii_case(n)
+                    && (rest.len() == n.len() || rest.as_bytes()[n.len()] == b'.')
+            })
+            .collect();
+        hits.sort_by_key(|&i| std::cmp::Reverse(fields[i].name().len()));
+        for i in hits {
+            let n = fields[i].name().len();
+            if rest.len() == n {
+                return Some((fields[i].data_type().clone(), columns[i].clone()));
+            }
+            if let DataType::Struct(sub) = fields[i].data_type() {
+                let s = columns[i].as_struct();
+                // A null struct makes its fields null.
+                let children: Vec<ArrayRef> = match s.nulls() {
+                    Some(n) => s
+                        .columns()
+                        .iter()
+                        .map(|c| {
+                            let keep = arrow::array::BooleanArray::new(n.inner().clone(), None);
+                            arrow::compute::nullif(c, &arrow::compute::not(&keep).ok()?).ok()
+                        })
+                        .collect::<Option<Vec<_>>>()?,
+                    None => s.columns().to_vec(),
+                };
+                if let Some(hit) = walk(sub, &children, &rest[n + 1..]) {
+                    return Some(hit);
+                }
+            }
+        }
+        None
+    }
+    let schema = b.schema();
+    let (dt, col) = walk(schema.fields(), b.columns(), path)?;
+    Some((Field::new(path, dt, true), col))
 }

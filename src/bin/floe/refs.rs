@@ -145,8 +145,8 @@ pub async fn cherrypick(cli: &Cli, a: &CherrypickArgs) -> Result<()> {
             "snapshot_id": r.snapshot_id,
             "fast_forward": r.fast_forward,
             "published_wap_id": r.published_wap_id,
-            "added_files": r.added_files,
-            "removed_files": r.removed_files,
+            "added_data_files_count": r.added_files,
+            "removed_data_files_count": r.removed_files,
             "previous_snapshot_id": before,
         }));
         return Ok(());

@@ -128,6 +128,10 @@ pub struct IngestSnapshotArgs {
     /// Snapshot bytes held in memory before spilling to temporary files.
     #[arg(long, default_value_t = 1 << 30)]
     pub memory_budget_bytes: usize,
+    /// Merge into this branch of the staging table (main is untouched; --publish clones the
+    /// branch's new state).
+    #[arg(long)]
+    pub branch: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -136,6 +140,10 @@ pub struct IngestSnapshotArgs {
 /// `floe ingest-snapshot`.
 pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     let (cat, staging) = catalog_and_table(cli, &a.staging).await?;
+    let staging = match &a.branch {
+        Some(b) => staging.on_branch(b)?,
+        None => staging,
+    };
     let conformer = super::table_conformer(&staging)?;
     // Open every input first: a missing file fails before anything is written.
     let mut readers = Vec::new();

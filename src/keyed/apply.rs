@@ -106,7 +106,9 @@ fn write_target(table: Table, options: &UpsertOptions, held: bool) -> Result<Tab
         ));
     }
     if held {
-        return Err(refuse("through a KeyedWriter, whose key index follows main"));
+        return Err(refuse(
+            "through a KeyedWriter, whose key index follows main",
+        ));
     }
     let spec = KeyedSpec::of(table.metadata(), &table.name())?;
     if let Some(d) = &spec.delete {

@@ -496,3 +496,241 @@ fn bad_wap_input_is_refused_and_commits_nothing() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["record_count"], 6, "{out}");
 }
+
+/// Rows of `table` at ref `r` (`None`: main) through the CLI, sorted, as (id, v) text pairs.
+fn cli_rows(wh: &Path, table: &str, r: Option<&str>) -> Vec<(i64, String)> {
+    let mut args = vec!["scan", table, "--json"];
+    if let Some(r) = r {
+        args.extend(["--ref", r]);
+    }
+    let o = floe(wh, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut out: Vec<(i64, String)> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["id"].as_i64().unwrap(), v["v"].to_string())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn upsert_ingest_and_rewrite_write_a_branch_and_leave_main_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wh");
+    let wh = wh.as_path();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().to_string()
+    };
+    let ok = |args: &[&str]| {
+        let (code, out, err) = run(wh, args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
+    };
+    let refused = |args: &[&str], what: &str| {
+        let (code, _, err) = run(wh, args);
+        assert_ne!(code, 0, "{args:?} was accepted");
+        assert!(err.contains(what), "{args:?}: {err}");
+    };
+    let s = |rows: &[(i64, &str)]| -> Vec<(i64, String)> {
+        rows.iter().map(|(i, v)| (*i, format!("\"{v}\""))).collect()
+    };
+    let n = |rows: &[(i64, i64)]| -> Vec<(i64, String)> {
+        rows.iter().map(|(i, v)| (*i, v.to_string())).collect()
+    };
+
+    // A keyed table: upserts to a branch (by --branch and by Spark's name) and staged.
+    ok(&[
+        "create",
+        "db.k",
+        "--schema",
+        "id long not null, v string, ver long",
+        "--primary-key",
+        "id",
+        "--property",
+        "floe.merge.version-column=ver",
+        "--property",
+        "write.wap.enabled=true",
+    ]);
+    ok(&[
+        "upsert",
+        "db.k",
+        &file("k1.csv", "id,v,ver\n1,a,1\n2,b,1\n3,c,1\n"),
+    ]);
+    ok(&["branch", "create", "db.k", "dev"]);
+    ok(&[
+        "upsert",
+        "db.k",
+        &file("k2.csv", "id,v,ver\n2,B,2\n4,d,1\n"),
+        "--branch",
+        "dev",
+    ]);
+    ok(&[
+        "upsert",
+        "db.k.branch_dev",
+        &file("k3.csv", "id,v,ver\n3,C,2\n1,old,0\n"),
+    ]);
+    let main = s(&[(1, "a"), (2, "b"), (3, "c")]);
+    let dev = s(&[(1, "a"), (2, "B"), (3, "C"), (4, "d")]);
+    assert_eq!(cli_rows(wh, "db.k", None), main);
+    assert_eq!(cli_rows(wh, "db.k", Some("dev")), dev);
+    let out = ok(&[
+        "upsert",
+        "db.k",
+        &file("k4.csv", "id,v,ver\n5,e,1\n"),
+        "--wap-id",
+        "k",
+        "--json",
+    ]);
+    let staged: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let staged = staged["snapshot_id"].as_i64().unwrap().to_string();
+    assert_eq!(cli_rows(wh, "db.k", None), main);
+    ok(&["cherrypick", "db.k", &staged]);
+    let main = s(&[(1, "a"), (2, "b"), (3, "c"), (5, "e")]);
+    assert_eq!(cli_rows(wh, "db.k", None), main);
+    // Checkpoints and tombstones are table-wide: refused on a branch.
+    refused(
+        &[
+            "upsert",
+            "db.k",
+            &file("k5.csv", "id,v,ver\n6,f,1\n"),
+            "--branch",
+            "dev",
+            "--sink-id",
+            "s",
+            "--checkpoint",
+            "1",
+        ],
+        "checkpoint",
+    );
+    ok(&[
+        "create",
+        "db.kd",
+        "--schema",
+        "id long not null, v string, ver long, del int",
+        "--primary-key",
+        "id",
+        "--property",
+        "floe.merge.version-column=ver",
+        "--property",
+        "floe.merge.delete-column=del",
+    ]);
+    ok(&[
+        "upsert",
+        "db.kd",
+        &file("d1.csv", "id,v,ver,del\n1,a,1,0\n"),
+    ]);
+    ok(&["branch", "create", "db.kd", "dev"]);
+    refused(
+        &[
+            "upsert",
+            "db.kd",
+            &file("d2.csv", "id,v,ver,del\n1,a,2,1\n"),
+            "--branch",
+            "dev",
+        ],
+        "tombstones",
+    );
+    assert_eq!(cli_rows(wh, "db.kd", Some("dev")), s(&[(1, "a")]));
+
+    // Snapshot ingestion into a branch of staging, published from it.
+    ok(&["create", "db.st", "--schema", "id long, v long, ver long"]);
+    ok(&[
+        "ingest-snapshot",
+        "db.st",
+        &file("s1.csv", "id,v,ver\n1,1,1\n2,2,1\n"),
+        "--key",
+        "id",
+        "--version",
+        "ver",
+    ]);
+    ok(&["branch", "create", "db.st", "dev"]);
+    ok(&[
+        "ingest-snapshot",
+        "db.st",
+        &file("s2.csv", "id,v,ver\n2,5,2\n3,3,1\n"),
+        "--key",
+        "id",
+        "--version",
+        "ver",
+        "--branch",
+        "dev",
+        "--publish",
+        "db.pub",
+    ]);
+    assert_eq!(cli_rows(wh, "db.st", None), n(&[(1, 1), (2, 2)]));
+    let st_dev = n(&[(1, 1), (2, 5), (3, 3)]);
+    assert_eq!(cli_rows(wh, "db.st", Some("dev")), st_dev);
+    assert_eq!(cli_rows(wh, "db.pub", None), st_dev);
+
+    // Compaction of a branch: its rows unchanged, its files merged; main's files untouched.
+    for i in 0..3 {
+        ok(&[
+            "append",
+            "db.st",
+            &file(&format!("a{i}.csv"), &format!("id,v,ver\n{},{},1\n", 10 + i, i)),
+            "--branch",
+            "dev",
+        ]);
+    }
+    let before_main = ok(&["files", "db.st", "--json"]);
+    let out = ok(&[
+        "rewrite-data-files",
+        "db.st",
+        "--branch",
+        "dev",
+        "--option",
+        "rewrite-all=true",
+        "--json",
+    ]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        r["rewritten_data_files_count"].as_u64().unwrap() >= 4,
+        "{out}"
+    );
+    assert_eq!(r["added_data_files_count"], 1, "{out}");
+    let mut st_dev = st_dev;
+    st_dev.extend(n(&[(10, 0), (11, 1), (12, 2)]));
+    assert_eq!(cli_rows(wh, "db.st", Some("dev")), st_dev);
+    assert_eq!(ok(&["files", "db.st", "--json"]), before_main);
+    refused(
+        &["rewrite-data-files", "db.st.branch_dev", "--plan-only"],
+        "main only",
+    );
+
+    // The peers read each branch by name as floe does.
+    if let Some(py) = peers_python() {
+        let mut checks = Vec::new();
+        for (table, r, rows) in [("db.k", "dev", dev), ("db.st", "dev", st_dev)] {
+            let t = metadata_of(wh, table);
+            let expected = dir.path().join(format!("{table}-{r}.parquet"));
+            let o = floe(
+                wh,
+                &[
+                    "scan",
+                    table,
+                    "--ref",
+                    r,
+                    "--format",
+                    "parquet",
+                    "--output",
+                    expected.to_str().unwrap(),
+                ],
+            );
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert_eq!(rows.len(), cli_rows(wh, table, Some(r)).len());
+            checks.push(serde_json::json!({
+                "name": format!("{table} {r}"),
+                "metadata": t,
+                "ref": r,
+                "expected": expected.to_string_lossy(),
+            }));
+        }
+        peer_check_env(&py, dir.path(), &checks, &[]);
+    }
+}

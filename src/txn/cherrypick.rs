@@ -114,16 +114,19 @@ enum Plan {
     Apply {
         added: BTreeMap<i32, Vec<crate::spec::DataFile>>,
         removed: Vec<FileKey>,
-        /// Dynamic overwrite: the partitions it replaces, and its parent.
-        replaced: Option<(HashSet<(i32, String)>, Option<i64>)>,
+        /// Dynamic overwrite: the partitions it replaces.
+        replaced: Option<Partitions>,
     },
 }
+
+/// Partitions, as (spec id, partition value).
+type Partitions = HashSet<(i32, String)>;
 
 /// Re-checks a re-applied cherry-pick against what main committed meanwhile.
 struct CherrypickValidation {
     picked: i64,
     table: String,
-    replaced: Option<HashSet<(i32, String)>>,
+    replaced: Option<Partitions>,
 }
 
 fn partition_key(spec_id: i32, f: &crate::spec::DataFile) -> (i32, String) {
@@ -264,7 +267,7 @@ async fn plan(table: &Table, picked: &Snapshot) -> Result<Plan> {
         }
         .validate(md, &changes)
         .map_err(|e| Error::invalid(format!("{e}; nothing was committed")))?;
-        Some((replaced, picked.parent_snapshot_id()))
+        Some(replaced)
     } else {
         None
     };
@@ -378,7 +381,7 @@ pub async fn cherrypick(
             let validation = CherrypickValidation {
                 picked: snapshot_id,
                 table: name,
-                replaced: replaced.map(|(r, _)| r),
+                replaced,
             };
             let t = commit(catalog, &table, &mut producer, &validation).await?;
             Ok(CherrypickResult {

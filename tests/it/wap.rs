@@ -19,6 +19,9 @@ use super::common::*;
 
 type Rows = Vec<(i64, i64)>;
 
+/// What a statement does to the model's rows.
+type RowChange = Box<dyn Fn(&mut Rows)>;
+
 fn batch(rows: &[(i64, i64)]) -> RecordBatch {
     RecordBatch::try_from_iter([
         (
@@ -192,7 +195,7 @@ async fn run_sequence(version: u8, seed: u64) {
             // A staged update or delete (published only by a fast-forward).
             6 => {
                 let k = rng.gen_range(2..5);
-                let (sql, f): (String, Box<dyn Fn(&mut Rows)>) = if rng.gen_bool(0.5) {
+                let (sql, f): (String, RowChange) = if rng.gen_bool(0.5) {
                     (
                         format!("UPDATE db.wap SET v = v + 1000 WHERE id % {k} = 0"),
                         Box::new(move |rows: &mut Rows| {
@@ -673,7 +676,10 @@ fn upsert_ingest_and_rewrite_write_a_branch_and_leave_main_alone() {
         ok(&[
             "append",
             "db.st",
-            &file(&format!("a{i}.csv"), &format!("id,v,ver\n{},{},1\n", 10 + i, i)),
+            &file(
+                &format!("a{i}.csv"),
+                &format!("id,v,ver\n{},{},1\n", 10 + i, i),
+            ),
             "--branch",
             "dev",
         ]);

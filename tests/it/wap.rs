@@ -740,3 +740,100 @@ fn upsert_ingest_and_rewrite_write_a_branch_and_leave_main_alone() {
         peer_check_env(&py, dir.path(), &checks, &[]);
     }
 }
+
+/// Rows (id, p) of `t`'s main, sorted.
+async fn main_rows(t: &floe::Table) -> Rows {
+    rows_at(t, t.metadata().current_snapshot_id()).await
+}
+
+/// The snapshot of `t` staged with `wap_id`.
+fn staged_by(t: &floe::Table, wap_id: &str) -> i64 {
+    t.metadata()
+        .snapshots()
+        .find(|s| {
+            s.summary()
+                .additional_properties
+                .get("wap.id")
+                .map(String::as_str)
+                == Some(wap_id)
+        })
+        .unwrap_or_else(|| panic!("no snapshot staged with wap.id {wap_id}"))
+        .snapshot_id()
+}
+
+/// Spark stages dynamic partition overwrites (`spark.wap.id`); floe re-applies one whose
+/// partitions main did not change since (Java's rule) and refuses one whose partition it did.
+#[tokio::test]
+async fn spark_staged_partition_overwrites_are_cherry_picked_by_javas_rule() {
+    let Some(py) = peers_python() else {
+        return;
+    };
+    let (dir, cat) = fs_catalog();
+    let ident = parse_ident("db.ow").unwrap();
+    let schema = floe::spec::parse_schema("id long not null, v long not null").unwrap();
+    let c = floe::TableCreation::new(schema.clone())
+        .with_partition_spec(floe::spec::parse_partition_spec("v", &schema).unwrap())
+        .with_property("write.wap.enabled", "true");
+    let t = cat.create_table(&ident, c).await.unwrap();
+    let t = floe::txn::append(&cat, &t, [Ok(batch(&[(1, 1), (2, 1), (3, 2)]))])
+        .await
+        .unwrap()
+        .table;
+    let before = main_rows(&t).await;
+    let overwrite = |wap: &str, values: &str| {
+        vec![
+            "SET spark.sql.sources.partitionOverwriteMode=dynamic".to_string(),
+            format!("SET spark.wap.id={wap}"),
+            format!("INSERT OVERWRITE {{t}} VALUES {values}"),
+        ]
+    };
+    let (a, b) = (overwrite("ow1", "(10, 1)"), overwrite("ow2", "(20, 2)"));
+    let stmts: Vec<&str> = a.iter().chain(b.iter()).map(String::as_str).collect();
+    spark_write(&py, dir.path(), "db.ow", "", &stmts);
+    let t = cat.load_table(&ident).await.unwrap();
+    assert_eq!(main_rows(&t).await, before, "staging changed main");
+    let (ow1, ow2) = (staged_by(&t, "ow1"), staged_by(&t, "ow2"));
+    let s1 = t.metadata().snapshot_by_id(ow1).unwrap();
+    assert_eq!(
+        s1.summary()
+            .additional_properties
+            .get("replace-partitions")
+            .map(String::as_str),
+        Some("true")
+    );
+    // Main moves in partition 3 only: ow1 (partition 1) is re-applied.
+    let t = floe::txn::append(&cat, &t, [Ok(batch(&[(30, 3)]))])
+        .await
+        .unwrap()
+        .table;
+    let r = floe::txn::cherrypick(&cat, &ident, ow1).await.unwrap();
+    assert!(!r.fast_forward);
+    assert_eq!((r.added_files, r.removed_files), (1, 1));
+    assert_eq!(r.published_wap_id.as_deref(), Some("ow1"));
+    let t = cat.load_table(&ident).await.unwrap();
+    assert_eq!(main_rows(&t).await, vec![(3, 2), (10, 1), (30, 3)]);
+    // Main changes partition 2: ow2 (partition 2) is refused, nothing committed.
+    let t = floe::txn::append(&cat, &t, [Ok(batch(&[(40, 2)]))])
+        .await
+        .unwrap()
+        .table;
+    let e = floe::txn::cherrypick(&cat, &ident, ow2).await.unwrap_err();
+    assert!(e.to_string().contains("changed"), "{e}");
+    let now = cat.load_table(&ident).await.unwrap();
+    assert_eq!(now.metadata_location(), t.metadata_location());
+    // The peers read the published state.
+    let expected = dir.path().join("ow-main.parquet");
+    write_expected(&expected, &[(3, 2), (10, 1), (30, 3), (40, 2)]);
+    peer_check(
+        &py,
+        dir.path(),
+        &[Check {
+            name: "partition overwrite cherry-picked".into(),
+            metadata: now.metadata_location().to_string(),
+            snapshot_id: None,
+            expected: expected.to_string_lossy().into(),
+            engines: None,
+            refuse: None,
+        }],
+    );
+}

@@ -374,6 +374,29 @@ async fn run_sequence(version: u8, seed: u64) {
             "young staged {id} expired"
         );
     }
+    // Files only staged snapshots reach (every file of a snapshot main does not read).
+    let files_of = |t: &floe::Table, id: i64| {
+        let t = t.clone();
+        async move {
+            let plan = Scan::new(&t)
+                .snapshot(SnapshotSelector::Id(id))
+                .plan()
+                .await
+                .unwrap();
+            let mut out = HashSet::new();
+            for f in &plan.files {
+                out.insert(f.file.file_path().to_string());
+                out.extend(f.deletes.iter().map(|d| d.file.file_path().to_string()));
+            }
+            out
+        }
+    };
+    let main_files = files_of(&t, m.head().unwrap()).await;
+    let mut staged_only = HashSet::new();
+    for id in m.staged.keys() {
+        staged_only.extend(files_of(&t, *id).await);
+    }
+    staged_only.retain(|f| !main_files.contains(f));
     let o = floe::maintenance::ExpireOptions::default()
         .with_older_than_ms(chrono::Utc::now().timestamp_millis() + 1)
         .with_retain_last(1);
@@ -386,6 +409,17 @@ async fn run_sequence(version: u8, seed: u64) {
             t.metadata().snapshot_by_id(*id).is_none(),
             "old staged {id} kept"
         );
+    }
+    let exists = |f: &str| Path::new(f.strip_prefix("file://").unwrap_or(f)).exists();
+    assert!(!staged_only.is_empty());
+    for f in &staged_only {
+        assert!(
+            !exists(f),
+            "v{version}: {f}, reached only by expired staged snapshots, kept"
+        );
+    }
+    for f in &main_files {
+        assert!(exists(f), "v{version}: {f}, read by main, deleted");
     }
     // The published rows survive the expiry of the snapshots they were staged in.
     assert_eq!(

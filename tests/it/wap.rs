@@ -836,10 +836,9 @@ async fn spark_staged_partition_overwrites_are_cherry_picked_by_javas_rule() {
         Some("true")
     );
     // Main moves in partition 3 only: ow1 (partition 1) is re-applied.
-    let t = floe::txn::append(&cat, &t, [Ok(batch(&[(30, 3)]))])
+    floe::txn::append(&cat, &t, [Ok(batch(&[(30, 3)]))])
         .await
-        .unwrap()
-        .table;
+        .unwrap();
     let r = floe::txn::cherrypick(&cat, &ident, ow1).await.unwrap();
     assert!(!r.fast_forward);
     assert_eq!((r.added_files, r.removed_files), (1, 1));

@@ -23,7 +23,16 @@ pub struct Table {
     storage: Storage,
     /// The branch reads of the current state and writes go to (`None`: main).
     branch: Option<String>,
+    /// Write-audit-publish: commits are staged (not made current) with this `wap.id`.
+    wap_id: Option<String>,
 }
+
+/// The table property that allows staged (write-audit-publish) commits, as in Iceberg Java.
+pub const WRITE_WAP_ENABLED: &str = "write.wap.enabled";
+
+/// The snapshot summary property a staged commit records its WAP id in (Java's
+/// `SnapshotSummary.STAGED_WAP_ID_PROP`).
+pub const STAGED_WAP_ID: &str = "wap.id";
 
 impl Table {
     /// Assembles a table from parts.
@@ -39,6 +48,7 @@ impl Table {
             metadata_location,
             storage,
             branch: None,
+            wap_id: None,
         }
     }
 
@@ -77,12 +87,68 @@ impl Table {
         self.branch.as_deref().unwrap_or(iceberg::spec::MAIN_BRANCH)
     }
 
-    /// `fresh` (a newer load of this table) on the same branch as this handle.
+    /// `fresh` (a newer load of this table) on the same branch, and staging with the same WAP
+    /// id, as this handle.
     pub(crate) fn same_branch(&self, fresh: Table) -> Result<Table> {
-        match &self.branch {
-            None => Ok(fresh),
-            Some(b) => fresh.on_branch(b),
+        let t = match &self.branch {
+            None => fresh,
+            Some(b) => fresh.on_branch(b)?,
+        };
+        Ok(Table {
+            wap_id: self.wap_id.clone(),
+            ..t
+        })
+    }
+
+    /// This table with its writes staged for write-audit-publish, as Spark's `spark.wap.id`
+    /// does: each commit adds its snapshot to the table's snapshots, with summary property
+    /// `wap.id` = `wap_id`, but makes it current on no branch; `floe cherrypick`
+    /// ([`crate::txn::cherrypick`]) publishes it onto main. The table must have
+    /// `write.wap.enabled=true`, and the handle must be on main.
+    pub fn with_wap_id(&self, wap_id: &str) -> Result<Table> {
+        if wap_id.trim().is_empty() {
+            return Err(Error::invalid(format!(
+                "table {}: a WAP id cannot be empty",
+                self.name()
+            )));
         }
+        if self.branch.is_some() {
+            return Err(Error::invalid(format!(
+                "table {}: a WAP write is staged off main's history; it cannot also write to \
+                 branch '{}' (drop --branch or --wap-id)",
+                self.name(),
+                self.branch()
+            )));
+        }
+        self.check_wap_enabled()?;
+        Ok(Table {
+            wap_id: Some(wap_id.to_string()),
+            ..self.clone()
+        })
+    }
+
+    /// The WAP id this handle's commits are staged with (`None`: commits are published).
+    pub fn wap_id(&self) -> Option<&str> {
+        self.wap_id.as_deref()
+    }
+
+    /// Refuses staging unless the table has `write.wap.enabled=true`.
+    pub(crate) fn check_wap_enabled(&self) -> Result<()> {
+        let on = self
+            .metadata
+            .properties()
+            .get(WRITE_WAP_ENABLED)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        if on {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "table {} does not allow staged (write-audit-publish) commits: set \
+             {WRITE_WAP_ENABLED}=true first (`floe alter {} --set {WRITE_WAP_ENABLED}=true`); \
+             nothing was committed",
+            self.name(),
+            self.name()
+        )))
     }
 
     /// The table identifier.

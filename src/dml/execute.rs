@@ -41,7 +41,25 @@ pub async fn execute(
     sql: &str,
     source: Option<Vec<RecordBatch>>,
 ) -> Result<RowLevelResult> {
-    let load = |name: String| async move { catalog.load_write_target(&name).await };
+    execute_with(catalog, sql, source, None).await
+}
+
+/// [`execute`], staged for write-audit-publish when `wap_id` is given: the statement's
+/// snapshot is committed with summary `wap.id` but made current on no branch (see
+/// [`crate::Table::with_wap_id`]); the table needs `write.wap.enabled=true`.
+pub async fn execute_with(
+    catalog: &Catalog,
+    sql: &str,
+    source: Option<Vec<RecordBatch>>,
+    wap_id: Option<&str>,
+) -> Result<RowLevelResult> {
+    let load = |name: String| async move {
+        let t = catalog.load_write_target(&name).await?;
+        match wap_id {
+            Some(w) => t.with_wap_id(w),
+            None => Ok(t),
+        }
+    };
     match parse_statement(sql)? {
         Statement::Delete { table, predicate } => {
             let t = load(table).await?;

@@ -11,6 +11,6 @@ pub(crate) use engine::file_scoped_deletes;
 pub use engine::RowLevelResult;
 pub(crate) use engine::{run, stage, stage_known, CommitExtras, RowChanger, RowLevelKind, Staged};
 pub use equality::delete_by_key;
-pub use execute::execute;
+pub use execute::{execute, execute_with};
 pub use merge::merge;
 pub use statement::{delete, update};

@@ -48,7 +48,7 @@ pub(super) async fn apply_with_retries(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let table = catalog.load_table(ident).await?;
+        let table = write_target(catalog.load_table(ident).await?, options, held.is_some())?;
         let r = apply_once(catalog, &table, changes, options, sink, held.as_deref_mut()).await;
         match r {
             Ok(mut r) => {
@@ -79,6 +79,51 @@ pub(super) async fn apply_with_retries(
                 tokio::time::sleep(Duration::from_millis(wait / 2 + jitter)).await;
             }
         }
+    }
+}
+
+/// The table the batch writes: main, a branch, or staged with a WAP id. Tombstones and sink
+/// checkpoints are table-wide state (and a writer's held index follows main), so a branch or
+/// staged upsert is refused where it would read or write them.
+fn write_target(table: Table, options: &UpsertOptions, held: bool) -> Result<Table> {
+    if options.branch.is_none() && options.wap_id.is_none() {
+        return Ok(table);
+    }
+    let what = match (&options.branch, &options.wap_id) {
+        (Some(b), _) => format!("to branch '{b}'"),
+        (None, Some(w)) => format!("staged with WAP id '{w}'"),
+        (None, None) => String::new(),
+    };
+    let refuse = |why: &str| {
+        crate::Error::unsupported(format!(
+            "an upsert {what} into table {} is not supported {why}; nothing was committed",
+            table.name()
+        ))
+    };
+    if options.sink_id.is_some() || options.checkpoint.is_some() {
+        return Err(refuse(
+            "with a sink checkpoint: checkpoints are recorded table-wide (write main)",
+        ));
+    }
+    if held {
+        return Err(refuse(
+            "through a KeyedWriter, whose key index follows main",
+        ));
+    }
+    let spec = KeyedSpec::of(table.metadata(), &table.name())?;
+    if let Some(d) = &spec.delete {
+        return Err(refuse(&format!(
+            "on a table with a delete column ('{d}'): deletes leave tombstones, which are \
+             table-wide"
+        )));
+    }
+    let table = match &options.branch {
+        Some(b) => table.on_branch(b)?,
+        None => table,
+    };
+    match &options.wap_id {
+        Some(w) => table.with_wap_id(w),
+        None => Ok(table),
     }
 }
 

@@ -49,6 +49,11 @@ pub struct UpsertOptions {
     pub checkpoint: Option<i64>,
     /// Columns the table does not have are added as optional columns (else refused).
     pub evolve_schema: bool,
+    /// Write to this branch (`None`: main); see [`UpsertOptions::with_branch`].
+    pub branch: Option<String>,
+    /// Stage the commit for write-audit-publish with this WAP id; see
+    /// [`UpsertOptions::with_wap_id`].
+    pub wap_id: Option<String>,
 }
 
 impl UpsertOptions {
@@ -63,6 +68,21 @@ impl UpsertOptions {
     /// Adds the batch's new columns to the table instead of refusing them.
     pub fn with_evolve_schema(mut self, evolve: bool) -> Self {
         self.evolve_schema = evolve;
+        self
+    }
+
+    /// Applies the batch to branch `branch` (its rows are looked up and replaced there; main
+    /// is untouched). Tombstones and sink checkpoints are table-wide, so a branch upsert is
+    /// refused on a table with a delete column and with a checkpoint.
+    pub fn with_branch(mut self, branch: impl Into<String>) -> Self {
+        self.branch = Some(branch.into());
+        self
+    }
+
+    /// Stages the batch's commit for write-audit-publish ([`crate::Table::with_wap_id`]),
+    /// with the same limits as [`UpsertOptions::with_branch`].
+    pub fn with_wap_id(mut self, wap_id: impl Into<String>) -> Self {
+        self.wap_id = Some(wap_id.into());
         self
     }
 }

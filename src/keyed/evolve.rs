@@ -109,11 +109,11 @@ pub(super) fn evolve(
             ))
         })?
         .metadata;
-    let t = Table::new(
+    let t = table.same_branch(Table::new(
         table.ident().clone(),
         staged_md,
         table.metadata_location().to_string(),
         table.storage().clone(),
-    );
+    ))?;
     Ok((t, Some((md.current_schema_id(), schema)), added))
 }

@@ -158,6 +158,7 @@ impl KeyedWriter {
             sink_id: self.sink_id.clone(),
             checkpoint,
             evolve_schema: self.evolve_schema,
+            ..Default::default()
         };
         let changes = ChangeBatch::from_batches(batches);
         let mut held = self.held.lock().await;

@@ -60,6 +60,24 @@ pub struct CloneResult {
     pub data_files: u64,
     /// Whether an existing table was replaced.
     pub replaced: bool,
+    /// The source's branches and tags the clone copied (`--all-refs`; `main` is not listed).
+    pub refs: Vec<ClonedRef>,
+}
+
+/// A branch or tag of the source that a clone copied: the clone has a ref of the same name,
+/// kind and retention at a snapshot holding the source ref's state.
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct ClonedRef {
+    /// The ref's name.
+    #[serde(rename = "ref")]
+    pub name: String,
+    /// `branch` or `tag`.
+    pub ref_type: String,
+    /// The clone's snapshot the ref points at.
+    pub snapshot_id: i64,
+    /// The source snapshot it holds the state of.
+    pub source_snapshot_id: i64,
 }
 
 /// Makes `target` a clone of `source` at the selected snapshot.
@@ -95,6 +113,30 @@ pub async fn clone_table(
     snapshot: &SnapshotSelector,
     target: &TableIdent,
     replace: bool,
+) -> Result<CloneResult> {
+    clone_impl(catalog, source, snapshot, target, replace, false).await
+}
+
+/// [`clone_table`] to a new table that also gets every branch and tag of `source`: each ref
+/// (same name, kind and retention) points at a clone snapshot holding the state of the
+/// source snapshot it points at (refs at one source snapshot share it; history is not
+/// copied, as for `main`). `main` is the selected snapshot's clone.
+pub async fn clone_table_all_refs(
+    catalog: &Catalog,
+    source: &Table,
+    snapshot: &SnapshotSelector,
+    target: &TableIdent,
+) -> Result<CloneResult> {
+    clone_impl(catalog, source, snapshot, target, false, true).await
+}
+
+async fn clone_impl(
+    catalog: &Catalog,
+    source: &Table,
+    snapshot: &SnapshotSelector,
+    target: &TableIdent,
+    replace: bool,
+    all_refs: bool,
 ) -> Result<CloneResult> {
     let src_md = source.metadata();
     let snap = snapshot.resolve(source)?.ok_or_else(|| {
@@ -203,6 +245,35 @@ pub async fn clone_table(
                 ))
             })?
             .metadata;
+        let mut lists = vec![list_path.clone()];
+        let (md, refs, copied, reused) = if all_refs && base.is_none() {
+            let mut clone = RefClone {
+                md,
+                lists: &mut lists,
+                copied,
+                reused,
+            };
+            let refs = clone
+                .add_refs(
+                    catalog,
+                    source,
+                    &location,
+                    (snap.snapshot_id(), snapshot_id),
+                )
+                .await;
+            let (md, copied, reused) = (clone.md, clone.copied, clone.reused);
+            match refs {
+                Ok(r) => (md, r, copied, reused),
+                Err(e) => {
+                    for l in &lists {
+                        let _ = catalog.storage().delete(l).await;
+                    }
+                    return Err(e);
+                }
+            }
+        } else {
+            (md, vec![], copied, reused)
+        };
         let result = CloneResult {
             target: crate::table::ident_name(target),
             snapshot_id,
@@ -211,6 +282,7 @@ pub async fn clone_table(
             reused_manifests: reused,
             data_files: summary_number(&snap, "total-data-files"),
             replaced: base.is_some(),
+            refs,
         };
         let outcome = match &base {
             None => catalog.create_table_from_metadata(target, md).await.map(|_| ()),
@@ -240,11 +312,127 @@ pub async fn clone_table(
         };
         if let Err(e) = outcome {
             if e.kind() != ErrorKind::CommitStateUnknown {
-                let _ = catalog.storage().delete(&list_path).await;
+                for l in &lists {
+                    let _ = catalog.storage().delete(l).await;
+                }
             }
             return Err(e);
         }
         return Ok(result);
+    }
+}
+
+/// A new clone's metadata being given the source's other refs.
+struct RefClone<'a> {
+    md: TableMetadata,
+    /// Manifest lists written (deleted if nothing is committed).
+    lists: &'a mut Vec<String>,
+    copied: usize,
+    reused: usize,
+}
+
+impl RefClone<'_> {
+    /// Adds a snapshot per source snapshot the source's refs (but `main`) point at, and the
+    /// refs; `main` maps the selected source snapshot to the clone's main snapshot.
+    async fn add_refs(
+        &mut self,
+        catalog: &Catalog,
+        source: &Table,
+        location: &str,
+        main: (i64, i64),
+    ) -> Result<Vec<ClonedRef>> {
+        let src_md = source.metadata();
+        let source_name = source.name();
+        let mut made: HashMap<i64, i64> = HashMap::from([main]);
+        let mut out = Vec::new();
+        for (name, r) in crate::spec::refs(src_md) {
+            if name == MAIN_BRANCH {
+                continue;
+            }
+            let src_id = r.snapshot_id;
+            let id = match made.get(&src_id) {
+                Some(id) => *id,
+                None => {
+                    let snap = src_md.snapshot_by_id(src_id).cloned().ok_or_else(|| {
+                        Error::corrupt(format!(
+                            "table {source_name}: ref '{name}' points at snapshot {src_id}, \
+                             which the table does not have"
+                        ))
+                    })?;
+                    let id = self.add_snapshot(catalog, source, location, &snap).await?;
+                    made.insert(src_id, id);
+                    id
+                }
+            };
+            let b = TableMetadataBuilder::new_from_metadata(self.md.clone(), None)
+                .set_ref(&name, SnapshotReference::new(id, r.retention.clone()))
+                .and_then(|b| b.build())
+                .map_err(|e| {
+                    Error::invalid(format!("cloning ref '{name}' of {source_name}: {e}"))
+                })?;
+            self.md = b.metadata;
+            out.push(ClonedRef {
+                name,
+                ref_type: if r.is_branch() { "branch" } else { "tag" }.into(),
+                snapshot_id: id,
+                source_snapshot_id: src_id,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Adds a parentless clone snapshot of `snap`; returns its id.
+    async fn add_snapshot(
+        &mut self,
+        catalog: &Catalog,
+        source: &Table,
+        location: &str,
+        snap: &Snapshot,
+    ) -> Result<i64> {
+        let (manifests, copied, reused) = copy_manifests(source, snap, location, catalog).await?;
+        self.copied += copied;
+        self.reused += reused;
+        let md = &self.md;
+        let snapshot_id = new_snapshot_id();
+        let seq = (md.last_sequence_number() + 1).max(snap.sequence_number());
+        let list_path = join(
+            location,
+            &format!(
+                "metadata/snap-{snapshot_id}-clone-{}.avro",
+                uuid::Uuid::new_v4()
+            ),
+        );
+        self.lists.push(list_path.clone());
+        let first_row_id = md.next_row_id();
+        let next_row_id =
+            write_manifest_list(catalog, md, &list_path, snapshot_id, None, seq, manifests).await?;
+        let builder = Snapshot::builder()
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(None)
+            .with_sequence_number(seq)
+            .with_timestamp_ms(
+                chrono::Utc::now()
+                    .timestamp_millis()
+                    .max(md.last_updated_ms() + 1),
+            )
+            .with_manifest_list(list_path)
+            .with_summary(Summary {
+                operation: Operation::Append,
+                additional_properties: clone_summary(snap, None, &source.name()),
+            })
+            .with_schema_id(snap.schema_id().unwrap_or(md.current_schema_id()));
+        let built = if md.format_version() == FormatVersion::V3 {
+            let added = next_row_id.unwrap_or(first_row_id) - first_row_id;
+            builder.with_row_range(first_row_id, added).build()
+        } else {
+            builder.build()
+        };
+        self.md = TableMetadataBuilder::new_from_metadata(self.md.clone(), None)
+            .add_snapshot(built)
+            .and_then(|b| b.build())
+            .map_err(|e| Error::invalid(format!("cloning {}: {e}", source.name())))?
+            .metadata;
+        Ok(snapshot_id)
     }
 }
 

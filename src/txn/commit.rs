@@ -143,7 +143,8 @@ pub async fn commit(
                         let _ = storage.delete(f).await;
                     }
                 }
-                return Ok(t);
+                // The committed table on the handle's branch (and WAP id), as it was given.
+                return Ok(table.same_branch(t.clone()).unwrap_or(t));
             }
             CommitOutcome::Failed(e) => {
                 producer.abort(&storage).await;

@@ -2,6 +2,7 @@
 //! operations built on them.
 
 mod alter;
+mod cherrypick;
 mod clone;
 mod commit;
 mod producer;
@@ -13,7 +14,11 @@ use arrow_array::RecordBatch;
 use iceberg::spec::Operation;
 
 pub use alter::{alter_table, AlterResult};
-pub use clone::{clone_table, CloneResult, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT, REPLACED_TABLE};
+pub use cherrypick::{cherrypick, CherrypickResult, PUBLISHED_WAP_ID, SOURCE_SNAPSHOT_ID};
+pub use clone::{
+    clone_table, clone_table_all_refs, CloneResult, ClonedRef, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT,
+    REPLACED_TABLE,
+};
 pub(crate) use commit::{commit, commit_or_discard, commit_properties};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use refs::manage_refs;

@@ -497,10 +497,25 @@ impl SnapshotProducer {
         Ok(())
     }
 
-    /// Produces the next metadata of `base` with this snapshot on `main`.
+    /// Produces the next metadata of `base` with this snapshot on the handle's branch (`main`
+    /// by default), or, for a handle staging with a WAP id ([`Table::with_wap_id`]), with the
+    /// snapshot added but current on no branch.
     pub async fn produce(&mut self, base: &Table) -> Result<TableMetadata> {
         let md = base.metadata();
         self.check_base(base)?;
+        if let Some(wap_id) = base.wap_id() {
+            // Checked again against the state committed onto (it may have been turned off).
+            base.check_wap_enabled()?;
+            if base.branch() != iceberg::spec::MAIN_BRANCH {
+                return Err(Error::invalid(format!(
+                    "table {}: a WAP write cannot also write to branch '{}'",
+                    base.name(),
+                    base.branch()
+                )));
+            }
+            self.properties
+                .insert(crate::table::STAGED_WAP_ID.to_string(), wap_id.to_string());
+        }
         let io = base.storage().file_io();
         let new_manifests = self.write_added_manifests(base).await?;
         let parent = base.current_snapshot().cloned();
@@ -603,9 +618,14 @@ impl SnapshotProducer {
             let keys: Vec<String> = unset.iter().map(|u| u.key.clone()).collect();
             builder = builder.remove_properties(&keys).map_err(building)?;
         }
+        let staged = base.wap_id().is_some();
         let r = builder
             .add_snapshot(snapshot)
             .and_then(|b| {
+                if staged {
+                    // Staged (write-audit-publish): in `snapshots`, current nowhere.
+                    return Ok(b);
+                }
                 b.set_ref(
                     base.branch(),
                     // A new snapshot moves its branch, which keeps its retention.

@@ -285,6 +285,17 @@ fn every_commands_json_uses_the_readme_keys() {
         k,
     );
     keys_of(dir, w, &["tag", "drop", "db.c2", "t1"], k);
+    keys_of(dir, w, &["clone", "db.c2", "db.c4", "--all-refs"], k);
+    keys_of(
+        dir,
+        w,
+        &["alter", "db.c2", "--set", "write.wap.enabled=true"],
+        k,
+    );
+    let staged = keys_of(dir, w, &["append", "db.c2", &inp, "--wap-id", "w1"], k);
+    let staged: Value = serde_json::from_str(&staged).unwrap();
+    let staged = staged["snapshot_id"].as_i64().unwrap().to_string();
+    keys_of(dir, w, &["cherrypick", "db.c2", &staged], k);
     keys_of(
         dir,
         w,

@@ -34,6 +34,7 @@ mod rest;
 mod s3;
 mod scale_out;
 mod tidy;
+mod wap;
 
 /// Records over-large allocations on fuzz worker threads only (see `fuzz::engine`).
 #[global_allocator]

@@ -391,3 +391,152 @@ async fn writes_to_a_branch_leave_main_untouched_and_peers_read_both() {
         assert!(e.to_string().contains("tag"), "{e}");
     }
 }
+
+#[tokio::test]
+async fn clone_with_all_refs_copies_branches_and_tags() {
+    for version in [2u8, 3] {
+        let (dir, cat) = sqlite_catalog();
+        let ident = parse_ident("db.src").unwrap();
+        let mut c =
+            floe::TableCreation::new(floe::spec::parse_schema("id long not null, v long").unwrap());
+        c.format_version = if version == 3 {
+            floe::spec::FormatVersion::V3
+        } else {
+            floe::spec::FormatVersion::V2
+        };
+        c.properties
+            .insert("write.delete.mode".into(), "merge-on-read".into());
+        let t = cat.create_table(&ident, c).await.unwrap();
+        let batch = |ids: std::ops::Range<i64>| {
+            RecordBatch::try_from_iter([
+                (
+                    "id",
+                    Arc::new(Int64Array::from_iter_values(ids.clone())) as _,
+                ),
+                ("v", Arc::new(Int64Array::from_iter_values(ids)) as _),
+            ])
+            .unwrap()
+        };
+        floe::txn::append(&cat, &t, [Ok(batch(0..10))])
+            .await
+            .unwrap();
+        let change = |c: RefChange| {
+            let cat = cat.clone();
+            let ident = ident.clone();
+            async move { floe::txn::manage_refs(&cat, &ident, &c).await.unwrap() }
+        };
+        change(RefChange::CreateTag {
+            name: "first".into(),
+            snapshot: None,
+            retention: Retention {
+                max_ref_age_ms: Some(86_400_000),
+                ..Default::default()
+            },
+        })
+        .await;
+        change(RefChange::CreateBranch {
+            name: "dev".into(),
+            snapshot: None,
+            retention: Retention {
+                min_snapshots_to_keep: Some(3),
+                ..Default::default()
+            },
+        })
+        .await;
+        let dev = cat.load_write_target("db.src.branch_dev").await.unwrap();
+        floe::txn::append(&cat, &dev, [Ok(batch(100..105))])
+            .await
+            .unwrap();
+        floe::dml::execute(&cat, "DELETE FROM db.src.branch_dev WHERE id < 3", None)
+            .await
+            .unwrap();
+        let t = cat.load_table(&ident).await.unwrap();
+        floe::txn::append(&cat, &t, [Ok(batch(10..20))])
+            .await
+            .unwrap();
+        floe::dml::execute(&cat, "DELETE FROM db.src WHERE id % 4 = 0", None)
+            .await
+            .unwrap();
+        change(RefChange::CreateTag {
+            name: "now".into(),
+            snapshot: None,
+            retention: Retention::default(),
+        })
+        .await;
+        let src = cat.load_table(&ident).await.unwrap();
+        let target = parse_ident("db.copy").unwrap();
+        let r = floe::txn::clone_table_all_refs(
+            &cat,
+            &src,
+            &floe::scan::SnapshotSelector::Current,
+            &target,
+        )
+        .await
+        .unwrap();
+        let copy = cat.load_table(&target).await.unwrap();
+        // Same refs (but history), same kinds and retention; each reads as its source ref.
+        let src_refs = floe::spec::refs(src.metadata());
+        let copy_refs = floe::spec::refs(copy.metadata());
+        assert_eq!(
+            src_refs.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            copy_refs.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        );
+        assert_eq!(r.refs.len(), src_refs.len() - 1);
+        // "now" and main share one snapshot in the copy, as in the source.
+        let at = |refs: &[(String, iceberg::spec::SnapshotReference)], n: &str| {
+            refs.iter().find(|(x, _)| x == n).unwrap().1.clone()
+        };
+        assert_eq!(
+            at(&copy_refs, "now").snapshot_id,
+            at(&copy_refs, "main").snapshot_id
+        );
+        let mut checks = Vec::new();
+        for (name, sr) in &src_refs {
+            let cr = at(&copy_refs, name);
+            assert_eq!(cr.is_branch(), sr.is_branch(), "{name}");
+            if name != "main" {
+                assert_eq!(cr.retention, sr.retention, "{name}");
+            }
+            let rows = branch_rows(&src, name).await;
+            assert_eq!(branch_rows(&copy, name).await, rows, "v{version} {name}");
+            let expected = dir.path().join(format!("expected-{name}.parquet"));
+            floe_expected(&src, Some(sr.snapshot_id), &expected).await;
+            checks.push(json!({
+                "name": format!("v{version} clone ref {name}"),
+                "metadata": copy.metadata_location(),
+                "ref": name,
+                "ref_type": if sr.is_branch() { "branch" } else { "tag" },
+                "expected": expected.to_string_lossy(),
+            }));
+        }
+        if let Some(py) = peers_python() {
+            peer_check_env(&py, dir.path(), &checks, &[]);
+        }
+        // The copy's branch takes writes of its own.
+        let dev = cat.load_write_target("db.copy.branch_dev").await.unwrap();
+        floe::txn::append(&cat, &dev, [Ok(batch(200..201))])
+            .await
+            .unwrap();
+        let copy = cat.load_table(&target).await.unwrap();
+        assert_eq!(
+            branch_rows(&copy, "dev").await.len(),
+            branch_rows(&src, "dev").await.len() + 1
+        );
+        // A clone without --all-refs has main only.
+        let r = floe::txn::clone_table(
+            &cat,
+            &src,
+            &floe::scan::SnapshotSelector::Current,
+            &parse_ident("db.plain").unwrap(),
+            false,
+        )
+        .await
+        .unwrap();
+        assert!(r.refs.is_empty());
+        let plain = cat
+            .load_table(&parse_ident("db.plain").unwrap())
+            .await
+            .unwrap();
+        assert_eq!(floe::spec::refs(plain.metadata()).len(), 1);
+    }
+}

@@ -18,6 +18,10 @@ pub struct AppendArgs {
     /// Append to this branch (main is untouched).
     #[arg(long)]
     pub branch: Option<String>,
+    /// Stage the snapshot for write-audit-publish with this WAP id (summary `wap.id`): it is
+    /// current on no branch until `floe cherrypick` publishes it; needs write.wap.enabled=true.
+    #[arg(long, conflicts_with = "branch")]
+    pub wap_id: Option<String>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -29,11 +33,16 @@ pub async fn append(cli: &Cli, a: &AppendArgs) -> Result<()> {
         name,
         files,
         branch,
+        wap_id,
         json,
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
     let table = match branch {
         Some(b) => table.on_branch(b)?,
+        None => table,
+    };
+    let table = match wap_id {
+        Some(w) => table.with_wap_id(w)?,
         None => table,
     };
     let conformer = table_conformer(&table)?;
@@ -54,11 +63,15 @@ pub async fn append(cli: &Cli, a: &AppendArgs) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "appended {} rows in {} files ({:.1} MB) to {} as snapshot {} in {:.2}s",
+        "appended {} rows in {} files ({:.1} MB) to {} as {}snapshot {} in {:.2}s",
         r.added_records,
         r.added_files,
         r.added_bytes as f64 / 1e6,
         name,
+        match wap_id {
+            Some(w) => format!("staged (wap.id={w}) "),
+            None => String::new(),
+        },
         r.snapshot_id
             .map(|s| s.to_string())
             .unwrap_or_else(|| "-".into()),

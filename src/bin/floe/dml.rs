@@ -18,6 +18,10 @@ pub struct DeleteArgs {
     /// Write to this branch (its history is validated; main is untouched).
     #[arg(long)]
     pub branch: Option<String>,
+    /// Stage the snapshot for write-audit-publish with this WAP id (current on no branch
+    /// until `floe cherrypick`); needs write.wap.enabled=true.
+    #[arg(long, conflicts_with = "branch")]
+    pub wap_id: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -37,6 +41,10 @@ pub struct UpdateArgs {
     /// Write to this branch (its history is validated; main is untouched).
     #[arg(long)]
     pub branch: Option<String>,
+    /// Stage the snapshot for write-audit-publish with this WAP id (current on no branch
+    /// until `floe cherrypick`); needs write.wap.enabled=true.
+    #[arg(long, conflicts_with = "branch")]
+    pub wap_id: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -65,6 +73,10 @@ pub struct MergeArgs {
     /// Write to this branch (its history is validated; main is untouched).
     #[arg(long)]
     pub branch: Option<String>,
+    /// Stage the snapshot for write-audit-publish with this WAP id (current on no branch
+    /// until `floe cherrypick`); needs write.wap.enabled=true.
+    #[arg(long, conflicts_with = "branch")]
+    pub wap_id: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -96,7 +108,7 @@ pub async fn delete(cli: &Cli, a: &DeleteArgs) -> Result<()> {
         target(&a.name, &a.branch),
         a.filter
     );
-    run_dml(cli, &sql, None, a.json).await
+    run_dml(cli, &sql, None, a.wap_id.as_deref(), a.json).await
 }
 
 /// `floe update`.
@@ -105,7 +117,7 @@ pub async fn update(cli: &Cli, a: &UpdateArgs) -> Result<()> {
     if let Some(f) = &a.filter {
         sql.push_str(&format!(" WHERE {f}"));
     }
-    run_dml(cli, &sql, None, a.json).await
+    run_dml(cli, &sql, None, a.wap_id.as_deref(), a.json).await
 }
 
 /// `floe merge`: the options become a MERGE INTO statement.
@@ -154,7 +166,7 @@ pub async fn merge(cli: &Cli, a: &MergeArgs) -> Result<()> {
         .load_write_target(&target(&a.name, &a.branch))
         .await?;
     let rows = read_source(&table, &a.source)?;
-    run_dml(cli, &sql, Some(rows), a.json).await
+    run_dml(cli, &sql, Some(rows), a.wap_id.as_deref(), a.json).await
 }
 
 /// `floe sql`.
@@ -169,7 +181,7 @@ pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
         },
         _ => None,
     };
-    run_dml(cli, &a.statement, rows, a.json).await
+    run_dml(cli, &a.statement, rows, None, a.json).await
 }
 
 /// Reads a MERGE source file whole (CSV columns typed by the target's columns of that name).
@@ -183,12 +195,13 @@ async fn run_dml(
     cli: &Cli,
     sql: &str,
     source: Option<Vec<arrow::array::RecordBatch>>,
+    wap_id: Option<&str>,
     json: bool,
 ) -> Result<()> {
     let cat = catalog(cli)?;
     let started = Instant::now();
     let r = progress_bar::run("reading and rewriting", json, |_| {
-        floe::dml::execute(&cat, sql, source)
+        floe::dml::execute_with(&cat, sql, source, wap_id)
     })
     .await;
     let r = r?;
@@ -204,9 +217,13 @@ async fn run_dml(
     match r.snapshot_id {
         None => outln!("no rows matched; {} unchanged", r.table.name()),
         Some(id) => outln!(
-            "{}: snapshot {id} ({mode}): {} rows removed, {} rows written; {} data files dropped, \
+            "{}: {}snapshot {id} ({mode}): {} rows removed, {} rows written; {} data files dropped, \
              {} data files and {} delete files added ({:.1} MB) in {secs:.2}s",
             r.table.name(),
+            match wap_id {
+                Some(w) => format!("staged (wap.id={w}) "),
+                None => String::new(),
+            },
             r.removed_rows,
             r.written_rows,
             r.removed_data_files,

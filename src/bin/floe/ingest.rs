@@ -26,6 +26,10 @@ pub struct CloneArgs {
     /// Make an existing target's next snapshot the source's state (one atomic swap).
     #[arg(long)]
     pub replace: bool,
+    /// Also copy the source's branches and tags (each at a clone of the snapshot it points
+    /// at, with its retention); a new target only.
+    #[arg(long, conflicts_with = "replace")]
+    pub all_refs: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -56,12 +60,16 @@ pub async fn clone(cli: &Cli, a: &CloneArgs) -> Result<()> {
     let (cat, source) = catalog_and_table(cli, &a.source).await?;
     let sel = selector(a.snapshot, a.reference.as_ref(), a.as_of.as_ref())?;
     let started = std::time::Instant::now();
-    let r = floe::txn::clone_table(&cat, &source, &sel, &parse_ident(&a.target)?, a.replace)
-        .await
-        .map_err(|e| match e.kind() {
-            ErrorKind::AlreadyExists => e.with_hint("pass --replace to publish onto it"),
-            _ => e,
-        })?;
+    let target = parse_ident(&a.target)?;
+    let r = if a.all_refs {
+        floe::txn::clone_table_all_refs(&cat, &source, &sel, &target).await
+    } else {
+        floe::txn::clone_table(&cat, &source, &sel, &target, a.replace).await
+    };
+    let r = r.map_err(|e| match e.kind() {
+        ErrorKind::AlreadyExists => e.with_hint("pass --replace to publish onto it"),
+        _ => e,
+    })?;
     if a.json {
         print_json(&super::report::clone(
             &a.source,
@@ -80,6 +88,15 @@ pub async fn clone(cli: &Cli, a: &CloneArgs) -> Result<()> {
             r.reused_manifests,
             started.elapsed().as_secs_f64() * 1000.0
         );
+        for r in &r.refs {
+            outln!(
+                "  {} {} at snapshot {} (source snapshot {})",
+                r.ref_type,
+                r.name,
+                r.snapshot_id,
+                r.source_snapshot_id
+            );
+        }
     }
     Ok(())
 }
@@ -111,6 +128,10 @@ pub struct IngestSnapshotArgs {
     /// Snapshot bytes held in memory before spilling to temporary files.
     #[arg(long, default_value_t = 1 << 30)]
     pub memory_budget_bytes: usize,
+    /// Merge into this branch of the staging table (main is untouched; --publish clones the
+    /// branch's new state).
+    #[arg(long)]
+    pub branch: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -119,6 +140,10 @@ pub struct IngestSnapshotArgs {
 /// `floe ingest-snapshot`.
 pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     let (cat, staging) = catalog_and_table(cli, &a.staging).await?;
+    let staging = match &a.branch {
+        Some(b) => staging.on_branch(b)?,
+        None => staging,
+    };
     let conformer = super::table_conformer(&staging)?;
     // Open every input first: a missing file fails before anything is written.
     let mut readers = Vec::new();

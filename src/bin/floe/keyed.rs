@@ -43,6 +43,13 @@ pub struct UpsertArgs {
     /// Add the files' new columns to the table (optional columns) in the same commit.
     #[arg(long)]
     pub evolve_schema: bool,
+    /// Apply the changes to this branch (main is untouched); not with a delete column or a
+    /// checkpoint (tombstones and checkpoints are table-wide).
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// Stage the commit for write-audit-publish with this WAP id (see `append --wap-id`).
+    #[arg(long, conflicts_with = "branch")]
+    pub wap_id: Option<String>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -124,6 +131,15 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
         options.sink_id = Some(s.clone());
     }
     options.checkpoint = a.checkpoint;
+    // `--branch B`, or Spark's `ns.table.branch_B` name.
+    match (&a.branch, table.branch()) {
+        (Some(b), _) => options = options.with_branch(b.clone()),
+        (None, "main") => {}
+        (None, b) => options = options.with_branch(b.to_string()),
+    }
+    if let Some(w) = &a.wap_id {
+        options = options.with_wap_id(w.clone());
+    }
     let ident = table.ident().clone();
     let started = Instant::now();
     let r = progress_bar::run(&format!("upserting into {}", a.name), a.json, |_| {

@@ -149,6 +149,9 @@ enum Cmd {
     Rollback(refs::RollbackArgs),
     /// Set main to any snapshot of the table.
     SetCurrentSnapshot(refs::SetCurrentSnapshotArgs),
+    /// Publish a snapshot onto main: a staged write-audit-publish snapshot (--wap-id), or any
+    /// snapshot off main's history (fast-forward, or re-applied as Iceberg Java does).
+    Cherrypick(refs::CherrypickArgs),
     /// Apply change files (upserts and deletes by primary key, with versions) to a keyed table
     /// in one commit.
     Upsert(keyed::UpsertArgs),
@@ -308,6 +311,7 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Tag(a) => refs::tag(&cli, a).await,
         Cmd::Rollback(a) => refs::rollback(&cli, a).await,
         Cmd::SetCurrentSnapshot(a) => refs::set_current_snapshot(&cli, a).await,
+        Cmd::Cherrypick(a) => refs::cherrypick(&cli, a).await,
         Cmd::Upsert(a) => keyed::upsert(&cli, a).await,
         Cmd::Tombstones(a) => keyed::tombstones(&cli, a).await,
         Cmd::ExpireTombstones(a) => keyed::expire_tombstones(&cli, a).await,

@@ -42,6 +42,10 @@ pub struct RewriteDataFilesArgs {
     /// output-spec-id=N (write with that partition spec), remove-dangling-deletes=true.
     #[arg(long = "option", value_parser = kv)]
     pub options: Vec<(String, String)>,
+    /// Compact the files of this branch (main is untouched); in one process only (not with
+    /// --plan-only, --execute-task, --commit).
+    #[arg(long, conflicts_with_all = ["plan_only", "execute_task", "commit"])]
+    pub branch: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -125,10 +129,25 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
         strategy,
         sort_by,
         options,
+        branch,
         json,
     } = a;
     let started = Instant::now();
     let (cat, table) = catalog_and_table(cli, name).await?;
+    let table = match branch {
+        Some(b) => table.on_branch(b)?,
+        None => table,
+    };
+    if table.branch() != "main" && (*plan_only || execute_task.is_some() || !commit.is_empty()) {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "rewrite-data-files of branch '{}': a distributed rewrite (--plan-only, \
+                 --execute-task, --commit) rewrites main only; run it in one process",
+                table.branch()
+            ),
+        ));
+    }
     let pred = match filter {
         Some(f) => Some(floe::expr::file_selection(
             f,

@@ -1,4 +1,5 @@
-//! `floe branch`, `floe tag`, `floe rollback`, `floe set-current-snapshot`: the table's refs.
+//! `floe branch`, `floe tag`, `floe rollback`, `floe set-current-snapshot`, `floe cherrypick`:
+//! the table's refs.
 
 use floe::spec::snapshot_refs::{RefChange, Retention};
 use floe::table::parse_ident;
@@ -113,6 +114,65 @@ pub struct SetCurrentSnapshotArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Publish a snapshot (a staged WAP write, or any snapshot off main's history) onto main.
+#[derive(clap::Args, Debug)]
+pub struct CherrypickArgs {
+    /// Table name (ns.table).
+    pub name: String,
+    /// The snapshot to publish (`floe snapshots NAME` lists staged ones with their wap.id).
+    pub snapshot_id: i64,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `floe cherrypick`.
+pub async fn cherrypick(cli: &Cli, a: &CherrypickArgs) -> Result<()> {
+    let cat = catalog(cli)?;
+    let ident = parse_ident(&a.name)?;
+    let before = cat
+        .load_table(&ident)
+        .await?
+        .metadata()
+        .current_snapshot_id();
+    let r = floe::txn::cherrypick(&cat, &ident, a.snapshot_id).await?;
+    if a.json {
+        print_json(&json!({
+            "table": a.name,
+            "source_snapshot_id": r.source_snapshot_id,
+            "snapshot_id": r.snapshot_id,
+            "fast_forward": r.fast_forward,
+            "published_wap_id": r.published_wap_id,
+            "added_data_files_count": r.added_files,
+            "removed_data_files_count": r.removed_files,
+            "previous_snapshot_id": before,
+        }));
+        return Ok(());
+    }
+    let wap = r
+        .published_wap_id
+        .as_deref()
+        .map(|w| format!(" (wap.id={w})"))
+        .unwrap_or_default();
+    if r.fast_forward {
+        outln!(
+            "fast-forwarded main of {} to snapshot {}{wap}",
+            a.name,
+            r.snapshot_id
+        );
+    } else {
+        outln!(
+            "cherry-picked snapshot {}{wap} onto main of {} as snapshot {} ({} data files added, {} removed)",
+            r.source_snapshot_id,
+            a.name,
+            r.snapshot_id,
+            r.added_files,
+            r.removed_files
+        );
+    }
+    Ok(())
 }
 
 fn days(d: Option<i64>) -> Option<i64> {

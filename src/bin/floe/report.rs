@@ -152,6 +152,7 @@ pub fn clone(source: &str, r: &floe::txn::CloneResult, elapsed_ms: u64) -> Value
         "data_files_count": r.data_files,
         "copied_manifests_count": r.copied_manifests,
         "reused_manifests_count": r.reused_manifests,
+        "refs": r.refs,
         "elapsed_ms": elapsed_ms,
     })
 }

@@ -3,10 +3,10 @@
 
 use arrow_array::RecordBatch;
 use floe::scan::{Changelog, ChangelogRange, Scan};
-use floe::{Error, ErrorKind, Result};
-use serde_json::json;
+use floe::Result;
 
-use super::output::{print_json, BatchWriter, Format};
+use super::output::Format;
+use super::rows::{print_rows, Rows};
 use super::{load, parse_time_ms, Cli};
 
 /// Rows changed between two snapshots (Spark's changelog view).
@@ -80,25 +80,7 @@ pub async fn changes(cli: &Cli, a: &ChangesArgs) -> Result<()> {
     let batches = log.read().await?;
     let schema = log.schema()?;
     let what = format!("the changes of {}", table.name());
-    print_rows(schema, batches, &what, &Rows::of_changes(a))
-}
-
-/// How rows are filtered, projected and printed.
-pub struct Rows<'a> {
-    /// `--where`.
-    pub filter: Option<&'a str>,
-    /// `--columns`.
-    pub columns: Option<&'a [String]>,
-    /// `--count`.
-    pub count: bool,
-    /// `--format`.
-    pub format: Format,
-    /// `--output`.
-    pub output: Option<&'a str>,
-    /// `--limit`.
-    pub limit: Option<usize>,
-    /// `--json`.
-    pub json: bool,
+    print_batches(schema, batches, &what, &Rows::of_changes(a))
 }
 
 impl<'a> Rows<'a> {
@@ -115,65 +97,18 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// Filters, projects, limits and prints `batches` (of `schema`; `what` names them in errors).
-pub fn print_rows(
+/// `batches` of `schema` as one batch, printed (see [`print_rows`]).
+fn print_batches(
     schema: arrow_schema::SchemaRef,
     batches: Vec<RecordBatch>,
     what: &str,
     o: &Rows,
 ) -> Result<()> {
-    let mut b = arrow_select::concat::concat_batches(&schema, &batches)?;
-    if let Some(f) = o.filter {
-        let keep = floe::expr::parse_expr(f)?
-            .bind_predicate(&b.schema())
-            .map_err(|e| e.context(what.to_string()))?
-            .evaluate_predicate(&b)?;
-        b = arrow::compute::filter_record_batch(&b, &keep)?;
-    }
-    if let Some(cols) = o.columns {
-        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        let idx = cols
-            .iter()
-            .map(|c| {
-                floe::spec::resolve_column(names.iter().copied(), c)?.ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::InvalidInput,
-                        format!(
-                            "unknown column '{c}' in {what}; its columns: {}",
-                            names.join(", ")
-                        ),
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        b = b.project(&idx)?;
-    }
-    if o.count {
-        if o.json {
-            print_json(&json!({"record_count": b.num_rows()}))
-        } else {
-            outln!("{}", b.num_rows())
-        }
-        return Ok(());
-    }
-    let format = if o.json { Format::Json } else { o.format };
-    let limit = o
-        .limit
-        .or(if format == Format::Table && o.output.is_none() {
-            Some(100)
-        } else {
-            None
-        });
-    if let Some(l) = limit {
-        b = b.slice(0, l.min(b.num_rows()));
-    }
-    let mut out = BatchWriter::new(format, o.output, b.schema())?;
-    out.write(&b)?;
-    out.finish()?;
-    if let Some(path) = o.output {
-        eprintln!("wrote {} rows to {path}", b.num_rows());
-    }
-    Ok(())
+    print_rows(
+        arrow_select::concat::concat_batches(&schema, &batches)?,
+        what,
+        o,
+    )
 }
 
 /// `floe scan NAME --from-snapshot S1 [--to-snapshot S2]`: the rows `append` snapshots added
@@ -198,5 +133,5 @@ pub async fn appended(
         columns: None,
         ..*o
     };
-    print_rows(schema, batches, "the appended rows", &o)
+    print_batches(schema, batches, "the appended rows", &o)
 }

@@ -23,6 +23,7 @@ mod progress_bar;
 mod quickstart;
 mod refs;
 mod report;
+mod rows;
 mod scan;
 mod tables;
 

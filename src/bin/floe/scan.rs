@@ -2,15 +2,13 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, MapArray, RecordBatch, StructArray};
-use arrow::datatypes::{DataType, Field, Fields, Schema};
 use floe::scan::Scan;
 use floe::{Error, Result};
 use futures::TryStreamExt;
 use serde_json::json;
 
 use super::output::{print_json, BatchWriter, Format};
-use super::{changes, floe_arrow_schema, ingest, load, progress_bar, Cli};
+use super::{changes, floe_arrow_schema, ingest, load, progress_bar, rows, Cli};
 
 /// Read rows.
 #[derive(clap::Args, Debug)]
@@ -150,7 +148,7 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
             scan.schema()?.as_ref(),
             columns.as_deref(),
         )?);
-        let rows = changes::Rows {
+        let rows = rows::Rows {
             filter: None,
             columns: None,
             count: *count,
@@ -286,178 +284,7 @@ async fn scan_metadata_table(
                 .map(|s| s.snapshot_id())
         }
     };
-    let mut b = floe::scan::read_metadata_table(table, which, snapshot).await?;
-    if let Some(f) = &a.filter {
-        let keep = floe::expr::parse_expr(f)?
-            .bind_predicate(&b.schema())
-            .map_err(|e| e.context(format!("{}.{}", table.name(), which.name())))?
-            .evaluate_predicate(&b)?;
-        b = arrow::compute::filter_record_batch(&b, &keep)?;
-    }
-    if let Some(cols) = &a.columns {
-        let schema = b.schema();
-        let unknown = |c: &str| {
-            Error::new(
-                floe::ErrorKind::InvalidInput,
-                format!(
-                    "unknown column '{c}' in {}.{}; its columns: {} (a struct's fields as \
-                     data_file.file_path)",
-                    table.name(),
-                    which.name(),
-                    schema
-                        .fields()
-                        .iter()
-                        .map(|f| f.name().as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )
-        };
-        let mut fields = Vec::with_capacity(cols.len());
-        let mut columns = Vec::with_capacity(cols.len());
-        for c in cols {
-            let names = schema.fields().iter().map(|f| f.name().as_str());
-            if let Some(i) = floe::spec::resolve_column(names, c)? {
-                fields.push(schema.field(i).clone());
-                columns.push(b.column(i).clone());
-                continue;
-            }
-            // `data_file.file_path`, `readable_metrics.id.lower_bound`: a struct's field,
-            // named by its path (the longest top-level name first: names may hold dots).
-            let (field, col) = nested_column(&b, c).ok_or_else(|| unknown(c))?;
-            fields.push(field);
-            columns.push(col);
-        }
-        b = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-    }
-    if a.count {
-        if a.json {
-            print_json(&json!({"record_count": b.num_rows()}))
-        } else {
-            outln!("{}", b.num_rows())
-        }
-        return Ok(());
-    }
-    let format = if a.json { Format::Json } else { a.format };
-    let limit = a
-        .limit
-        .or(if format == Format::Table && a.output.is_none() {
-            Some(100)
-        } else {
-            None
-        });
-    if let Some(l) = limit {
-        b = b.slice(0, l.min(b.num_rows()));
-    }
-    if matches!(format, Format::Json | Format::Csv) {
-        // JSON objects have string keys: the metric maps' column ids become "1", "2", ….
-        let columns = b
-            .columns()
-            .iter()
-            .map(string_map_keys)
-            .collect::<Result<Vec<_>>>()?;
-        let fields: Vec<_> = b
-            .schema()
-            .fields()
-            .iter()
-            .zip(&columns)
-            .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
-            .collect();
-        b = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
-    }
-    let mut out = BatchWriter::new(format, a.output.as_deref(), b.schema())?;
-    out.write(&b)?;
-    out.finish()?;
-    Ok(())
-}
-
-/// `a` with the keys of its maps (in structs too) cast to strings, for JSON.
-fn string_map_keys(a: &ArrayRef) -> Result<ArrayRef> {
-    match a.data_type() {
-        DataType::Map(f, sorted) => {
-            let m = a.as_map();
-            let DataType::Struct(fs) = f.data_type() else {
-                return Ok(a.clone());
-            };
-            let keys = arrow::compute::cast(m.keys(), &DataType::Utf8)?;
-            let values = string_map_keys(m.values())?;
-            let fs = Fields::from(vec![
-                Field::new(fs[0].name(), DataType::Utf8, false),
-                Field::new(fs[1].name(), values.data_type().clone(), true),
-            ]);
-            let entries = StructArray::try_new(fs.clone(), vec![keys, values], None)?;
-            let field = Arc::new(Field::new(f.name(), DataType::Struct(fs), false));
-            Ok(Arc::new(MapArray::try_new(
-                field,
-                m.offsets().clone(),
-                entries,
-                m.nulls().cloned(),
-                *sorted,
-            )?))
-        }
-        DataType::Struct(fs) => {
-            let s = a.as_struct();
-            let columns = s
-                .columns()
-                .iter()
-                .map(string_map_keys)
-                .collect::<Result<Vec<_>>>()?;
-            let fs: Fields = fs
-                .iter()
-                .zip(&columns)
-                .map(|(f, c)| f.as_ref().clone().with_data_type(c.data_type().clone()))
-                .collect();
-            Ok(Arc::new(StructArray::try_new(
-                fs,
-                columns,
-                s.nulls().cloned(),
-            )?))
-        }
-        _ => Ok(a.clone()),
-    }
-}
-
-/// Column `path` of `b` reached through struct fields (`data_file.file_path`), named `path`;
-/// fields match case-insensitively, a field name may itself contain dots.
-fn nested_column(b: &RecordBatch, path: &str) -> Option<(Field, ArrayRef)> {
-    fn walk(fields: &Fields, columns: &[ArrayRef], rest: &str) -> Option<(DataType, ArrayRef)> {
-        // The longest matching field name first (`tags.element` is one name).
-        let mut hits: Vec<usize> = (0..fields.len())
-            .filter(|&i| {
-                let n = fields[i].name();
-                rest.len() >= n.len()
-                    && rest[..n.len()].eq_ignore_ascii_case(n)
-                    && (rest.len() == n.len() || rest.as_bytes()[n.len()] == b'.')
-            })
-            .collect();
-        hits.sort_by_key(|&i| std::cmp::Reverse(fields[i].name().len()));
-        for i in hits {
-            let n = fields[i].name().len();
-            if rest.len() == n {
-                return Some((fields[i].data_type().clone(), columns[i].clone()));
-            }
-            if let DataType::Struct(sub) = fields[i].data_type() {
-                let s = columns[i].as_struct();
-                // A null struct makes its fields null.
-                let children: Vec<ArrayRef> = match s.nulls() {
-                    Some(n) => s
-                        .columns()
-                        .iter()
-                        .map(|c| {
-                            let keep = arrow::array::BooleanArray::new(n.inner().clone(), None);
-                            arrow::compute::nullif(c, &arrow::compute::not(&keep).ok()?).ok()
-                        })
-                        .collect::<Option<Vec<_>>>()?,
-                    None => s.columns().to_vec(),
-                };
-                if let Some(hit) = walk(sub, &children, &rest[n + 1..]) {
-                    return Some(hit);
-                }
-            }
-        }
-        None
-    }
-    let schema = b.schema();
-    let (dt, col) = walk(schema.fields(), b.columns(), path)?;
-    Some((Field::new(path, dt, true), col))
+    let b = floe::scan::read_metadata_table(table, which, snapshot).await?;
+    let what = format!("{}.{}", table.name(), which.name());
+    rows::print_rows(b, &what, &rows::Rows::of_scan(a))
 }

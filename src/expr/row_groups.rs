@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 
+use iceberg::expr::{BoundPredicate, PredicateOperator};
 use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
 use parquet::basic::{ColumnOrder, LogicalType, SortOrder, TimeUnit};
 use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
@@ -230,6 +231,55 @@ fn bounds(stats: &Statistics, leaf: &Leaf) -> Option<Bounds> {
         }
         _ => None,
     }
+}
+
+/// May rows matching `p` be in a row group, judging by its bloom filters? `absent(id, v)` is
+/// `Some(true)` when the bloom filter of field `id` proves `v` is not in the row group, and
+/// `None` when there is no filter to ask. Only `=` and `IN` consult it; every other leaf may
+/// match.
+pub fn bloom_may_match(
+    p: &BoundPredicate,
+    absent: &mut dyn FnMut(i32, &Datum) -> Option<bool>,
+) -> bool {
+    match p {
+        BoundPredicate::AlwaysFalse => false,
+        BoundPredicate::And(e) => {
+            let [a, b] = e.inputs();
+            bloom_may_match(a, absent) && bloom_may_match(b, absent)
+        }
+        BoundPredicate::Or(e) => {
+            let [a, b] = e.inputs();
+            bloom_may_match(a, absent) || bloom_may_match(b, absent)
+        }
+        BoundPredicate::Binary(b) if b.op() == PredicateOperator::Eq => {
+            absent(b.term().field().id, b.literal()) != Some(true)
+        }
+        BoundPredicate::Set(s) if s.op() == PredicateOperator::In => s
+            .literals()
+            .iter()
+            .any(|d| absent(s.term().field().id, d) != Some(true)),
+        _ => true,
+    }
+}
+
+/// Whether a bloom filter of a column of physical type `physical` proves `v` absent (`None`:
+/// the value's type is not one whose hashed bytes are known for that column).
+pub fn bloom_proves_absent(
+    filter: &parquet::bloom_filter::Sbbf,
+    physical: parquet::basic::Type,
+    v: &Datum,
+) -> Option<bool> {
+    use iceberg::spec::PrimitiveLiteral as L;
+    use parquet::basic::Type as T;
+    let found = match (physical, v.literal()) {
+        (T::INT32, L::Int(i)) => filter.check(i),
+        (T::INT32, L::Long(l)) => filter.check(&i32::try_from(*l).ok()?),
+        (T::INT64, L::Long(l)) => filter.check(l),
+        (T::INT64, L::Int(i)) => filter.check(&i64::from(*i)),
+        (T::BYTE_ARRAY, L::String(s)) => filter.check(s.as_bytes()),
+        _ => return None,
+    };
+    Some(!found)
 }
 
 /// An unscaled decimal as a value of decimal type `ty`.

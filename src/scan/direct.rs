@@ -116,20 +116,51 @@ struct RowGroupChoice {
 /// of the projected columns read) in the filter's counters.
 fn prune_row_groups(
     meta: &parquet::file::metadata::ParquetMetaData,
+    data: &bytes::Bytes,
     filter: &super::RowGroupFilter,
     roots: &[usize],
 ) -> RowGroupChoice {
     let metrics = crate::expr::row_group_metrics(meta, &filter.schema);
     let descr = meta.file_metadata().schema_descr();
+    // Top-level primitive columns by field id: their leaf index and physical type (what a
+    // bloom filter hashed).
+    let leaves: std::collections::HashMap<i32, (usize, parquet::basic::Type)> = (0..descr
+        .num_columns())
+        .filter_map(|c| {
+            let col = descr.column(c);
+            let info = col.self_type().get_basic_info();
+            (col.path().parts().len() == 1 && col.max_rep_level() == 0 && info.has_id())
+                .then(|| (info.id(), (c, col.physical_type())))
+        })
+        .collect();
     let (mut kept, mut read, mut pruned) = (Vec::new(), Vec::new(), Vec::new());
+    let mut by_bloom = 0;
     let mut start = 0u64;
     let mut bytes = 0u64;
     for (i, rg) in meta.row_groups().iter().enumerate() {
         let end = start + rg.num_rows().max(0) as u64;
-        if metrics
+        let by_stats = metrics
             .get(i)
-            .is_none_or(|m| crate::expr::may_match(&filter.predicate, m))
-        {
+            .is_none_or(|m| crate::expr::may_match(&filter.predicate, m));
+        let mut filters: std::collections::HashMap<usize, Option<parquet::bloom_filter::Sbbf>> =
+            Default::default();
+        let mut absent = |id: i32, v: &iceberg::spec::Datum| -> Option<bool> {
+            let &(c, physical) = leaves.get(&id)?;
+            let chunk = rg.column(c);
+            chunk.bloom_filter_offset()?;
+            let f = filters.entry(c).or_insert_with(|| {
+                parquet::bloom_filter::Sbbf::read_from_column_chunk(chunk, data)
+                    .ok()
+                    .flatten()
+            });
+            crate::expr::bloom_proves_absent(f.as_ref()?, physical, v)
+        };
+        let may = by_stats && {
+            let b = crate::expr::bloom_may_match(&filter.predicate, &mut absent);
+            by_bloom += usize::from(!b);
+            b
+        };
+        if may {
             kept.push(i);
             read.push((start, end));
             bytes += (0..rg.num_columns())
@@ -143,7 +174,7 @@ fn prune_row_groups(
     }
     filter
         .counters
-        .add(meta.row_groups().len(), pruned.len(), bytes);
+        .add(meta.row_groups().len(), pruned.len(), by_bloom, bytes);
     RowGroupChoice { kept, read, pruned }
 }
 
@@ -184,7 +215,7 @@ pub(super) async fn open(
                     .map_err(|e| Error::io(format!("data file '{p}' cannot be read: {e}")))?,
             ),
         };
-        let builder = ParquetRecordBatchReaderBuilder::try_new(data).map_err(corrupt)?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(data.clone()).map_err(corrupt)?;
         let Some(roots) = roots_for(builder.schema(), &target) else {
             return Ok(false);
         };
@@ -199,7 +230,7 @@ pub(super) async fn open(
         let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
         let mut read = vec![(0, rows)];
         if let Some(f) = &row_groups {
-            let choice = prune_row_groups(builder.metadata(), f, &sorted);
+            let choice = prune_row_groups(builder.metadata(), &data, f, &sorted);
             if !choice.pruned.is_empty() {
                 builder = builder.with_row_groups(choice.kept);
                 read = choice.read;

@@ -299,6 +299,7 @@ pub(crate) struct RowGroupFilter {
 pub struct ReadCounters {
     row_groups: std::sync::atomic::AtomicU64,
     row_groups_pruned: std::sync::atomic::AtomicU64,
+    row_groups_pruned_by_bloom: std::sync::atomic::AtomicU64,
     bytes: std::sync::atomic::AtomicU64,
 }
 
@@ -307,17 +308,21 @@ pub struct ReadCounters {
 pub struct ReadStats {
     /// Row groups of the files read with a row filter.
     pub row_groups: u64,
-    /// Of those, row groups skipped by their column statistics.
+    /// Of those, row groups skipped by their column statistics or bloom filters.
     pub row_groups_pruned: u64,
+    /// Of the row groups skipped, those that only their bloom filters ruled out.
+    pub row_groups_pruned_by_bloom: u64,
     /// Compressed bytes of the projected columns of the row groups read (filtered reads).
     pub row_group_bytes_read: u64,
 }
 
 impl ReadCounters {
-    fn add(&self, row_groups: usize, pruned: usize, bytes: u64) {
+    fn add(&self, row_groups: usize, pruned: usize, by_bloom: usize, bytes: u64) {
         use std::sync::atomic::Ordering::Relaxed;
         self.row_groups.fetch_add(row_groups as u64, Relaxed);
         self.row_groups_pruned.fetch_add(pruned as u64, Relaxed);
+        self.row_groups_pruned_by_bloom
+            .fetch_add(by_bloom as u64, Relaxed);
         self.bytes.fetch_add(bytes, Relaxed);
     }
 
@@ -327,6 +332,7 @@ impl ReadCounters {
         ReadStats {
             row_groups: self.row_groups.load(Relaxed),
             row_groups_pruned: self.row_groups_pruned.load(Relaxed),
+            row_groups_pruned_by_bloom: self.row_groups_pruned_by_bloom.load(Relaxed),
             row_group_bytes_read: self.bytes.load(Relaxed),
         }
     }

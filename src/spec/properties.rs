@@ -138,6 +138,12 @@ pub struct TableProperties {
     /// `write.metadata.delete-after-commit.enabled` (false): delete metadata files that fall
     /// out of the metadata log.
     pub metadata_delete_after_commit: bool,
+    /// Columns written with a Parquet bloom filter
+    /// (`write.parquet.bloom-filter-enabled.column.<col>=true`), each with its false positive
+    /// probability (`write.parquet.bloom-filter-fpp.column.<col>`, 0.01).
+    pub bloom_filter_columns: HashMap<String, f64>,
+    /// `write.parquet.bloom-filter-max-bytes` (1 MiB): a bloom filter's largest size.
+    pub bloom_filter_max_bytes: usize,
 }
 
 fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str, d: T) -> Result<T> {
@@ -188,6 +194,25 @@ impl TableProperties {
         for (k, v) in p {
             if let Some(col) = k.strip_prefix("write.metadata.metrics.column.") {
                 metrics_columns.insert(col.to_string(), MetricsMode::parse(v)?);
+            }
+        }
+        let mut bloom_filter_columns = HashMap::new();
+        for (k, v) in p {
+            if let Some(col) = k.strip_prefix("write.parquet.bloom-filter-enabled.column.") {
+                if v.trim().eq_ignore_ascii_case("true") {
+                    let fpp: f64 = num(
+                        p,
+                        &format!("write.parquet.bloom-filter-fpp.column.{col}"),
+                        0.01,
+                    )?;
+                    if !(fpp > 0.0 && fpp < 1.0) {
+                        return Err(Error::invalid(format!(
+                            "table property write.parquet.bloom-filter-fpp.column.{col}='{fpp}': \
+                             expected a probability between 0 and 1 (exclusive)"
+                        )));
+                    }
+                    bloom_filter_columns.insert(col.to_string(), fpp);
+                }
             }
         }
         let codec = p
@@ -250,6 +275,8 @@ impl TableProperties {
                 .get("write.metadata.delete-after-commit.enabled")
                 .map(|v| v.trim() == "true")
                 .unwrap_or(false),
+            bloom_filter_columns,
+            bloom_filter_max_bytes: num(p, "write.parquet.bloom-filter-max-bytes", 1 << 20)?,
         })
     }
 

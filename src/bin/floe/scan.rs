@@ -237,12 +237,13 @@ async fn explain_scan(table: &floe::Table, scan: &Scan, json: bool) -> Result<()
             "delete_files_count": stats.delete_files,
             "row_groups_count": r.row_groups,
             "pruned_row_groups_count": r.row_groups_pruned,
+            "pruned_by_bloom_row_groups_count": r.row_groups_pruned_by_bloom,
             "read_bytes_count": r.row_group_bytes_read,
             "record_count": rows,
         }));
     } else {
         outln!(
-            "scan of {} at snapshot {}\n  data files: {} live, {} pruned by partition, {} by column metrics, {} read\n  delete files: {} live\n  row groups (filtered reads): {}, {} pruned by statistics, {} read ({} bytes of the columns read)\n  rows returned: {rows}",
+            "scan of {} at snapshot {}\n  data files: {} live, {} pruned by partition, {} by column metrics, {} read\n  delete files: {} live\n  row groups (filtered reads): {}, {} pruned ({} of them by bloom filters), {} read ({} bytes of the columns read)\n  rows returned: {rows}",
             table.name(),
             snapshot_id.map_or("(none)".to_string(), |s| s.to_string()),
             stats.data_files,
@@ -252,6 +253,7 @@ async fn explain_scan(table: &floe::Table, scan: &Scan, json: bool) -> Result<()
             stats.delete_files,
             r.row_groups,
             r.row_groups_pruned,
+            r.row_groups_pruned_by_bloom,
             r.row_groups - r.row_groups_pruned,
             r.row_group_bytes_read
         );

@@ -80,6 +80,9 @@ impl TableCreation {
     }
 
     /// These primary key columns (required, primitive; see [`crate::spec::with_primary_key`]).
+    /// A table created with a single-column key (these, or the schema's identifier fields)
+    /// also gets a Parquet bloom filter on it (`write.parquet.bloom-filter-enabled.column.<key>`)
+    /// unless the properties say otherwise.
     pub fn with_primary_key(
         mut self,
         columns: impl IntoIterator<Item = impl Into<String>>,
@@ -544,6 +547,17 @@ impl Catalog {
         if !creation.primary_key.is_empty() {
             creation.schema = crate::spec::with_primary_key(creation.schema, &creation.primary_key)
                 .map_err(|e| e.context(format!("creating {name}")))?;
+        }
+        // A single-column key gets a bloom filter by default: key lookups (`=`, `IN`) skip
+        // the row groups without the key.
+        let key: Vec<i32> = creation.schema.identifier_field_ids().collect();
+        if let [id] = key.as_slice() {
+            if let Some(key) = creation.schema.name_by_field_id(*id) {
+                creation
+                    .properties
+                    .entry(format!("write.parquet.bloom-filter-enabled.column.{key}"))
+                    .or_insert_with(|| "true".to_string());
+            }
         }
         // Merge engines: the state columns their functions keep, then the rule checked whole.
         creation.schema =

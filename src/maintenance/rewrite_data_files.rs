@@ -167,10 +167,52 @@ pub async fn plan_rewrite(
     let strategy = options
         .remove("strategy")
         .unwrap_or_else(|| "binpack".into());
-    let sort_text = options.remove("sort-order");
+    let mut sort_text = options.remove("sort-order");
+    let zorder_by = options.remove("zorder-by");
     let md = table.metadata();
-    let sort_order = match (strategy.to_ascii_lowercase().as_str(), sort_text) {
+    let mut strategy = strategy.to_ascii_lowercase();
+    match (strategy.as_str(), zorder_by) {
+        // `strategy=zorder` with `zorder-by=a,b` is `strategy=sort` with `sort-order='zorder(a,b)'`.
+        ("zorder", Some(cols)) if sort_text.is_none() => {
+            sort_text = Some(format!("zorder({cols})"));
+            strategy = "sort".into();
+        }
+        ("zorder", _) => return Err(ctx(table)(Error::invalid(
+            "strategy zorder needs zorder-by (the columns, e.g. zorder-by=x,y) and no sort-order",
+        ))),
+        (_, Some(_)) => {
+            return Err(ctx(table)(Error::invalid(
+                "zorder-by needs strategy=zorder",
+            )))
+        }
+        _ => {}
+    }
+    let sort_order = match (strategy.as_str(), sort_text) {
         ("binpack", None) => None,
+        ("sort", Some(text)) if zorder_columns(&text).is_some() => {
+            let cols = zorder_columns(&text).unwrap_or_default();
+            let arrow = table.arrow_schema()?;
+            for c in &cols {
+                let f = arrow.field_with_name(c).map_err(|_| {
+                    ctx(table)(Error::invalid(format!(
+                        "z-order column '{c}' is not a top-level column of the table"
+                    )))
+                })?;
+                if !crate::write::zorder_supported(f.data_type()) {
+                    return Err(ctx(table)(Error::unsupported(format!(
+                        "z-order column '{c}' is {}: z-order takes numbers, dates, timestamps, \
+                         strings, binary and booleans",
+                        f.data_type()
+                    ))));
+                }
+            }
+            if cols.is_empty() {
+                return Err(ctx(table)(Error::invalid(
+                    "zorder() needs at least one column",
+                )));
+            }
+            Some(format!("zorder({})", cols.join(",")))
+        }
         ("sort", Some(text)) => {
             crate::spec::parse_sort_order(&text, md.current_schema()).map_err(ctx(table))?;
             Some(text)
@@ -190,7 +232,7 @@ pub async fn plan_rewrite(
         }
         (s, _) => {
             return Err(ctx(table)(Error::invalid(format!(
-                "unknown strategy '{s}': expected binpack or sort"
+                "unknown strategy '{s}': expected binpack, sort or zorder"
             ))))
         }
     };
@@ -260,6 +302,23 @@ pub async fn plan_rewrite(
     })
 }
 
+/// The columns of a z-order written `zorder(a, b)` (Spark's `sort_order => 'zorder(a,b)'`).
+fn zorder_columns(text: &str) -> Option<Vec<String>> {
+    let t = text.trim();
+    let inner = t
+        .get(..7)
+        .filter(|p| p.eq_ignore_ascii_case("zorder("))
+        .and(t.strip_suffix(')'))
+        .map(|t| &t[7..])?;
+    Some(
+        inner
+            .split(',')
+            .map(|c| c.trim().trim_matches('`').to_string())
+            .filter(|c| !c.is_empty())
+            .collect(),
+    )
+}
+
 /// The partition spec `task` writes its files with.
 fn output_spec(table: &Table, task: &RewriteTask) -> Result<Arc<PartitionSpec>> {
     let md = table.metadata();
@@ -288,8 +347,10 @@ async fn rewrite_group(
 ) -> Result<(i32, Vec<DataFile>)> {
     let spec = output_spec(table, task)?;
     let spec_id = spec.spec_id();
+    let zorder = task.sort_order.as_deref().and_then(zorder_columns);
     let sort = match &task.sort_order {
         None => None,
+        Some(_) if zorder.is_some() => None,
         Some(t) if t.is_empty() => Some(table.metadata().default_sort_order().as_ref().clone()),
         Some(t) => Some(crate::spec::parse_sort_order(
             t,
@@ -307,6 +368,9 @@ async fn rewrite_group(
     let mut w = w
         .with_target_file_size(task.target_file_size_bytes)
         .with_sort_order(sort, table);
+    if let Some(cols) = &zorder {
+        w = w.with_zorder(cols, table)?;
+    }
     let run = async {
         let mut rows = scan.read(sub)?;
         while let Some(b) = rows.next().await {

@@ -38,6 +38,9 @@ pub struct RewriteOptions {
     pub partial_progress_max_commits: usize,
     /// `rewrite-job-order`: the order file groups are rewritten (and committed) in.
     pub rewrite_job_order: RewriteJobOrder,
+    /// `max-files-to-rewrite`: at most this many files, the planned groups taken in plan order
+    /// (the last one cut short), as Java's bin-pack planner does.
+    pub max_files_to_rewrite: Option<usize>,
     /// `output-spec-id`: the partition spec the new files are written with (`None`: the
     /// table's default spec). Checked against the table by the caller, not here.
     pub output_spec_id: Option<i32>,
@@ -115,6 +118,7 @@ impl RewriteOptions {
             partial_progress_enabled: false,
             partial_progress_max_commits: 10,
             rewrite_job_order: RewriteJobOrder::None,
+            max_files_to_rewrite: None,
             output_spec_id: None,
             remove_dangling_deletes: false,
         };
@@ -152,6 +156,15 @@ impl RewriteOptions {
                     o.partial_progress_max_commits = num(k, v)?.max(1) as usize
                 }
                 "rewrite-job-order" => o.rewrite_job_order = RewriteJobOrder::parse(v)?,
+                "max-files-to-rewrite" => {
+                    let n = num(k, v)?;
+                    if n == 0 {
+                        return Err(Error::invalid(
+                            "rewrite option max-files-to-rewrite must be a positive whole number",
+                        ));
+                    }
+                    o.max_files_to_rewrite = Some(n as usize);
+                }
                 "output-spec-id" => {
                     o.output_spec_id = Some(v.trim().parse().map_err(|_| {
                         Error::invalid(format!(
@@ -166,7 +179,7 @@ impl RewriteOptions {
                          max-file-size-bytes, min-input-files, rewrite-all, delete-file-threshold, \
                          delete-ratio-threshold, max-file-group-size-bytes, max-concurrent-file-group-rewrites, \
                          use-starting-sequence-number, partial-progress.enabled, partial-progress.max-commits, \
-                         rewrite-job-order, output-spec-id, remove-dangling-deletes"
+                         rewrite-job-order, max-files-to-rewrite, output-spec-id, remove-dangling-deletes"
                     )))
                 }
             }
@@ -263,6 +276,21 @@ pub fn plan_groups(files: &[PlannedFile], o: &RewriteOptions) -> Vec<FileGroup> 
             if rewrite {
                 out.push(g);
             }
+        }
+    }
+    if let Some(max) = o.max_files_to_rewrite {
+        let mut left = max;
+        out.retain_mut(|g| {
+            g.files.truncate(left);
+            left -= g.files.len();
+            !g.files.is_empty()
+        });
+        for g in &mut out {
+            g.bytes = g
+                .files
+                .iter()
+                .map(|i| files[*i].file.file_size_in_bytes())
+                .sum();
         }
     }
     o.rewrite_job_order.sort(&mut out);
@@ -368,6 +396,24 @@ mod tests {
         assert_eq!(order(Some("files-desc")), vec![(3, 30), (2, 10), (1, 50)]);
         // Iceberg's spelling variants.
         assert_eq!(order(Some("BYTES_DESC")), vec![(1, 50), (3, 30), (2, 10)]);
+        // max-files-to-rewrite: groups in plan order, the last cut short, then the job order.
+        let capped = |n: &str, job: &str| -> Vec<(usize, u64)> {
+            let kv = [
+                ("rewrite-all", "true"),
+                ("max-files-to-rewrite", n),
+                ("rewrite-job-order", job),
+            ];
+            let o = RewriteOptions::parse(100, &opts(&kv)).unwrap();
+            plan_groups(&files, &o)
+                .iter()
+                .map(|g| (g.files.len(), g.bytes))
+                .collect()
+        };
+        assert_eq!(capped("2", "none"), vec![(2, 20)]);
+        assert_eq!(capped("4", "none"), vec![(3, 30), (1, 50)]);
+        assert_eq!(capped("5", "bytes-asc"), vec![(1, 5), (3, 30), (1, 50)]);
+        assert_eq!(capped("99", "none"), planned_order);
+        assert!(RewriteOptions::parse(100, &opts(&[("max-files-to-rewrite", "0")])).is_err());
         // Ties keep the planned order.
         let mut tied = vec![
             FileGroup {

@@ -84,6 +84,7 @@ impl DataWriter {
             spec: md.default_partition_spec().clone(),
             sort_order_id: sort.as_ref().map(|o| o.order_id as i32),
             sort,
+            zorder: None,
             props,
             data_path,
             storage: table.storage().clone(),
@@ -118,6 +119,40 @@ impl DataWriter {
             s.sort = order.filter(|o| !o.fields.is_empty()).map(Arc::new);
         }
         self
+    }
+
+    /// Orders each file's rows by the z-value of `columns` (top-level columns of the table;
+    /// numbers, dates, timestamps, strings, binary or booleans) instead of a sort order;
+    /// files record no sort order (before the first write).
+    pub fn with_zorder(mut self, columns: &[String], table: &Table) -> Result<Self> {
+        if let Some(s) = self.pending.as_mut() {
+            let arrow = crate::spec::arrow_schema(&s.schema)?;
+            let mut idx = Vec::with_capacity(columns.len());
+            for c in columns {
+                let i = arrow.index_of(c).map_err(|_| {
+                    Error::invalid(format!(
+                        "z-order column '{c}' is not a top-level column of table {}",
+                        table.name()
+                    ))
+                })?;
+                if !super::zorder::supported(arrow.field(i).data_type()) {
+                    return Err(Error::unsupported(format!(
+                        "z-order column '{c}' of table {} is {}: z-order takes numbers, dates, \
+                         timestamps, strings, binary and booleans",
+                        table.name(),
+                        arrow.field(i).data_type()
+                    )));
+                }
+                idx.push(i);
+            }
+            if idx.is_empty() {
+                return Err(Error::invalid("z-order needs at least one column"));
+            }
+            s.sort = None;
+            s.sort_order_id = None;
+            s.zorder = Some(Arc::new(idx));
+        }
+        Ok(self)
     }
 
     /// v3: also writes the row lineage columns `_row_id` and `_last_updated_sequence_number`

@@ -55,6 +55,8 @@ pub(super) struct Settings {
     pub sort: Option<Arc<SortOrder>>,
     /// The table sort order id files record (`None`: unsorted or an ad-hoc order).
     pub sort_order_id: Option<i32>,
+    /// Order rows by the z-value of these columns (indexes in the written schema) instead.
+    pub zorder: Option<Arc<Vec<usize>>>,
     pub props: TableProperties,
     pub builder: ParquetWriterBuilder,
     /// Columns written without a dictionary (see `high_cardinality_columns`).
@@ -188,7 +190,7 @@ pub(super) async fn run_lane(
     let mut lane_bytes = 0usize;
     // Small pieces are buffered per partition and written in larger runs (sorted first when
     // the table has a sort order).
-    let limit = if s.sort.is_some() {
+    let limit = if s.sort.is_some() || s.zorder.is_some() {
         SORT_BUFFER_ROWS
     } else {
         WRITE_BUFFER_ROWS
@@ -318,8 +320,16 @@ async fn flush_buffer(s: &Settings, ls: &mut LaneState, pw: &mut PartitionWriter
     if pieces.is_empty() {
         return Ok(());
     }
-    match s.sort.as_deref() {
-        Some(order) => {
+    match (s.sort.as_deref(), s.zorder.as_deref()) {
+        (None, Some(columns)) => {
+            let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
+            pieces.into_iter().for_each(|p| ls.pool.recycle(p));
+            let sorted = super::zorder::sort_by_zorder(&batch, columns)?;
+            ls.pool.recycle(batch);
+            write_rolling(s, ls, pw, &sorted).await?;
+            ls.pool.recycle(sorted);
+        }
+        (Some(order), _) => {
             let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
             pieces.into_iter().for_each(|p| ls.pool.recycle(p));
             let sorted = sort_batch(&batch, order, &s.schema)?;
@@ -328,7 +338,7 @@ async fn flush_buffer(s: &Settings, ls: &mut LaneState, pw: &mut PartitionWriter
             ls.pool.recycle(sorted);
         }
         // Unsorted: the pieces go to the writer as they are (no extra copy).
-        None => {
+        (None, None) => {
             for b in pieces {
                 write_rolling(s, ls, pw, &b).await?;
                 ls.pool.recycle(b);

@@ -10,8 +10,10 @@ mod lane;
 mod metrics;
 mod parquet_props;
 mod partition;
+mod zorder;
 
 pub use conform::Conformer;
 pub use data::DataWriter;
 pub(crate) use deletes::DeleteFileWriter;
 pub(crate) use partition::Partitioner;
+pub(crate) use zorder::supported as zorder_supported;

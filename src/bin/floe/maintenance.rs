@@ -31,12 +31,16 @@ pub struct RewriteDataFilesArgs {
     /// Commit the results (files written by --execute-task runs) as one replace snapshot.
     #[arg(long, value_name = "RESULT_FILE", num_args = 1..)]
     pub commit: Vec<String>,
-    /// binpack (default) or sort.
+    /// binpack (default), sort or zorder.
     #[arg(long, default_value = "binpack")]
     pub strategy: String,
-    /// Sort order for --strategy sort (default: the table's), e.g. "ts desc, id".
+    /// Sort order for --strategy sort (default: the table's), e.g. "ts desc, id"; or
+    /// "zorder(a, b)".
     #[arg(long)]
     pub sort_by: Option<String>,
+    /// Columns for --strategy zorder (comma-separated): rows ordered by their interleaved bits.
+    #[arg(long, value_delimiter = ',')]
+    pub zorder_by: Option<Vec<String>>,
     /// Spark procedure options, e.g. --option min-input-files=2 --option rewrite-all=true;
     /// also rewrite-job-order=none|bytes-asc|bytes-desc|files-asc|files-desc,
     /// output-spec-id=N (write with that partition spec), remove-dangling-deletes=true.
@@ -128,6 +132,7 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
         commit,
         strategy,
         sort_by,
+        zorder_by,
         options,
         branch,
         json,
@@ -159,6 +164,9 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
     options.insert("strategy".into(), strategy.clone());
     if let Some(s) = sort_by {
         options.insert("sort-order".into(), s.clone());
+    }
+    if let Some(cols) = zorder_by {
+        options.insert("zorder-by".into(), cols.join(","));
     }
     let read_json = |path: &str| -> Result<serde_json::Value> {
         let text = std::fs::read_to_string(path)

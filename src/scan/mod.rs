@@ -749,6 +749,7 @@ impl Scan {
         let list = self.table.manifest_list(&snap).await?;
         let partition_filters = PartitionFilters::new(bound.as_ref(), md.partition_specs_iter())?;
         let mut wanted = Vec::new();
+        let (mut data_manifests, mut pruned_manifests) = (0, 0);
         // A manifest with no added or existing entry lists only removed files.
         for mf in list
             .iter()
@@ -763,10 +764,12 @@ impl Scan {
                         mf.manifest_path, mf.partition_spec_id
                     ))
                 })?;
-            if mf.content == ManifestContentType::Data
-                && !partition_filters.manifest_may_match(&spec, &schema, mf)
-            {
-                continue;
+            if mf.content == ManifestContentType::Data {
+                data_manifests += 1;
+                if !partition_filters.manifest_may_match(&spec, &schema, mf) {
+                    pruned_manifests += 1;
+                    continue;
+                }
             }
             let first_row_id = (md.format_version() == crate::spec::FormatVersion::V3
                 && mf.content == ManifestContentType::Data)
@@ -788,7 +791,9 @@ impl Scan {
             .buffer_unordered(8)
             .try_collect()
             .await?;
-        let (files, stats) = plan_files(&manifests, bound.as_ref(), &partition_filters, &name)?;
+        let (files, mut stats) = plan_files(&manifests, bound.as_ref(), &partition_filters, &name)?;
+        stats.data_manifests = data_manifests;
+        stats.pruned_data_manifests = pruned_manifests;
         let deletes = vec![None; files.len()];
         let name_mapping: Option<Arc<NameMapping>> = md
             .properties()

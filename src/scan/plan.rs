@@ -73,6 +73,11 @@ pub struct PlannedFile {
 /// Counters of what planning skipped.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
 pub struct PlanStats {
+    /// Data manifests of the snapshot (with live files).
+    pub data_manifests: usize,
+    /// Of those, manifests skipped by their partition summaries (their files not counted
+    /// below).
+    pub pruned_data_manifests: usize,
     /// Live data files considered.
     pub data_files: usize,
     /// Files skipped by partition values.

@@ -617,3 +617,48 @@ async fn bloom_filters_skip_row_groups_without_the_value() {
         }
     );
 }
+
+/// `floe scan --explain --json` counts each pruning stage: manifests by their partition
+/// summaries, files, row groups; the rows returned are the scan's.
+#[test]
+fn explain_counts_each_pruning_stage() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.e",
+            "--schema",
+            "k int, id long",
+            "--partition-by",
+            "k",
+        ],
+    );
+    for k in 0..3 {
+        let csv = d.path().join(format!("{k}.csv"));
+        let rows: String = (0..50).map(|i| format!("{k},{}\n", k * 100 + i)).collect();
+        std::fs::write(&csv, format!("k,id\n{rows}")).unwrap();
+        ok(&wh, &["append", "db.e", csv.to_str().unwrap()]);
+    }
+    let v: serde_json::Value = serde_json::from_str(&ok(
+        &wh,
+        &[
+            "scan",
+            "db.e",
+            "--where",
+            "k = 1 AND id >= 140",
+            "--explain",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(v["data_manifests_count"], 3, "{v}");
+    assert_eq!(v["pruned_data_manifests_count"], 2, "{v}");
+    assert_eq!(v["read_data_files_count"], 1, "{v}");
+    assert_eq!(v["record_count"], 10, "{v}");
+    assert_eq!(v["row_groups_count"], 1, "{v}");
+    let text = ok(&wh, &["scan", "db.e", "--where", "k = 7", "--explain"]);
+    assert!(text.contains("data manifests: 3, 3 pruned"), "{text}");
+    assert!(text.contains("rows returned: 0"), "{text}");
+}

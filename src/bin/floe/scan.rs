@@ -230,6 +230,8 @@ async fn explain_scan(table: &floe::Table, scan: &Scan, json: bool) -> Result<()
         print_json(&json!({
             "table": table.name(),
             "snapshot_id": snapshot_id,
+            "data_manifests_count": stats.data_manifests,
+            "pruned_data_manifests_count": stats.pruned_data_manifests,
             "data_files_count": stats.data_files,
             "pruned_by_partition_data_files_count": stats.pruned_by_partition,
             "pruned_by_metrics_data_files_count": stats.pruned_by_metrics,
@@ -243,9 +245,11 @@ async fn explain_scan(table: &floe::Table, scan: &Scan, json: bool) -> Result<()
         }));
     } else {
         outln!(
-            "scan of {} at snapshot {}\n  data files: {} live, {} pruned by partition, {} by column metrics, {} read\n  delete files: {} live\n  row groups (filtered reads): {}, {} pruned ({} of them by bloom filters), {} read ({} bytes of the columns read)\n  rows returned: {rows}",
+            "scan of {} at snapshot {}\n  data manifests: {}, {} pruned by partition summaries\n  data files: {} live, {} pruned by partition, {} by column metrics, {} read\n  delete files: {} live\n  row groups (filtered reads): {}, {} pruned ({} of them by bloom filters), {} read ({} bytes of the columns read)\n  rows returned: {rows}",
             table.name(),
             snapshot_id.map_or("(none)".to_string(), |s| s.to_string()),
+            stats.data_manifests,
+            stats.pruned_data_manifests,
             stats.data_files,
             stats.pruned_by_partition,
             stats.pruned_by_metrics,

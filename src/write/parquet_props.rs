@@ -70,17 +70,19 @@ pub(super) fn high_cardinality_columns(sample: &RecordBatch) -> Vec<String> {
     out
 }
 
-/// The distinct values a bloom filter of false positive probability `fpp` is sized for so
-/// that it stays within `max_bytes` (a split-block filter needs -8·n / ln(1 - fpp^(1/8)) bits
-/// for n values; its size is rounded up to a power of two).
-fn bloom_ndv(fpp: f64, max_bytes: usize) -> u64 {
+/// The distinct values a bloom filter of false positive probability `fpp` is sized for: no
+/// more than a row group of `row_group_bytes` can hold (one per 8 bytes: an underestimate only
+/// raises the false positive rate), and few enough that the filter stays within `max_bytes`
+/// (a split-block filter needs -8·n / ln(1 - fpp^(1/8)) bits for n values; its size is rounded
+/// up to a power of two).
+fn bloom_ndv(fpp: f64, max_bytes: usize, row_group_bytes: usize) -> u64 {
     let bytes = if max_bytes.is_power_of_two() {
         max_bytes
     } else {
         (max_bytes.next_power_of_two() / 2).max(32)
     };
     let per_value_bytes = 1.0 / -(1.0 - fpp.powf(1.0 / 8.0)).ln();
-    ((bytes as f64 / per_value_bytes) as u64).max(1)
+    ((bytes as f64 / per_value_bytes) as u64).clamp(1, (row_group_bytes / 8).max(1) as u64)
 }
 
 /// Parquet writer properties from the table's `write.parquet.*` properties; `plain_columns`
@@ -134,7 +136,10 @@ pub(super) fn writer_properties_sized(
         b = b
             .set_column_bloom_filter_enabled(path.clone(), true)
             .set_column_bloom_filter_fpp(path.clone(), *fpp)
-            .set_column_bloom_filter_ndv(path, bloom_ndv(*fpp, p.bloom_filter_max_bytes));
+            .set_column_bloom_filter_ndv(
+                path,
+                bloom_ndv(*fpp, p.bloom_filter_max_bytes, row_group_bytes),
+            );
     }
     Ok(b.build())
 }

@@ -123,6 +123,9 @@ struct PartitionWriter {
     buffered_rows: usize,
     buffered_bytes: usize,
     files: Vec<DataFile>,
+    /// The open file holds rows of more than one sorted run: it is not sorted end to end, so
+    /// it records no sort order.
+    mixed_runs: bool,
 }
 
 impl PartitionWriter {
@@ -137,6 +140,7 @@ impl PartitionWriter {
             buffered_rows: 0,
             buffered_bytes: 0,
             files: Vec::new(),
+            mixed_runs: false,
         }
     }
 
@@ -330,6 +334,8 @@ async fn flush_buffer(s: &Settings, ls: &mut LaneState, pw: &mut PartitionWriter
             ls.pool.recycle(sorted);
         }
         (Some(order), _) => {
+            // A second run into an open file leaves it sorted only run by run.
+            pw.mixed_runs |= pw.current.is_some();
             let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
             pieces.into_iter().for_each(|p| ls.pool.recycle(p));
             let sorted = sort_batch(&batch, order, &s.schema)?;
@@ -442,6 +448,7 @@ async fn write_chunk(
         pw.current = Some(w);
         pw.current_path = path;
         pw.row_group_cap = cap;
+        pw.mixed_runs = false;
     }
     let Some(w) = pw.current.as_mut() else {
         return Err(Error::io("data file writer was not opened"));
@@ -471,7 +478,7 @@ async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
             Some(k) => fb.partition(k.data().clone()),
             None => fb.partition(iceberg::spec::Struct::empty()),
         };
-        if let Some(id) = s.sort_order_id {
+        if let Some(id) = s.sort_order_id.filter(|_| !pw.mixed_runs) {
             fb.sort_order_id(id);
         }
         let f = fb

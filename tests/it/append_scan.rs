@@ -662,3 +662,85 @@ fn explain_counts_each_pruning_stage() {
     assert!(text.contains("data manifests: 3, 3 pruned"), "{text}");
     assert!(text.contains("rows returned: 0"), "{text}");
 }
+
+/// A file that records the table's sort order is sorted end to end: when a writer's memory
+/// budget makes it write a partition's rows in several sorted runs into one file, that file
+/// records no sort order (it is sorted run by run only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_files_sorted_end_to_end_record_the_sort_order() {
+    use arrow::array::{AsArray, Int64Array, RecordBatch};
+    use rand::{Rng, SeedableRng};
+    let (_d, cat) = fs_catalog();
+    let schema = parse_schema("id long, v long").unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    c.sort_order = Some(parse_sort_order("id", &schema).unwrap());
+    let t = cat
+        .create_table(&parse_ident("db.runs").unwrap(), c)
+        .await
+        .unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    // A small budget (each run in its own file) and a partition of more rows than one run
+    // holds (1M: runs meet in one file).
+    for (budget, batches, batch_rows, expect_mixed) in [
+        (64usize << 10, 20, 5000, false),
+        (256 << 20, 22, 100_000, true),
+    ] {
+        let mut w = floe::write::DataWriter::with_lanes(&t, 1)
+            .unwrap()
+            .with_memory_budget(budget);
+        for _ in 0..batches {
+            let ids: Vec<i64> = (0..batch_rows)
+                .map(|_| rng.gen_range(0..1_000_000))
+                .collect();
+            let b = RecordBatch::try_from_iter([
+                (
+                    "id",
+                    std::sync::Arc::new(Int64Array::from(ids.clone())) as _,
+                ),
+                ("v", std::sync::Arc::new(Int64Array::from(ids)) as _),
+            ])
+            .unwrap();
+            w.write(b).await.unwrap();
+        }
+        let files = w.close().await.unwrap();
+        let mut unstamped = 0;
+        for f in &files {
+            let path = f.file_path().trim_start_matches("file://");
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                std::fs::File::open(path).unwrap(),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+            let mut ids = Vec::new();
+            for b in reader {
+                let b = b.unwrap();
+                ids.extend_from_slice(
+                    b.column(0)
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .values(),
+                );
+            }
+            let sorted = ids.windows(2).all(|w| w[0] <= w[1]);
+            match f.sort_order_id() {
+                Some(_) => assert!(sorted, "{path} records the sort order but is not sorted"),
+                None => unstamped += 1,
+            }
+        }
+        assert_eq!(
+            unstamped > 0,
+            expect_mixed,
+            "budget {budget}: {unstamped} of {}",
+            files.len()
+        );
+    }
+    // Files written by a sort rewrite of this table's small files are stamped and sorted.
+    let t = cat
+        .load_table(&parse_ident("db.runs").unwrap())
+        .await
+        .unwrap();
+    assert!(
+        t.current_snapshot().is_none(),
+        "nothing committed by the writer alone"
+    );
+}

@@ -185,6 +185,20 @@ fn changed_files(before: &ScanPlan, after: &ScanPlan) -> ChangedFiles {
     out
 }
 
+/// An error when snapshot `id` (the parent of a snapshot whose changes are read) was expired:
+/// what was live before that snapshot can no longer be told.
+fn expired_parent(table: &Table, id: i64) -> Result<()> {
+    if table.metadata().snapshot_by_id(id).is_some() {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "table {}: snapshot {id} was expired, so the changes of the snapshot after it cannot be \
+         computed; start the range at a snapshot that still exists (`floe snapshots {}`)",
+        table.name(),
+        table.name()
+    )))
+}
+
 /// The rows of the planned files `indexes`, with positions, by file path.
 async fn read_rows(
     scan: &Scan,
@@ -423,8 +437,8 @@ impl Changelog {
         id: Option<i64>,
     ) -> Result<(Scan, Arc<ScanPlan>)> {
         let scan = Scan::new(&self.table).in_current_schema();
-        let Some(id) = id.filter(|i| self.table.metadata().snapshot_by_id(*i).is_some()) else {
-            // No parent (or an expired one): nothing was live before.
+        let Some(id) = id else {
+            // No parent: nothing was live before.
             let mut empty = scan
                 .clone()
                 .snapshot(SnapshotSelector::Current)
@@ -433,6 +447,7 @@ impl Changelog {
             empty.retain(|_| false);
             return Ok((scan, Arc::new(empty)));
         };
+        expired_parent(&self.table, id)?;
         let scan = scan.snapshot(SnapshotSelector::Id(id));
         if let Some(p) = plans.get(&id) {
             return Ok((scan, p.clone()));
@@ -636,16 +651,18 @@ pub async fn appended_between(scan: &Scan, range: &ChangelogRange) -> Result<Vec
             .snapshot(SnapshotSelector::Id(s.snapshot_id()));
         let after = at.plan_without_deletes().await?;
         let before: std::collections::HashSet<String> = match s.parent_snapshot_id() {
-            Some(p) if table.metadata().snapshot_by_id(p).is_some() => at
-                .clone()
-                .snapshot(SnapshotSelector::Id(p))
-                .plan_without_deletes()
-                .await?
-                .files
-                .iter()
-                .map(|f| f.file.file_path().to_string())
-                .collect(),
-            _ => Default::default(),
+            Some(p) => {
+                expired_parent(&table, p)?;
+                at.clone()
+                    .snapshot(SnapshotSelector::Id(p))
+                    .plan_without_deletes()
+                    .await?
+                    .files
+                    .iter()
+                    .map(|f| f.file.file_path().to_string())
+                    .collect()
+            }
+            None => Default::default(),
         };
         let mut plan = after.ignoring_deletes();
         plan.retain(|f| !before.contains(f.file.file_path()));

@@ -628,4 +628,35 @@ fn changes_cli() {
         assert!(!out.status.success(), "{args:?}");
         assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
     }
+    // Once the first snapshots are expired, what was live before the oldest one left cannot
+    // be told: an error, not every row reported as inserted.
+    let future = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    ok(
+        wh,
+        &[
+            "expire-snapshots",
+            "db.c",
+            "--older-than",
+            &future,
+            "--retain-last",
+            "2",
+        ],
+    );
+    // The oldest snapshot left's parent is gone: an error naming it.
+    let out = floe(wh, &["changes", "db.c"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("was expired"), "{}", text(&out));
+    // The first snapshot is no longer in the history the range follows.
+    for a in [
+        vec!["changes", "db.c", "--from", first.as_str()],
+        vec!["scan", "db.c", "--from-snapshot", first.as_str(), "--count"],
+    ] {
+        let out = floe(wh, &a);
+        assert!(!out.status.success(), "{a:?}");
+        assert!(
+            text(&out).contains("not an ancestor"),
+            "{a:?}: {}",
+            text(&out)
+        );
+    }
 }

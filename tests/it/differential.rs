@@ -1172,7 +1172,16 @@ const SCAN_LAYOUTS: &[Layout] = &[
         version: FormatVersion::V3,
         partition: "",
         sort: "l",
-        props: &[("write.parquet.row-group-size-bytes", "16384")],
+        // Small row groups, some with bloom filters: `=` / `IN` predicates go through row
+        // group statistics and bloom filters.
+        props: &[
+            ("write.parquet.row-group-size-bytes", "16384"),
+            ("write.parquet.bloom-filter-enabled.column.i", "true"),
+            ("write.parquet.bloom-filter-enabled.column.l", "true"),
+            ("write.parquet.bloom-filter-enabled.column.s", "true"),
+            ("write.parquet.bloom-filter-enabled.column.dt", "true"),
+            ("write.parquet.bloom-filter-enabled.column.tz", "true"),
+        ],
     },
     Layout {
         name: "bucket_day_dec",

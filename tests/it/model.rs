@@ -425,6 +425,17 @@ fn gen_rewrite_options(rng: &mut StdRng) -> Vec<(&'static str, &'static str)> {
     );
     maybe(rng, 0.2, "remove-dangling-deletes", &["true", "false"]);
     maybe(rng, 0.1, "max-concurrent-file-group-rewrites", &["1", "3"]);
+    maybe(rng, 0.15, "max-files-to-rewrite", &["1", "3"]);
+    // Another layout of the rewritten rows: z-order (both spellings) or a sort order.
+    match rng.gen_range(0..10) {
+        0 => o.extend([("strategy", "zorder"), ("zorder-by", "k,id")]),
+        1 => o.extend([("strategy", "sort"), ("sort-order", "zorder(v, p)")]),
+        2 => o.extend([
+            ("strategy", "sort"),
+            ("sort-order", "k DESC NULLS LAST, id"),
+        ]),
+        _ => {}
+    }
     o
 }
 

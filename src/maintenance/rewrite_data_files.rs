@@ -191,26 +191,8 @@ pub async fn plan_rewrite(
         ("binpack", None) => None,
         ("sort", Some(text)) if zorder_columns(&text).is_some() => {
             let cols = zorder_columns(&text).unwrap_or_default();
-            let arrow = table.arrow_schema()?;
-            for c in &cols {
-                let f = arrow.field_with_name(c).map_err(|_| {
-                    ctx(table)(Error::invalid(format!(
-                        "z-order column '{c}' is not a top-level column of the table"
-                    )))
-                })?;
-                if !crate::write::zorder_supported(f.data_type()) {
-                    return Err(ctx(table)(Error::unsupported(format!(
-                        "z-order column '{c}' is {}: z-order takes numbers, dates, timestamps, \
-                         strings, binary and booleans",
-                        f.data_type()
-                    ))));
-                }
-            }
-            if cols.is_empty() {
-                return Err(ctx(table)(Error::invalid(
-                    "zorder() needs at least one column",
-                )));
-            }
+            crate::write::zorder_columns(table.arrow_schema()?.as_ref(), &cols, &table.name())
+                .map_err(ctx(table))?;
             Some(format!("zorder({})", cols.join(",")))
         }
         ("sort", Some(text)) => {

@@ -127,27 +127,7 @@ impl DataWriter {
     pub fn with_zorder(mut self, columns: &[String], table: &Table) -> Result<Self> {
         if let Some(s) = self.pending.as_mut() {
             let arrow = crate::spec::arrow_schema(&s.schema)?;
-            let mut idx = Vec::with_capacity(columns.len());
-            for c in columns {
-                let i = arrow.index_of(c).map_err(|_| {
-                    Error::invalid(format!(
-                        "z-order column '{c}' is not a top-level column of table {}",
-                        table.name()
-                    ))
-                })?;
-                if !super::zorder::supported(arrow.field(i).data_type()) {
-                    return Err(Error::unsupported(format!(
-                        "z-order column '{c}' of table {} is {}: z-order takes numbers, dates, \
-                         timestamps, strings, binary and booleans",
-                        table.name(),
-                        arrow.field(i).data_type()
-                    )));
-                }
-                idx.push(i);
-            }
-            if idx.is_empty() {
-                return Err(Error::invalid("z-order needs at least one column"));
-            }
+            let idx = super::zorder::zorder_columns(&arrow, columns, &table.name())?;
             s.sort = None;
             s.sort_order_id = None;
             s.zorder = Some(Arc::new(idx));

@@ -16,4 +16,4 @@ pub use conform::Conformer;
 pub use data::DataWriter;
 pub(crate) use deletes::DeleteFileWriter;
 pub(crate) use partition::Partitioner;
-pub(crate) use zorder::supported as zorder_supported;
+pub(crate) use zorder::zorder_columns;

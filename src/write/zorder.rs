@@ -15,8 +15,38 @@ use crate::error::{Error, Result};
 /// Bytes each column contributes (Java's `PRIMITIVE_BUFFER_SIZE`).
 const WIDTH: usize = 8;
 
+/// The indexes in `schema` of the z-order columns `columns` (top-level, of a type z-order
+/// takes), or an error naming the column and table `table`.
+pub(crate) fn zorder_columns(
+    schema: &arrow_schema::Schema,
+    columns: &[String],
+    table: &str,
+) -> Result<Vec<usize>> {
+    if columns.is_empty() {
+        return Err(Error::invalid("z-order needs at least one column"));
+    }
+    columns
+        .iter()
+        .map(|c| {
+            let i = schema.index_of(c).map_err(|_| {
+                Error::invalid(format!(
+                    "z-order column '{c}' is not a top-level column of table {table}"
+                ))
+            })?;
+            let t = schema.field(i).data_type();
+            if !supported(t) {
+                return Err(Error::unsupported(format!(
+                    "z-order column '{c}' of table {table} is {t}: z-order takes numbers, dates, \
+                     timestamps, strings, binary and booleans"
+                )));
+            }
+            Ok(i)
+        })
+        .collect()
+}
+
 /// Whether a column of type `t` can be z-ordered.
-pub(crate) fn supported(t: &DataType) -> bool {
+fn supported(t: &DataType) -> bool {
     matches!(
         t,
         DataType::Int32

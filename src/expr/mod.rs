@@ -20,7 +20,7 @@ pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
 pub(crate) use prune::{
     file_may_match, manifest_may_match, may_match, partition_matches, project_to_partition,
 };
-pub(crate) use row_groups::{bloom_may_match, bloom_proves_absent, row_group_metrics};
+pub(crate) use row_groups::{bloom_may_match, bloom_proves_absent, page_choice, row_group_metrics};
 pub use sql::{
     parse_assignments, parse_expr, parse_statement, Insert, MatchedAction, Merge, MergeClause,
     MergeSource, Statement, MAX_EXPR_DEPTH,

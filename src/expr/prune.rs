@@ -317,6 +317,30 @@ impl ColumnMetrics for DataFile {
     }
 }
 
+/// The field ids a bound predicate reads, added to `out`.
+pub(crate) fn field_ids(p: &BoundPredicate, out: &mut Vec<i32>) {
+    let mut add = |id: i32| {
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    };
+    match p {
+        BoundPredicate::AlwaysTrue | BoundPredicate::AlwaysFalse => {}
+        BoundPredicate::And(e) | BoundPredicate::Or(e) => {
+            let [a, b] = e.inputs();
+            field_ids(a, out);
+            field_ids(b, out);
+        }
+        BoundPredicate::Not(e) => {
+            let [a] = e.inputs();
+            field_ids(a, out);
+        }
+        BoundPredicate::Unary(u) => add(u.term().field().id),
+        BoundPredicate::Binary(b) => add(b.term().field().id),
+        BoundPredicate::Set(s) => add(s.term().field().id),
+    }
+}
+
 /// May `file` hold rows matching the bound predicate, judging by its column metrics?
 pub fn file_may_match(p: &BoundPredicate, file: &DataFile) -> bool {
     may_match(p, file)

@@ -20,6 +20,9 @@ struct ColumnStats {
     lower: Option<Datum>,
     upper: Option<Datum>,
     nulls: Option<u64>,
+    /// Values (nulls included) the statistics cover, when not the whole row group's rows
+    /// (a page's).
+    values: Option<u64>,
 }
 
 /// The column metrics of one row group, by field id.
@@ -34,7 +37,7 @@ impl ColumnMetrics for RowGroupMetrics {
         self.rows
     }
     fn value_count(&self, id: i32) -> Option<u64> {
-        self.columns.get(&id).map(|_| self.rows)
+        self.columns.get(&id).map(|c| c.values.unwrap_or(self.rows))
     }
     fn null_count(&self, id: i32) -> Option<u64> {
         self.columns.get(&id).and_then(|c| c.nulls)
@@ -60,11 +63,10 @@ struct Leaf {
     unsigned_order: bool,
 }
 
-/// The metrics of every row group of a file, for the top-level primitive columns of `schema`
-/// (matched by field id).
-pub fn row_group_metrics(meta: &ParquetMetaData, schema: &Schema) -> Vec<RowGroupMetrics> {
+/// The top-level primitive columns of the file that are fields of `schema` (by field id).
+fn leaves(meta: &ParquetMetaData, schema: &Schema) -> Vec<Leaf> {
     let descr = meta.file_metadata().schema_descr();
-    let leaves: Vec<Leaf> = (0..descr.num_columns())
+    (0..descr.num_columns())
         .filter_map(|i| {
             let col = descr.column(i);
             if col.path().parts().len() != 1 || col.max_rep_level() > 0 {
@@ -88,11 +90,192 @@ pub fn row_group_metrics(meta: &ParquetMetaData, schema: &Schema) -> Vec<RowGrou
                 unsigned_order,
             })
         })
-        .collect();
+        .collect()
+}
+
+/// The metrics of every row group of a file, for the top-level primitive columns of `schema`
+/// (matched by field id).
+pub fn row_group_metrics(meta: &ParquetMetaData, schema: &Schema) -> Vec<RowGroupMetrics> {
+    let leaves = leaves(meta, schema);
     meta.row_groups()
         .iter()
         .map(|rg| metrics_of(rg, &leaves))
         .collect()
+}
+
+/// The pages of one row group a predicate may need, judged by the column index (page
+/// statistics) of the columns it reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageChoice {
+    /// Row ranges `[start, end)` within the row group that may hold matching rows.
+    pub keep: Vec<(u64, u64)>,
+    /// Pages of the predicate's columns in the row group.
+    pub pages: usize,
+    /// Those of them with no row in `keep`.
+    pub pruned_pages: usize,
+}
+
+/// A column's pages: the first row of each, and their statistics.
+struct PageColumn<'a> {
+    leaf: &'a Leaf,
+    starts: Vec<u64>,
+    index: &'a parquet::file::page_index::column_index::ColumnIndexMetaData,
+}
+
+/// Which rows of row group `rg` may match `p`, judged page by page (`None`: no column `p`
+/// reads has a page index). The page boundaries of all those columns cut the row group into
+/// segments; a segment's metrics are, for each column, those of the page holding it (bounds
+/// of a superset of its rows, so the inclusive evaluation stays sound).
+pub fn page_choice(
+    meta: &ParquetMetaData,
+    rg: usize,
+    schema: &Schema,
+    p: &BoundPredicate,
+) -> Option<PageChoice> {
+    use parquet::file::page_index::column_index::ColumnIndexMetaData as C;
+    let (columns, offsets) = (meta.column_index()?.get(rg)?, meta.offset_index()?.get(rg)?);
+    let rows = meta.row_group(rg).num_rows().max(0) as u64;
+    let mut ids = Vec::new();
+    super::prune::field_ids(p, &mut ids);
+    let leaves = leaves(meta, schema);
+    let cols: Vec<PageColumn> = leaves
+        .iter()
+        .filter(|l| ids.contains(&l.field_id))
+        .filter_map(|leaf| {
+            let index = columns.get(leaf.index)?;
+            if matches!(index, C::NONE) {
+                return None;
+            }
+            let starts: Vec<u64> = offsets
+                .get(leaf.index)?
+                .page_locations()
+                .iter()
+                .map(|l| l.first_row_index.max(0) as u64)
+                .collect();
+            (starts.first() == Some(&0) && starts.len() as u64 == index.num_pages()).then_some(
+                PageColumn {
+                    leaf,
+                    starts,
+                    index,
+                },
+            )
+        })
+        .collect();
+    if cols.is_empty() || rows == 0 {
+        return None;
+    }
+    let mut cuts: Vec<u64> = cols.iter().flat_map(|c| c.starts.iter().copied()).collect();
+    cuts.push(rows);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut keep: Vec<(u64, u64)> = Vec::new();
+    for w in cuts.windows(2) {
+        let (start, end) = (w[0], w[1]);
+        let mut m = RowGroupMetrics {
+            rows: end - start,
+            columns: HashMap::new(),
+        };
+        for c in &cols {
+            let page = c.starts.partition_point(|s| *s <= start) - 1;
+            let page_end = c.starts.get(page + 1).copied().unwrap_or(rows);
+            if let Some(stats) = page_stats(c, page, page_end - c.starts[page]) {
+                m.columns.insert(c.leaf.field_id, stats);
+            }
+        }
+        if super::may_match(p, &m) {
+            match keep.last_mut() {
+                Some(k) if k.1 == start => k.1 = end,
+                _ => keep.push((start, end)),
+            }
+        }
+    }
+    let pages = cols.iter().map(|c| c.starts.len()).sum();
+    let pruned_pages = cols
+        .iter()
+        .map(|c| {
+            (0..c.starts.len())
+                .filter(|&i| {
+                    let (s, e) = (c.starts[i], c.starts.get(i + 1).copied().unwrap_or(rows));
+                    !keep.iter().any(|k| k.0 < e && s < k.1)
+                })
+                .count()
+        })
+        .sum();
+    Some(PageChoice {
+        keep,
+        pages,
+        pruned_pages,
+    })
+}
+
+/// Page `i` of a column as metrics (through the same conversion as row-group statistics).
+fn page_stats(c: &PageColumn, i: usize, values: u64) -> Option<ColumnStats> {
+    use parquet::data_type::{ByteArray, FixedLenByteArray};
+    use parquet::file::page_index::column_index::ColumnIndexMetaData as C;
+    let nulls = c.index.null_count(i).map(|n| n.max(0) as u64);
+    let stats = match c.index {
+        C::BOOLEAN(x) => Statistics::boolean(
+            x.min_value(i).copied(),
+            x.max_value(i).copied(),
+            None,
+            nulls,
+            false,
+        ),
+        C::INT32(x) => Statistics::int32(
+            x.min_value(i).copied(),
+            x.max_value(i).copied(),
+            None,
+            nulls,
+            false,
+        ),
+        C::INT64(x) => Statistics::int64(
+            x.min_value(i).copied(),
+            x.max_value(i).copied(),
+            None,
+            nulls,
+            false,
+        ),
+        C::FLOAT(x) => Statistics::float(
+            x.min_value(i).copied(),
+            x.max_value(i).copied(),
+            None,
+            nulls,
+            false,
+        ),
+        C::DOUBLE(x) => Statistics::double(
+            x.min_value(i).copied(),
+            x.max_value(i).copied(),
+            None,
+            nulls,
+            false,
+        ),
+        C::BYTE_ARRAY(x) => Statistics::byte_array(
+            x.min_value(i).map(|b| ByteArray::from(b.to_vec())),
+            x.max_value(i).map(|b| ByteArray::from(b.to_vec())),
+            None,
+            nulls,
+            false,
+        ),
+        C::FIXED_LEN_BYTE_ARRAY(x) => Statistics::fixed_len_byte_array(
+            x.min_value(i).map(|b| FixedLenByteArray::from(b.to_vec())),
+            x.max_value(i).map(|b| FixedLenByteArray::from(b.to_vec())),
+            None,
+            nulls,
+            false,
+        ),
+        _ => return None,
+    };
+    let (lower, upper) = if c.index.is_null_page(i) {
+        (None, None)
+    } else {
+        bounds(&stats, c.leaf).unwrap_or((None, None))
+    };
+    Some(ColumnStats {
+        lower,
+        upper,
+        nulls,
+        values: Some(values),
+    })
 }
 
 fn metrics_of(rg: &RowGroupMetaData, leaves: &[Leaf]) -> RowGroupMetrics {
@@ -112,6 +295,7 @@ fn metrics_of(rg: &RowGroupMetaData, leaves: &[Leaf]) -> RowGroupMetrics {
                 lower,
                 upper,
                 nulls,
+                values: None,
             },
         );
     }

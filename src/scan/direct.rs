@@ -1,16 +1,17 @@
-//! The direct read path: a local file whose columns carry the table's field ids with the
-//! table's types is decoded by the synchronous Parquet reader on a blocking thread (positioned
-//! reads, no per-batch schema transformation); deleted positions are skipped through a
-//! `RowSelection`. Anything else goes through the general reader.
+//! The direct read path: a data file whose columns carry field ids is decoded by arrow-rs's
+//! Parquet reader (a local file mapped and decoded on a blocking thread; a remote one read by
+//! byte ranges), its columns projected onto the table's schema by field id at every nesting
+//! level (`adapt`), row groups the filter rules out skipped, deleted positions skipped
+//! through a `RowSelection`. Files without field ids go to the general reader (name mapping).
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef as ArrowSchemaRef;
 use futures::StreamExt;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
-use parquet::arrow::{ProjectionMask, PARQUET_FIELD_ID_META_KEY};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
 use roaring::RoaringTreemap;
 
-use crate::arrow_layout::{relabel, same_layout};
+use super::adapt::{self, Adapt};
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
@@ -18,49 +19,80 @@ use crate::storage::Storage;
 /// without them reads as NULLs (inherited values), not as a schema mismatch.
 const RESERVED_FIELD_IDS: i32 = 2_147_483_000;
 
-/// Plans the direct read of a file: which file root column feeds each target column (`None`:
-/// a reserved metadata column the file lacks), or `None` when the file needs the general reader.
-fn roots_for(
-    file_schema: &arrow_schema::Schema,
-    target: &ArrowSchemaRef,
-) -> Option<Vec<Option<usize>>> {
-    let mut roots = Vec::with_capacity(target.fields().len());
-    for tf in target.fields() {
-        let id = tf.metadata().get(PARQUET_FIELD_ID_META_KEY)?;
-        let found = file_schema
-            .fields()
-            .iter()
-            .position(|ff| ff.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(id));
-        let reserved = id.parse::<i32>().is_ok_and(|i| i >= RESERVED_FIELD_IDS);
-        match found {
-            Some(i) if same_layout(file_schema.field(i).data_type(), tf.data_type()) => {
-                roots.push(Some(i))
-            }
-            None if reserved => roots.push(None),
-            _ => return None,
-        }
-    }
-    let mut sorted: Vec<usize> = roots.iter().flatten().copied().collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    (sorted.len() == roots.iter().flatten().count()).then_some(roots)
+/// Where a target column comes from in a file.
+#[derive(Debug)]
+enum Source {
+    /// The file's root column at this index, adapted.
+    Column(usize, Adapt),
+    /// The file lacks it: every row is this default (`None`: null, also for reserved metadata
+    /// columns, whose values are inherited).
+    Fill(Option<iceberg::spec::Literal>),
 }
 
-/// Reorders and relabels a decoded batch (file column order) into the target schema.
+/// Plans the direct read of a file: where each target column comes from, matched by field id
+/// at every nesting level, or `None` when the file needs the general reader (a file without
+/// field ids, read through a name mapping; a type change the spec does not allow).
+fn sources_for(
+    file_schema: &arrow_schema::Schema,
+    target: &ArrowSchemaRef,
+    schema: &iceberg::spec::Schema,
+) -> Option<Vec<Source>> {
+    let file_ids: Vec<Option<i32>> = file_schema
+        .fields()
+        .iter()
+        .map(|f| adapt::field_id(f))
+        .collect();
+    if file_ids.iter().all(Option::is_none) && !file_schema.fields().is_empty() {
+        return None;
+    }
+    let mut sources = Vec::with_capacity(target.fields().len());
+    for tf in target.fields() {
+        let id = adapt::field_id(tf)?;
+        let found = file_ids.iter().position(|f| *f == Some(id));
+        sources.push(match found {
+            Some(i) => Source::Column(
+                i,
+                adapt::plan(file_schema.field(i).data_type(), tf.data_type(), schema)?,
+            ),
+            None if id >= RESERVED_FIELD_IDS => Source::Fill(None),
+            None => Source::Fill(adapt::initial_default(schema, id)),
+        });
+    }
+    let mut roots: Vec<usize> = sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::Column(i, _) => Some(*i),
+            Source::Fill(_) => None,
+        })
+        .collect();
+    let n = roots.len();
+    roots.sort_unstable();
+    roots.dedup();
+    (roots.len() == n).then_some(sources)
+}
+
+/// Reorders and adapts a decoded batch (the projected file columns, in file order) into the
+/// target schema.
 fn shape(
     b: &RecordBatch,
-    order: &[Option<usize>],
+    sources: &[Source],
+    order: &[usize],
     target: &ArrowSchemaRef,
+    schema: &iceberg::spec::Schema,
     path: &str,
 ) -> Result<RecordBatch> {
-    let cols = order
+    let cols = sources
         .iter()
         .zip(target.fields())
-        .map(|(i, f)| match i {
-            Some(i) => relabel(b.column(*i), f.data_type()),
-            None => Ok(arrow_array::new_null_array(f.data_type(), b.num_rows())),
+        .map(|(s, f)| match s {
+            Source::Column(i, a) => {
+                let at = order.iter().position(|o| o == i).unwrap_or(0);
+                adapt::apply(b.column(at), a, f.data_type(), schema)
+            }
+            Source::Fill(d) => adapt::fill(d.as_ref(), schema, f, b.num_rows()),
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| e.context(format!("data file '{path}'")))?;
     let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
     RecordBatch::try_new_with_options(target.clone(), cols, &opts)
         .map_err(|e| Error::corrupt(format!("data file '{path}': {e}")))
@@ -77,31 +109,6 @@ fn map_file(file: &std::fs::File) -> Option<bytes::Bytes> {
     Some(bytes::Bytes::from_owner(map))
 }
 
-/// The rows of position ranges `read` (the row groups read, in order) that are not in
-/// `deleted`, as a selection over the rows of those ranges.
-pub(super) fn selection_in(read: &[(u64, u64)], deleted: &RoaringTreemap) -> RowSelection {
-    let mut out: Vec<RowSelector> = Vec::new();
-    let mut deleted = deleted.iter().peekable();
-    for &(start, end) in read {
-        while deleted.next_if(|p| *p < start).is_some() {}
-        let mut next = start;
-        while let Some(p) = deleted.next_if(|p| *p < end) {
-            if p > next {
-                out.push(RowSelector::select((p - next) as usize));
-            }
-            match out.last_mut() {
-                Some(s) if s.skip => s.row_count += 1,
-                _ => out.push(RowSelector::skip(1)),
-            }
-            next = p + 1;
-        }
-        if end > next {
-            out.push(RowSelector::select((end - next) as usize));
-        }
-    }
-    out.into()
-}
-
 /// Which row groups of a file are read.
 struct RowGroupChoice {
     /// Indexes of the row groups read.
@@ -110,13 +117,18 @@ struct RowGroupChoice {
     read: Vec<(u64, u64)>,
     /// The position ranges of the others.
     pruned: Vec<(u64, u64)>,
+    /// Position ranges inside the row groups read whose pages (of the filter's columns) the
+    /// page index rules out, ascending.
+    pages_pruned: Vec<(u64, u64)>,
 }
 
-/// The row groups of a file that may hold rows the filter keeps. Counts them (and the bytes
-/// of the projected columns read) in the filter's counters.
+/// The row groups of a file that may hold rows the filter keeps (statistics, then bloom
+/// filters when the file's bytes are at hand), and inside them the rows whose pages may (page
+/// index, when loaded). Counts them (and the bytes of the projected columns' pages read) in
+/// the filter's counters.
 fn prune_row_groups(
     meta: &parquet::file::metadata::ParquetMetaData,
-    data: &bytes::Bytes,
+    data: Option<&bytes::Bytes>,
     filter: &super::RowGroupFilter,
     roots: &[usize],
 ) -> RowGroupChoice {
@@ -133,8 +145,13 @@ fn prune_row_groups(
                 .then(|| (info.id(), (c, col.physical_type())))
         })
         .collect();
-    let (mut kept, mut read, mut pruned) = (Vec::new(), Vec::new(), Vec::new());
-    let mut by_bloom = 0;
+    let mut choice = RowGroupChoice {
+        kept: Vec::new(),
+        read: Vec::new(),
+        pruned: Vec::new(),
+        pages_pruned: Vec::new(),
+    };
+    let (mut by_bloom, mut pages, mut pruned_pages) = (0, 0, 0);
     let mut start = 0u64;
     let mut bytes = 0u64;
     for (i, rg) in meta.row_groups().iter().enumerate() {
@@ -146,6 +163,7 @@ fn prune_row_groups(
             Default::default();
         let mut absent = |id: i32, v: &iceberg::spec::Datum| -> Option<bool> {
             let &(c, physical) = leaves.get(&id)?;
+            let data = data?;
             let chunk = rg.column(c);
             chunk.bloom_filter_offset()?;
             let f = filters.entry(c).or_insert_with(|| {
@@ -160,22 +178,89 @@ fn prune_row_groups(
             by_bloom += usize::from(!b);
             b
         };
-        if may {
-            kept.push(i);
-            read.push((start, end));
+        let page = may
+            .then(|| crate::expr::page_choice(meta, i, &filter.schema, &filter.predicate))
+            .flatten();
+        if let Some(p) = &page {
+            pages += p.pages;
+            pruned_pages += p.pruned_pages;
+        }
+        let keep: Vec<(u64, u64)> = match &page {
+            Some(p) => p.keep.iter().map(|(s, e)| (start + s, start + e)).collect(),
+            None => vec![(start, end)],
+        };
+        if may && !keep.is_empty() {
+            choice.kept.push(i);
+            choice.read.push((start, end));
+            let mut next = start;
+            for &(s, e) in &keep {
+                if s > next {
+                    choice.pages_pruned.push((next, s));
+                }
+                next = e;
+            }
+            if end > next {
+                choice.pages_pruned.push((next, end));
+            }
             bytes += (0..rg.num_columns())
                 .filter(|&c| roots.contains(&descr.get_column_root_idx(c)))
-                .map(|c| rg.column(c).compressed_size().max(0) as u64)
+                .map(|c| column_bytes_read(meta, i, c, start, &keep))
                 .sum::<u64>();
         } else {
-            pruned.push((start, end));
+            choice.pruned.push((start, end));
         }
         start = end;
     }
-    filter
-        .counters
-        .add(meta.row_groups().len(), pruned.len(), by_bloom, bytes);
-    RowGroupChoice { kept, read, pruned }
+    filter.counters.add(
+        meta.row_groups().len(),
+        choice.pruned.len(),
+        by_bloom,
+        bytes,
+    );
+    filter.counters.add_pages(pages, pruned_pages);
+    choice
+}
+
+/// Compressed bytes of column `c` of row group `rg` (starting at position `start`) read for
+/// the position ranges `keep`: the pages overlapping them (and the dictionary page) when the
+/// offset index is loaded, else the whole column chunk.
+fn column_bytes_read(
+    meta: &parquet::file::metadata::ParquetMetaData,
+    rg: usize,
+    c: usize,
+    start: u64,
+    keep: &[(u64, u64)],
+) -> u64 {
+    let chunk = meta.row_group(rg).column(c);
+    let whole = chunk.compressed_size().max(0) as u64;
+    let Some(locations) = meta
+        .offset_index()
+        .and_then(|o| o.get(rg))
+        .and_then(|o| o.get(c))
+        .map(|o| o.page_locations())
+    else {
+        return whole;
+    };
+    let rows = meta.row_group(rg).num_rows().max(0) as u64;
+    let dictionary = match (chunk.dictionary_page_offset(), locations.first()) {
+        (Some(d), Some(first)) => (first.offset - d).max(0) as u64,
+        _ => 0,
+    };
+    let pages: u64 = locations
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| {
+            let s = start + l.first_row_index.max(0) as u64;
+            let e = start
+                + locations
+                    .get(i + 1)
+                    .map(|n| n.first_row_index.max(0) as u64)
+                    .unwrap_or(rows);
+            keep.iter().any(|k| k.0 < e && s < k.1)
+        })
+        .map(|(_, l)| l.compressed_page_size.max(0) as u64)
+        .sum();
+    (dictionary + pages).min(whole)
 }
 
 /// A direct read: its batches, and the position ranges of the row groups it left out.
@@ -184,24 +269,103 @@ pub(super) type DirectRead = (
     Vec<(u64, u64)>,
 );
 
+/// How a file is read, decided from its footer: the configured reader builder, where each
+/// target column comes from, the projected file columns in file order, and the position
+/// ranges of the row groups left out.
+struct Configured<T> {
+    builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
+    sources: Vec<Source>,
+    roots: Vec<usize>,
+    pruned: Vec<(u64, u64)>,
+}
+
+/// Configures a reader of the file (projection, row groups, deleted rows), or `None` when it
+/// needs the general reader. Bloom filters are checked only when the whole file is at hand.
+fn configure<T>(
+    builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
+    target: &ArrowSchemaRef,
+    schema: &iceberg::spec::Schema,
+    deleted: Option<RoaringTreemap>,
+    row_groups: Option<&super::RowGroupFilter>,
+    data: Option<&bytes::Bytes>,
+    batch_size: usize,
+) -> Option<Configured<T>> {
+    let sources = sources_for(builder.schema(), target, schema)?;
+    let mut roots: Vec<usize> = sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::Column(i, _) => Some(*i),
+            Source::Fill(_) => None,
+        })
+        .collect();
+    roots.sort_unstable();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+    let mut builder = builder;
+    let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
+    let mut read = vec![(0, rows)];
+    let (mut pruned, mut pages_pruned) = (Vec::new(), Vec::new());
+    if let Some(f) = row_groups {
+        let choice = prune_row_groups(builder.metadata(), data, f, &roots);
+        if !choice.pruned.is_empty() {
+            builder = builder.with_row_groups(choice.kept);
+            read = choice.read;
+            pruned = choice.pruned;
+        }
+        pages_pruned = choice.pages_pruned;
+    }
+    let deleted_runs = deleted.map(|d| super::ranges::runs(&d)).unwrap_or_default();
+    let absent = super::ranges::merge_ranges(deleted_runs, pages_pruned.clone());
+    if !absent.is_empty() {
+        builder = builder.with_row_selection(super::ranges::selection_in(&read, &absent));
+    }
+    let pruned = super::ranges::merge_ranges(pruned, pages_pruned);
+    Some(Configured {
+        builder: builder.with_projection(mask).with_batch_size(batch_size),
+        sources,
+        roots,
+        pruned,
+    })
+}
+
+/// Reader options: the page index is loaded when a filter can use it.
+fn reader_options(o: &DirectOptions) -> parquet::arrow::arrow_reader::ArrowReaderOptions {
+    use parquet::file::metadata::PageIndexPolicy;
+    let policy = match o.row_groups {
+        Some(_) => PageIndexPolicy::Optional,
+        None => PageIndexPolicy::Skip,
+    };
+    parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(policy)
+}
+
+/// What a file read needs to know besides the file.
+pub(super) struct DirectOptions {
+    /// The file's size (from its manifest entry), for reading the footer of a remote file.
+    pub file_size: u64,
+    pub target: ArrowSchemaRef,
+    /// The schema read with (the initial defaults of fields a file lacks).
+    pub schema: iceberg::spec::SchemaRef,
+    pub batch_size: usize,
+    /// Positions to skip undecoded.
+    pub deleted: Option<RoaringTreemap>,
+    /// Row groups that cannot hold a row the filter keeps are not read.
+    pub row_groups: Option<std::sync::Arc<super::RowGroupFilter>>,
+}
+
 /// A stream of `target`-shaped batches of the file without the `deleted` positions (and
 /// without the row groups `row_groups` rules out), or `None` when the file needs the general
-/// reader (not a local file, missing field ids, other types, schema evolution). Opening and
-/// decoding both run on a blocking thread.
+/// reader (a file without field ids, a type change the spec does not allow). A local file is
+/// mapped and decoded on a blocking thread; a remote one is read by ranges.
 pub(super) async fn open(
     storage: &Storage,
     path: &str,
-    target: &ArrowSchemaRef,
-    batch_size: usize,
-    deleted: Option<RoaringTreemap>,
-    row_groups: Option<std::sync::Arc<super::RowGroupFilter>>,
+    o: DirectOptions,
 ) -> Result<Option<DirectRead>> {
     let Some(local) = storage.local_file(path) else {
-        return Ok(None);
+        return open_remote(storage, path, o).await;
     };
     let pruned_ranges = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let pruned_out = pruned_ranges.clone();
-    let (target, p) = (target.clone(), path.to_string());
+    let p = path.to_string();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
     let opened = tokio::task::spawn_blocking(move || -> Result<bool> {
         let corrupt =
@@ -215,42 +379,28 @@ pub(super) async fn open(
                     .map_err(|e| Error::io(format!("data file '{p}' cannot be read: {e}")))?,
             ),
         };
-        let builder = ParquetRecordBatchReaderBuilder::try_new(data.clone()).map_err(corrupt)?;
-        let Some(roots) = roots_for(builder.schema(), &target) else {
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new_with_options(data.clone(), reader_options(&o))
+                .map_err(corrupt)?;
+        let Some(c) = configure(
+            builder,
+            &o.target,
+            &o.schema,
+            o.deleted,
+            o.row_groups.as_deref(),
+            Some(&data),
+            o.batch_size,
+        ) else {
             return Ok(false);
         };
-        let mut sorted: Vec<usize> = roots.iter().flatten().copied().collect();
-        sorted.sort_unstable();
-        let order: Vec<Option<usize>> = roots
-            .iter()
-            .map(|r| r.map(|r| sorted.iter().position(|s| *s == r).unwrap_or(0)))
-            .collect();
-        let mask = ProjectionMask::roots(builder.parquet_schema(), sorted.iter().copied());
-        let mut builder = builder;
-        let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
-        let mut read = vec![(0, rows)];
-        if let Some(f) = &row_groups {
-            let choice = prune_row_groups(builder.metadata(), &data, f, &sorted);
-            if !choice.pruned.is_empty() {
-                builder = builder.with_row_groups(choice.kept);
-                read = choice.read;
-                if let Ok(mut out) = pruned_ranges.lock() {
-                    *out = choice.pruned;
-                }
-            }
+        if let Ok(mut out) = pruned_ranges.lock() {
+            *out = c.pruned;
         }
-        if let Some(d) = deleted.filter(|d| !d.is_empty()) {
-            builder = builder.with_row_selection(selection_in(&read, &d));
-        }
-        let reader = builder
-            .with_projection(mask)
-            .with_batch_size(batch_size)
-            .build()
-            .map_err(corrupt)?;
+        let reader = c.builder.build().map_err(corrupt)?;
         for b in reader {
             let item = b
                 .map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))
-                .and_then(|b| shape(&b, &order, &target, &p));
+                .and_then(|b| shape(&b, &c.sources, &c.roots, &o.target, &o.schema, &p));
             let stop = item.is_err();
             if tx.blocking_send(item).is_err() || stop {
                 break;
@@ -286,4 +436,98 @@ pub(super) async fn open(
             Err(e) => Err(e),
         },
     }
+}
+
+/// A remote data file read by byte ranges through the table's storage.
+struct RangeReader {
+    storage: Storage,
+    path: String,
+    size: u64,
+}
+
+impl parquet::arrow::async_reader::AsyncFileReader for RangeReader {
+    fn get_bytes(
+        &mut self,
+        range: std::ops::Range<u64>,
+    ) -> futures::future::BoxFuture<'_, parquet::errors::Result<bytes::Bytes>> {
+        Box::pin(async move {
+            self.storage
+                .get_range(&self.path, range)
+                .await
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
+    ) -> futures::future::BoxFuture<
+        'a,
+        parquet::errors::Result<std::sync::Arc<parquet::file::metadata::ParquetMetaData>>,
+    > {
+        Box::pin(async move {
+            let size = self.size;
+            use parquet::file::metadata::PageIndexPolicy;
+            let (columns, offsets) = match options {
+                Some(o) => (o.column_index_policy(), o.offset_index_policy()),
+                None => (PageIndexPolicy::Skip, PageIndexPolicy::Skip),
+            };
+            let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+                .with_column_index_policy(columns)
+                .with_offset_index_policy(offsets)
+                .with_prefetch_hint(Some(FOOTER_PREFETCH))
+                .load_and_finish(self, size)
+                .await?;
+            Ok(std::sync::Arc::new(meta))
+        })
+    }
+}
+
+/// Bytes read from the end of a remote file in the first request (footer and metadata).
+const FOOTER_PREFETCH: usize = 64 * 1024;
+
+/// [`open`] for a file in an object store: the footer first, then the projected column
+/// chunks of the row groups kept, by ranges.
+async fn open_remote(
+    storage: &Storage,
+    path: &str,
+    o: DirectOptions,
+) -> Result<Option<DirectRead>> {
+    let corrupt =
+        |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{path}': {e}"));
+    let size = match o.file_size {
+        0 => storage.size(path).await?,
+        n => n,
+    };
+    let reader = RangeReader {
+        storage: storage.clone(),
+        path: path.to_string(),
+        size,
+    };
+    let builder = parquet::arrow::ParquetRecordBatchStreamBuilder::new_with_options(
+        reader,
+        reader_options(&o),
+    )
+    .await
+    .map_err(corrupt)?;
+    let Some(c) = configure(
+        builder,
+        &o.target,
+        &o.schema,
+        o.deleted,
+        o.row_groups.as_deref(),
+        None,
+        o.batch_size,
+    ) else {
+        return Ok(None);
+    };
+    let stream = c.builder.build().map_err(corrupt)?;
+    let (sources, roots, p) = (c.sources, c.roots, path.to_string());
+    let batches = stream
+        .map(move |b| {
+            b.map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))
+                .and_then(|b| shape(&b, &sources, &roots, &o.target, &o.schema, &p))
+        })
+        .boxed();
+    Ok(Some((batches, c.pruned)))
 }

@@ -1,5 +1,6 @@
 //! Scans: choose a snapshot, plan the files (pure, `plan`), read them to Arrow.
 
+mod adapt;
 mod changelog;
 mod compact;
 mod delete_index;
@@ -7,6 +8,7 @@ mod deletes;
 mod direct;
 mod metadata_tables;
 mod plan;
+mod ranges;
 mod read_file;
 
 use std::sync::Arc;
@@ -178,7 +180,15 @@ async fn plain_stream(
 ) -> Result<futures::stream::BoxStream<'static, Result<PositionedBatch>>> {
     let path = task.data_file_path.clone();
     if let Some(target) = direct_target {
-        if let Some((s, _)) = direct::open(storage, &path, target, batch_size, None, None)
+        let options = direct::DirectOptions {
+            file_size: task.file_size_in_bytes,
+            target: target.clone(),
+            schema: task.schema.clone(),
+            batch_size,
+            deleted: None,
+            row_groups: None,
+        };
+        if let Some((s, _)) = direct::open(storage, &path, options)
             .await
             .map_err(|e| e.context(format!("table {name}")))?
         {
@@ -301,6 +311,8 @@ pub struct ReadCounters {
     row_groups_pruned: std::sync::atomic::AtomicU64,
     row_groups_pruned_by_bloom: std::sync::atomic::AtomicU64,
     bytes: std::sync::atomic::AtomicU64,
+    pages: std::sync::atomic::AtomicU64,
+    pages_pruned: std::sync::atomic::AtomicU64,
 }
 
 /// What reading pruned below the file level, so far.
@@ -312,8 +324,13 @@ pub struct ReadStats {
     pub row_groups_pruned: u64,
     /// Of the row groups skipped, those that only their bloom filters ruled out.
     pub row_groups_pruned_by_bloom: u64,
-    /// Compressed bytes of the projected columns of the row groups read (filtered reads).
+    /// Compressed bytes of the projected columns of the row groups read (filtered reads):
+    /// the pages read where the page index is known, else whole column chunks.
     pub row_group_bytes_read: u64,
+    /// Pages of the filter's columns in the row groups read (files with a page index).
+    pub pages: u64,
+    /// Of those, pages the page index ruled out (no row of them is read).
+    pub pages_pruned: u64,
 }
 
 impl ReadCounters {
@@ -326,6 +343,12 @@ impl ReadCounters {
         self.bytes.fetch_add(bytes, Relaxed);
     }
 
+    fn add_pages(&self, pages: usize, pruned: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.pages.fetch_add(pages as u64, Relaxed);
+        self.pages_pruned.fetch_add(pruned as u64, Relaxed);
+    }
+
     /// The counts so far.
     pub fn stats(&self) -> ReadStats {
         use std::sync::atomic::Ordering::Relaxed;
@@ -334,6 +357,8 @@ impl ReadCounters {
             row_groups_pruned: self.row_groups_pruned.load(Relaxed),
             row_groups_pruned_by_bloom: self.row_groups_pruned_by_bloom.load(Relaxed),
             row_group_bytes_read: self.bytes.load(Relaxed),
+            pages: self.pages.load(Relaxed),
+            pages_pruned: self.pages_pruned.load(Relaxed),
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::spec::reserved::{LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID, ROW_ID_FIELD_
 
 use super::deletes::FileDeletes;
 use super::direct;
+use super::ranges::{merge_ranges, runs};
 use crate::error::{Error, Result};
 use crate::expr::BoundExpr;
 use crate::storage::Storage;
@@ -98,32 +99,6 @@ struct PositionCursor {
     /// before `next`.
     masked: Vec<u64>,
     seen: usize,
-}
-
-/// Runs of consecutive positions as `[start, end)` ranges.
-fn runs(d: &RoaringTreemap) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for p in d.iter() {
-        match out.last_mut() {
-            Some(r) if r.1 == p => r.1 += 1,
-            _ => out.push((p, p + 1)),
-        }
-    }
-    out
-}
-
-/// Merges two ascending lists of disjoint ranges.
-fn merge_ranges(a: Vec<(u64, u64)>, b: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    let mut all: Vec<(u64, u64)> = a.into_iter().chain(b).collect();
-    all.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
-    for r in all {
-        match out.last_mut() {
-            Some(l) if r.0 <= l.1 => l.1 = l.1.max(r.1),
-            _ => out.push(r),
-        }
-    }
-    out
 }
 
 impl PositionCursor {
@@ -303,10 +278,14 @@ impl FileRead {
         let direct = direct::open(
             &self.storage,
             &path,
-            &self.target,
-            self.batch_size,
-            skip.cloned(),
-            self.row_groups.clone(),
+            direct::DirectOptions {
+                file_size: self.task.file_size_in_bytes,
+                target: self.target.clone(),
+                schema: self.task.schema.clone(),
+                batch_size: self.batch_size,
+                deleted: skip.cloned(),
+                row_groups: self.row_groups.clone(),
+            },
         )
         .await
         .map_err(|e| e.context(format!("table {}", self.table)))?;
@@ -374,16 +353,5 @@ mod tests {
             k.unwrap().iter().map(|v| v.unwrap()).collect::<Vec<_>>(),
             vec![true, false, false, true]
         );
-        let sel = direct::selection_in(&[(0, 7)], &{
-            let mut d = RoaringTreemap::new();
-            d.extend([1u64, 2, 5]);
-            d
-        });
-        assert_eq!(sel.row_count(), 4);
-        // Over two ranges read (row groups [0, 4) and [8, 12)): deletes 2 and 9 skipped.
-        let mut d = RoaringTreemap::new();
-        d.extend([2u64, 5, 9]);
-        let sel = direct::selection_in(&[(0, 4), (8, 12)], &d);
-        assert_eq!((sel.row_count(), sel.skipped_row_count()), (6, 2));
     }
 }

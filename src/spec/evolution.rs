@@ -788,18 +788,10 @@ impl<'a> Work<'a> {
         }
         let parent: Vec<usize> = match parent_path {
             None => vec![],
-            Some(p) if self.md.snapshots().next().is_some() => {
-                return Err(Error::unsupported(format!(
-                    "table {}: ADD COLUMN '{path}': adding a field inside struct '{p}' of a table with data is not supported yet (floe's reader cannot fill a nested field that older files lack); add a top-level column",
-                    self.table
-                )))
-            }
             Some(p) => {
                 let f = self.find(p)?;
                 if !matches!(f.field.field_type.as_ref(), Type::Struct(_)) {
-                    return Err(self.invalid(format!(
-                        "ADD COLUMN '{path}': '{p}' is not a struct"
-                    )));
+                    return Err(self.invalid(format!("ADD COLUMN '{path}': '{p}' is not a struct")));
                 }
                 f.at
             }

@@ -93,6 +93,8 @@ pub struct TableProperties {
     pub parquet_row_group_size_bytes: u64,
     /// `write.parquet.page-size-bytes` (1 MiB).
     pub parquet_page_size_bytes: usize,
+    /// `write.parquet.page-row-limit` (20,000 rows, Java's default).
+    pub parquet_page_row_limit: usize,
     /// `write.parquet.dict-size-bytes` (2 MiB).
     pub parquet_dict_size_bytes: usize,
     /// `write.metadata.metrics.default` (truncate(16)).
@@ -239,6 +241,7 @@ impl TableProperties {
                 128 * 1024 * 1024,
             )?,
             parquet_page_size_bytes: num(p, "write.parquet.page-size-bytes", 1024 * 1024)?,
+            parquet_page_row_limit: num(p, "write.parquet.page-row-limit", 20_000)?.max(1),
             parquet_dict_size_bytes: num(p, "write.parquet.dict-size-bytes", 2 * 1024 * 1024)?,
             metrics_default: p
                 .get("write.metadata.metrics.default")

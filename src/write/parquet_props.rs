@@ -123,6 +123,9 @@ pub(super) fn writer_properties_sized(
         .set_max_row_group_bytes(Some(row_group_bytes))
         .set_max_row_group_row_count(None)
         .set_data_page_size_limit(p.parquet_page_size_bytes)
+        .set_data_page_row_count_limit(p.parquet_page_row_limit)
+        // The row limit is checked once per write batch.
+        .set_write_batch_size(p.parquet_page_row_limit.min(1024))
         .set_dictionary_page_size_limit(p.parquet_dict_size_bytes);
     for c in plain_columns {
         b = b.set_column_dictionary_enabled(

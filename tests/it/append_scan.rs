@@ -500,6 +500,153 @@ async fn row_groups_pruned_by_statistics_are_not_read() {
     );
 }
 
+/// The page index (column index + offset index, written by default) narrows a filtered read
+/// to the pages that may match: on a file of sorted ids in pages of 100 rows a point lookup
+/// reads one page of the id column and a fraction of the bytes; positions stay right around
+/// skipped pages when deletes (scattered and in runs) are applied, and an UPDATE through a
+/// filtered read rewrites only what it must.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_ruled_out_by_the_page_index_are_not_read() {
+    use arrow::array::{AsArray, Int64Array, RecordBatch, StringArray};
+    let (_d, cat) = fs_catalog();
+    let schema = floe::spec::parse_schema("id long not null, v string").unwrap();
+    let mut c = floe::TableCreation::new(schema);
+    c.properties.extend([
+        (
+            "write.parquet.page-row-limit".to_string(),
+            "100".to_string(),
+        ),
+        ("write.delete.mode".to_string(), "merge-on-read".to_string()),
+        ("write.update.mode".to_string(), "merge-on-read".to_string()),
+    ]);
+    let ident = parse_ident("db.pages").unwrap();
+    let t = cat.create_table(&ident, c).await.unwrap();
+    let ids: Vec<i64> = (0..20_000).collect();
+    let batch = RecordBatch::try_from_iter([
+        (
+            "id",
+            std::sync::Arc::new(Int64Array::from(ids.clone())) as _,
+        ),
+        (
+            "v",
+            std::sync::Arc::new(StringArray::from_iter_values(
+                ids.iter().map(|i| format!("v{:05}", i / 10)),
+            )) as _,
+        ),
+    ])
+    .unwrap();
+    let t = floe::txn::append(&cat, &t, [Ok(batch)])
+        .await
+        .unwrap()
+        .table;
+    let run = |t: floe::Table, filter: String| async move {
+        let scan = Scan::new(&t).filter(floe::expr::parse_expr(&filter).unwrap());
+        let plan = scan.plan().await.unwrap();
+        let counters = plan.read_counters();
+        let rows: Vec<RecordBatch> = futures::TryStreamExt::try_collect(scan.read(plan).unwrap())
+            .await
+            .unwrap();
+        let mut got: Vec<(i64, String)> = rows
+            .iter()
+            .flat_map(|b| {
+                let id = b
+                    .column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .clone();
+                let v = b.column(1).as_string::<i32>().clone();
+                (0..b.num_rows())
+                    .map(|r| (id.value(r), v.value(r).to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        got.sort();
+        (got, counters.stats())
+    };
+    let row = |i: i64| (i, format!("v{:05}", i / 10));
+    let (got, point) = run(t.clone(), "id = 12345".into()).await;
+    assert_eq!(got, [row(12345)]);
+    assert_eq!(
+        (point.row_groups, point.row_groups_pruned),
+        (1, 0),
+        "{point:?}"
+    );
+    assert_eq!(point.pages, 200, "{point:?}");
+    assert_eq!(point.pages - point.pages_pruned, 1, "{point:?}");
+    let (got, all) = run(t.clone(), "id >= 0".into()).await;
+    assert_eq!(got.len(), 20_000);
+    assert_eq!(all.pages_pruned, 0, "{all:?}");
+    assert!(
+        point.row_group_bytes_read * 20 < all.row_group_bytes_read,
+        "{point:?} vs {all:?}"
+    );
+    // Two columns, ranges across page boundaries, OR and NOT.
+    for (filter, want) in [
+        (
+            "id BETWEEN 3050 AND 3149",
+            (3050..3150).collect::<Vec<i64>>(),
+        ),
+        (
+            "v = 'v01234' OR id > 19990",
+            (12340..12350).chain(19991..20000).collect(),
+        ),
+        ("NOT (id >= 100)", (0..100).collect()),
+    ] {
+        let (got, stats) = run(t.clone(), filter.into()).await;
+        assert_eq!(
+            got,
+            want.iter().map(|i| row(*i)).collect::<Vec<_>>(),
+            "{filter}"
+        );
+        assert!(stats.pages_pruned > 0, "{filter}: {stats:?}");
+    }
+    // Deletes: scattered (masked after decoding) and a long run (skipped undecoded), around
+    // skipped pages.
+    floe::dml::execute(&cat, "DELETE FROM db.pages WHERE id % 7 = 0", None)
+        .await
+        .unwrap();
+    floe::dml::execute(
+        &cat,
+        "DELETE FROM db.pages WHERE id BETWEEN 5000 AND 9999",
+        None,
+    )
+    .await
+    .unwrap();
+    let live = |i: &i64| i % 7 != 0 && !(5000..10000).contains(i);
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(18);
+    for _ in 0..25 {
+        let (a, n) = (
+            rand::Rng::gen_range(&mut rng, 0..20_000i64),
+            rand::Rng::gen_range(&mut rng, 0..700i64),
+        );
+        let t = cat.load_table(&ident).await.unwrap();
+        let (got, _) = run(t, format!("id BETWEEN {a} AND {}", a + n)).await;
+        let want: Vec<_> = (a..=(a + n).min(19_999)).filter(live).map(row).collect();
+        assert_eq!(got, want, "id BETWEEN {a} AND {}", a + n);
+    }
+    // An UPDATE whose rows are found through the page index writes its deletes at the right
+    // positions.
+    floe::dml::execute(&cat, "UPDATE db.pages SET v = 'x' WHERE id = 15001", None)
+        .await
+        .unwrap();
+    let t = cat.load_table(&ident).await.unwrap();
+    let (got, _) = run(t.clone(), "id BETWEEN 14990 AND 15010".into()).await;
+    let want: Vec<_> = (14990..=15010)
+        .filter(live)
+        .map(|i| {
+            if i == 15001 {
+                (i, "x".to_string())
+            } else {
+                row(i)
+            }
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        Scan::new(&t).count().await.unwrap() as usize,
+        ids.iter().filter(|i| live(i)).count()
+    );
+}
+
 /// Bloom filters (`write.parquet.bloom-filter-enabled.column.<col>`, Java's properties) are
 /// written and checked for `=` and `IN` before a row group is read: on shuffled keys (the
 /// statistics prune nothing) a lookup of an absent key skips the row groups, a present one is

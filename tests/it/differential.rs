@@ -1172,10 +1172,11 @@ const SCAN_LAYOUTS: &[Layout] = &[
         version: FormatVersion::V3,
         partition: "",
         sort: "l",
-        // Small row groups, some with bloom filters: `=` / `IN` predicates go through row
-        // group statistics and bloom filters.
+        // Small row groups of small pages, some with bloom filters: predicates go through
+        // row group statistics, bloom filters (`=` / `IN`) and the page index.
         props: &[
             ("write.parquet.row-group-size-bytes", "16384"),
+            ("write.parquet.page-row-limit", "64"),
             ("write.parquet.bloom-filter-enabled.column.i", "true"),
             ("write.parquet.bloom-filter-enabled.column.l", "true"),
             ("write.parquet.bloom-filter-enabled.column.s", "true"),
@@ -1531,6 +1532,7 @@ async fn predicates_agree_with_duckdb_and_spark() {
             ("write.delete.mode", *mode),
             ("write.update.mode", *mode),
             ("write.parquet.row-group-size-bytes", "32768"),
+            ("write.parquet.page-row-limit", "100"),
         ];
         let t = make_table(&cat, name, *version, partition, "", &props, &data).await;
         bases.push((name, *version, t));

@@ -10,6 +10,7 @@ mod common;
 mod differential;
 mod dml;
 mod evolution;
+mod evolution_nested;
 mod files;
 mod fixture_maintenance;
 mod fixtures;

@@ -532,6 +532,41 @@ fn bad_wap_input_is_refused_and_commits_nothing() {
     let out = ok(&["scan", "db.t", "--count", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["record_count"], 6, "{out}");
+    // `floe sql --wap-id` (Spark's spark.wap.id): staged, main unchanged until picked.
+    let count = |args: &[&str]| -> i64 {
+        let v: serde_json::Value = serde_json::from_str(&ok(args)).unwrap();
+        v["record_count"].as_i64().unwrap()
+    };
+    let before = metadata_of(wh, "db.t");
+    let out = ok(&[
+        "sql",
+        "DELETE FROM db.t WHERE v = 20",
+        "--wap-id",
+        "sql-1",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let staged = v["snapshot_id"].as_i64().unwrap().to_string();
+    assert_eq!(count(&["scan", "db.t", "--count", "--json"]), 6);
+    assert_eq!(
+        count(&["scan", "db.t", "--snapshot", &staged, "--count", "--json"]),
+        3
+    );
+    let out = ok(&["cherrypick", "db.t", &staged, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["published_wap_id"], "sql-1", "{out}");
+    assert_eq!(count(&["scan", "db.t", "--count", "--json"]), 3);
+    assert_ne!(metadata_of(wh, "db.t"), before);
+    // Without the property: refused, nothing written.
+    ok(&["alter", "db.t", "--set", "write.wap.enabled=false"]);
+    let before = metadata_of(wh, "db.t");
+    let (code, _, err) = run(
+        wh,
+        &["sql", "DELETE FROM db.t WHERE v = 10", "--wap-id", "sql-2"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("write.wap.enabled"), "{err}");
+    assert_eq!(metadata_of(wh, "db.t"), before);
 }
 
 /// Rows of `table` at ref `r` (`None`: main) through the CLI, sorted, as (id, v) text pairs.

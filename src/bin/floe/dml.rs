@@ -88,6 +88,10 @@ pub struct SqlArgs {
     /// The statement, e.g. "MERGE INTO db.t t USING 'updates.csv' s ON t.id = s.id
     /// WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *".
     pub statement: String,
+    /// Stage the DELETE/UPDATE/MERGE snapshot for write-audit-publish with this WAP id
+    /// (Spark's `spark.wap.id`); needs write.wap.enabled=true.
+    #[arg(long)]
+    pub wap_id: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -181,7 +185,7 @@ pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
         },
         _ => None,
     };
-    run_dml(cli, &a.statement, rows, None, a.json).await
+    run_dml(cli, &a.statement, rows, a.wap_id.as_deref(), a.json).await
 }
 
 /// Reads a MERGE source file whole (CSV columns typed by the target's columns of that name).

@@ -240,12 +240,14 @@ async fn explain_scan(table: &floe::Table, scan: &Scan, json: bool) -> Result<()
             "row_groups_count": r.row_groups,
             "pruned_row_groups_count": r.row_groups_pruned,
             "pruned_by_bloom_row_groups_count": r.row_groups_pruned_by_bloom,
+            "pages_count": r.pages,
+            "pruned_pages_count": r.pages_pruned,
             "read_bytes_count": r.row_group_bytes_read,
             "record_count": rows,
         }));
     } else {
         outln!(
-            "scan of {} at snapshot {}\n  data manifests: {}, {} pruned by partition summaries\n  data files: {} live, {} pruned by partition, {} by column metrics, {} read\n  delete files: {} live\n  row groups (filtered reads): {}, {} pruned ({} of them by bloom filters), {} read ({} bytes of the columns read)\n  rows returned: {rows}",
+            "scan of {} at snapshot {}\n  data manifests: {}, {} pruned by partition summaries\n  data files: {} live, {} pruned by partition, {} by column metrics, {} read\n  delete files: {} live\n  row groups (filtered reads): {}, {} pruned ({} of them by bloom filters), {} read ({} bytes of the columns read)\n  pages of the filter's columns: {}, {} pruned by the page index\n  rows returned: {rows}",
             table.name(),
             snapshot_id.map_or("(none)".to_string(), |s| s.to_string()),
             stats.data_manifests,
@@ -259,7 +261,9 @@ async fn explain_scan(table: &floe::Table, scan: &Scan, json: bool) -> Result<()
             r.row_groups_pruned,
             r.row_groups_pruned_by_bloom,
             r.row_groups - r.row_groups_pruned,
-            r.row_group_bytes_read
+            r.row_group_bytes_read,
+            r.pages,
+            r.pages_pruned
         );
     }
     Ok(())

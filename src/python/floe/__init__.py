@@ -21,6 +21,7 @@ conditions and ``update`` expressions are SQL (the CLI's ``--where`` syntax).
 from __future__ import annotations
 
 import datetime as _dt
+import os as _os
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
@@ -413,6 +414,8 @@ def load_catalog(
             f"unknown catalog properties {sorted(properties)}; floe takes uri= and warehouse= "
             "(S3 settings come from AWS_* environment variables)"
         )
+    if warehouse and "://" not in warehouse:
+        warehouse = _os.path.abspath(warehouse)  # tasks on other workers open the same one
     return Catalog(_floe.Catalog(uri, warehouse, name, create))
 
 

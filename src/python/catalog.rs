@@ -107,12 +107,15 @@ impl Catalog {
         let schema = match (schema, arrow_schema) {
             (Some(ddl), None) => parse_schema(&ddl).map_err(to_py)?,
             (None, Some(s)) => {
-                let s = <arrow_schema::Schema as arrow_pyarrow::FromPyArrow>::from_pyarrow_bound(
-                    &s,
-                )?;
+                let s =
+                    <arrow_schema::Schema as arrow_pyarrow::FromPyArrow>::from_pyarrow_bound(&s)?;
                 floe::spec::schema_from_arrow(&s).map_err(to_py)?
             }
-            _ => return Err(to_py(invalid("give schema= (a pyarrow schema or DDL text)"))),
+            _ => {
+                return Err(to_py(invalid(
+                    "give schema= (a pyarrow schema or DDL text)",
+                )))
+            }
         };
         let mut c = TableCreation::new(schema.clone());
         if let Some(p) = partition_by {
@@ -164,7 +167,10 @@ impl Catalog {
     /// Creates a namespace.
     fn create_namespace(&self, py: Python<'_>, namespace: String) -> PyResult<()> {
         let cat = self.inner.clone();
-        run(py, async move { cat.create_namespace(&namespace, &[]).await })
+        run(
+            py,
+            async move { cat.create_namespace(&namespace, &[]).await },
+        )
     }
 
     /// Drops an empty namespace.
@@ -174,11 +180,7 @@ impl Catalog {
     }
 
     /// The tables of a namespace, as `ns.table` names.
-    fn list_tables<'py>(
-        &self,
-        py: Python<'py>,
-        namespace: String,
-    ) -> PyResult<Bound<'py, PyList>> {
+    fn list_tables<'py>(&self, py: Python<'py>, namespace: String) -> PyResult<Bound<'py, PyList>> {
         let cat = self.inner.clone();
         let ids = run(py, async move { cat.list_tables(&namespace).await })?;
         let names: Vec<String> = ids.iter().map(floe::table::ident_name).collect();

@@ -31,13 +31,19 @@ fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "AlreadyExistsError",
         py.get_type::<runtime::AlreadyExistsError>(),
     )?;
-    m.add("InvalidInputError", py.get_type::<runtime::InvalidInputError>())?;
+    m.add(
+        "InvalidInputError",
+        py.get_type::<runtime::InvalidInputError>(),
+    )?;
     m.add(
         "CommitStateUnknownError",
         py.get_type::<runtime::CommitStateUnknownError>(),
     )?;
     m.add("CorruptError", py.get_type::<runtime::CorruptError>())?;
-    m.add("UnsupportedError", py.get_type::<runtime::UnsupportedError>())?;
+    m.add(
+        "UnsupportedError",
+        py.get_type::<runtime::UnsupportedError>(),
+    )?;
     m.add("StorageError", py.get_type::<runtime::StorageError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -119,7 +119,9 @@ where
     let mut handle = rt.spawn(fut);
     loop {
         let done = py.detach(|| {
-            rt.block_on(async { tokio::time::timeout(Duration::from_millis(50), &mut handle).await })
+            rt.block_on(async {
+                tokio::time::timeout(Duration::from_millis(50), &mut handle).await
+            })
         });
         match done {
             Ok(Ok(r)) => return r.map_err(to_py),
@@ -175,8 +177,10 @@ pub fn to_pyarrow_table<'py>(
     schema: SchemaRef,
     batches: Vec<RecordBatch>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let reader: Box<dyn RecordBatchReader + Send> =
-        Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema));
+    let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(
+        batches.into_iter().map(Ok),
+        schema,
+    ));
     reader.into_pyarrow(py)?.call_method0("read_all")
 }
 

@@ -281,7 +281,10 @@ impl Table {
         let name = table.name();
         let cat = self.cat();
         let started = Instant::now();
-        let r = run(py, async move { floe::txn::append(&cat, &table, batches).await })?;
+        let r = run(
+            py,
+            async move { floe::txn::append(&cat, &table, batches).await },
+        )?;
         let v = report::append(&name, &r, started);
         if branch.is_none() && wap_id.is_none() {
             self.set(r.table);
@@ -343,7 +346,15 @@ impl Table {
         for b in batches {
             changes.push("the input", b.map_err(to_py)?);
         }
-        self.upsert_changes(py, changes, sink_id, checkpoint, evolve_schema, branch, wap_id)
+        self.upsert_changes(
+            py,
+            changes,
+            sink_id,
+            checkpoint,
+            evolve_schema,
+            branch,
+            wap_id,
+        )
     }
 
     /// Stages `data` as uncommitted data files (a distributed writer's task); returns the
@@ -516,7 +527,11 @@ impl Table {
                     )
                 })
                 .collect();
-            Ok((plan.snapshot.as_ref().map(|s| s.snapshot_id()), schema, files))
+            Ok((
+                plan.snapshot.as_ref().map(|s| s.snapshot_id()),
+                schema,
+                files,
+            ))
         })?;
         let mut groups: Vec<serde_json::Value> = Vec::new();
         let (mut cur, mut rows, mut bytes) = (Vec::new(), 0u64, 0u64);
@@ -572,8 +587,7 @@ impl Table {
         let name = self.target(None);
         let pred = match &r#where {
             Some(f) => Some(
-                floe::expr::file_selection(f, table.metadata().current_schema())
-                    .map_err(to_py)?,
+                floe::expr::file_selection(f, table.metadata().current_schema()).map_err(to_py)?,
             ),
             None => None,
         };
@@ -601,8 +615,7 @@ impl Table {
         let table = self.get();
         let pred = match &r#where {
             Some(f) => Some(
-                floe::expr::file_selection(f, table.metadata().current_schema())
-                    .map_err(to_py)?,
+                floe::expr::file_selection(f, table.metadata().current_schema()).map_err(to_py)?,
             ),
             None => None,
         };
@@ -623,8 +636,8 @@ impl Table {
     /// Runs one task (group) of a plan: the JSON of its
     /// [`floe::maintenance::TaskResult`] (the CLI's `--execute-task`).
     fn execute_rewrite_task(&self, py: Python<'_>, plan: String, group: usize) -> PyResult<String> {
-        let plan: floe::maintenance::RewritePlan =
-            serde_json::from_str(&plan).map_err(|e| to_py(invalid(format!("rewrite plan: {e}"))))?;
+        let plan: floe::maintenance::RewritePlan = serde_json::from_str(&plan)
+            .map_err(|e| to_py(invalid(format!("rewrite plan: {e}"))))?;
         let cat = self.cat();
         let r = run(py, async move {
             let task = plan
@@ -806,7 +819,9 @@ impl Table {
                 floe::txn::clone_table(&cat, &source, &sel, &target, replace).await
             };
             r.map_err(|e| match e.kind() {
-                floe::ErrorKind::AlreadyExists => e.with_hint("pass replace=True to publish onto it"),
+                floe::ErrorKind::AlreadyExists => {
+                    e.with_hint("pass replace=True to publish onto it")
+                }
                 _ => e,
             })
         })?;
@@ -839,7 +854,11 @@ impl Table {
                 .map_err(to_py)?;
         let mut o = floe::ingest::IngestOptions::new(key, version);
         o.strategy = strategy.parse().map_err(to_py)?;
-        o.publish = publish.as_deref().map(parse_ident).transpose().map_err(to_py)?;
+        o.publish = publish
+            .as_deref()
+            .map(parse_ident)
+            .transpose()
+            .map_err(to_py)?;
         o.retain_days = retain_days;
         o.memory_budget_bytes = memory_budget_bytes;
         let name = self.target(None);

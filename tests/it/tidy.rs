@@ -231,12 +231,17 @@ fn library_files(src: &Path) -> Vec<PathBuf> {
 #[test]
 fn the_python_binding_is_a_crate_over_the_public_api() {
     let root = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
-    assert!(root.contains("members = [\".\", \"src/python\"]"), "src/python is not a workspace member");
+    assert!(
+        root.contains("members = [\".\", \"src/python\"]"),
+        "src/python is not a workspace member"
+    );
     let binding = std::fs::read_to_string(repo().join("src/python/Cargo.toml")).unwrap();
-    assert!(binding.contains("floe = { path = \"../..\" }"), "src/python does not depend on floe by path");
+    assert!(
+        binding.contains("floe = { path = \"../..\" }"),
+        "src/python does not depend on floe by path"
+    );
     assert!(binding.contains("crate-type = [\"cdylib\"]"));
 }
-
 
 #[test]
 fn imports_follow_the_layer_map() {

@@ -7,6 +7,7 @@
 #   FLOE_PEERS_NO_SPARK=1 bash tools/test.sh   # skip Spark (faster local runs)
 #   FLOE_NO_POSTGRES=1 bash tools/test.sh      # skip the PostgreSQL catalog tests
 #   FLOE_NO_S3=1 bash tools/test.sh            # no S3 server, S3 tests skipped (explicit only)
+#   FLOE_NO_PYTHON=1 bash tools/test.sh        # skip the Python package's wheel and pytest
 #
 # Servers: a private PostgreSQL (tools/servers/postgres.sh) and a private SeaweedFS S3
 # server (tools/servers/seaweedfs.sh, pinned, installed under ~/.cache/floe/servers) are
@@ -84,3 +85,13 @@ fi
 
 echo "== cargo test"
 cargo test -- --test-threads "${FLOE_TEST_THREADS:-2}"
+
+# The Python package (src/python): its wheel (dev profile, same target directory, so the
+# library compiled above is reused), pinned pytest / pyarrow / polars / Ray / pyiceberg in a
+# cached venv, and the pytest suite tests/python.
+if [ "${FLOE_NO_PYTHON:-0}" = "1" ]; then
+  echo "== python: skipped (FLOE_NO_PYTHON=1)"
+else
+  echo "== python: wheel + pytest"
+  bash tools/python/test.sh
+fi

@@ -16,8 +16,9 @@ pub use expire::{expire_snapshots, ExpireOptions, ExpireResult};
 pub use orphans::{remove_orphan_files, OrphanResult};
 pub use purge::{drop_table, DropResult};
 pub use rewrite_data_files::{
-    commit_rewrite, execute_task, plan_rewrite, rewrite_data_files, PlannedRewrite, Progress,
-    RewritePlan, RewriteResult, RewriteTask, TaskResult,
+    commit_rewrite, commit_rewrite_groups, discard_task_results, execute_task, plan_rewrite,
+    rewrite_data_files, PlannedRewrite, Progress, RewritePlan, RewriteResult, RewriteTask,
+    TaskResult,
 };
 pub use rewrite_deletes::{rewrite_position_delete_files, RewriteDeletesResult};
 pub use rewrite_manifests::{rewrite_manifests, RewriteManifestsResult};

@@ -440,6 +440,61 @@ pub async fn execute_task(
 
 /// Commits the results of every task of one plan as one `replace` snapshot.
 pub async fn commit_rewrite(catalog: &Catalog, results: &[TaskResult]) -> Result<RewriteResult> {
+    commit_results(catalog, results, true).await
+}
+
+/// Commits the results of some tasks of one plan (each group at most once) as one `replace`
+/// snapshot: partial progress of a distributed rewrite (`partial-progress.enabled`), whose
+/// driver commits the groups that succeeded, in up to `partial-progress.max-commits`
+/// commits. Validation starts from the plan's snapshot, as every commit of an in-process
+/// rewrite with partial progress does.
+pub async fn commit_rewrite_groups(
+    catalog: &Catalog,
+    results: &[TaskResult],
+) -> Result<RewriteResult> {
+    commit_results(catalog, results, false).await
+}
+
+/// Deletes the files task results wrote (results that will not be committed, e.g. a
+/// distributed rewrite abandoned after a failure). Best effort.
+pub async fn discard_task_results(catalog: &Catalog, results: &[TaskResult]) -> Result<()> {
+    for r in results {
+        let table = catalog
+            .load_table(&crate::table::parse_ident(&r.plan.table)?)
+            .await?;
+        let md = table.metadata();
+        if let (Some(spec), Ok(bytes)) = (
+            md.partition_spec_by_id(r.spec_id),
+            table.storage().get(&r.data_files).await,
+        ) {
+            let files = spec
+                .partition_type(md.current_schema())
+                .ok()
+                .and_then(|pt| {
+                    iceberg::spec::read_data_files_from_avro(
+                        &mut bytes.as_ref(),
+                        md.current_schema(),
+                        r.spec_id,
+                        &pt,
+                        md.format_version(),
+                    )
+                    .ok()
+                })
+                .unwrap_or_default();
+            for f in files {
+                let _ = table.storage().delete(f.file_path()).await;
+            }
+        }
+        let _ = table.storage().delete(&r.data_files).await;
+    }
+    Ok(())
+}
+
+async fn commit_results(
+    catalog: &Catalog,
+    results: &[TaskResult],
+    require_all: bool,
+) -> Result<RewriteResult> {
     let Some(first) = results.first() else {
         return Err(Error::invalid(
             "commit of a rewrite needs the results of its tasks",
@@ -454,7 +509,8 @@ pub async fn commit_rewrite(catalog: &Catalog, results: &[TaskResult]) -> Result
     let md = table.metadata();
     let mut written: Vec<(i32, Vec<DataFile>)> = Vec::new();
     let groups: HashSet<usize> = results.iter().map(|r| r.task.group).collect();
-    if groups.len() != plan.groups
+    if (require_all && groups.len() != plan.groups)
+        || groups.len() > plan.groups
         || groups.len() != results.len()
         || results
             .iter()

@@ -421,6 +421,21 @@ impl ScanPlan {
         }
     }
 
+    /// This plan restricted to the files at `paths` (each with its deletes; a path the plan
+    /// does not hold is left out): a distributed reader plans once, then each worker reads
+    /// its group of files (the paths of `files`).
+    pub fn only_files(&self, paths: &[String]) -> ScanPlan {
+        let want: std::collections::HashSet<&str> = paths.iter().map(String::as_str).collect();
+        let idx: Vec<usize> = self
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| want.contains(f.file.file_path()))
+            .map(|(i, _)| i)
+            .collect();
+        self.subset(&idx)
+    }
+
     /// What reading this plan pruned below the file level (counted as files are read).
     pub fn read_counters(&self) -> Arc<ReadCounters> {
         self.counters.clone()

@@ -212,11 +212,35 @@ fn module_of(src: &Path, f: &Path) -> Vec<String> {
     parts
 }
 
+/// The library's files: not `lib.rs`, and not the outermost layer, which is two separate
+/// crates over the library's public API — the CLI (`src/bin`) and the Python package's
+/// binding crate (`src/python`, whose `crate::` paths name its own modules).
 fn library_files(src: &Path) -> Vec<PathBuf> {
     rust_files(src)
         .into_iter()
-        .filter(|f| !f.starts_with(src.join("bin")) && !f.ends_with("lib.rs"))
+        .filter(|f| {
+            !f.starts_with(src.join("bin"))
+                && !f.starts_with(src.join("python"))
+                && !f.ends_with("lib.rs")
+        })
         .collect()
+}
+
+/// The Python binding is a crate of its own under `src/python` (a workspace member): it can
+/// use only the library's public API, as the CLI does.
+#[test]
+fn the_python_binding_is_a_crate_over_the_public_api() {
+    let root = std::fs::read_to_string(repo().join("Cargo.toml")).unwrap();
+    assert!(
+        root.contains("members = [\".\", \"src/python\"]"),
+        "src/python is not a workspace member"
+    );
+    let binding = std::fs::read_to_string(repo().join("src/python/Cargo.toml")).unwrap();
+    assert!(
+        binding.contains("floe = { path = \"../..\" }"),
+        "src/python does not depend on floe by path"
+    );
+    assert!(binding.contains("crate-type = [\"cdylib\"]"));
 }
 
 #[test]

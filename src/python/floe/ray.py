@@ -1,0 +1,288 @@
+"""floe on Ray: distributed compaction, a Ray Data sink and a Ray Data source.
+
+* :func:`rewrite_data_files` plans in the driver, runs each file group as a Ray task (the
+  library's serializable rewrite plan, as ``floe rewrite-data-files --plan-only`` /
+  ``--execute-task`` / ``--commit``), and commits once in the driver. Ray retries a task whose
+  worker dies (and one failing on storage I/O); with ``partial_progress_enabled=True`` the
+  groups that succeeded are committed (in up to ``partial_progress_max_commits`` commits)
+  and the failed ones counted in ``failed_data_files_count``.
+* :class:`FloeDatasink`: ``ds.write_datasink(FloeDatasink(uri, "db.t"))``. Each write task
+  stages its blocks as data files (written, not committed); the driver commits them all in
+  one snapshot in ``on_write_complete``, through the same commit loop (retries, conflict
+  validation) as ``floe append``. ``mode="upsert"``: the driver applies the staged rows to
+  the keyed table as one ``upsert`` (merge engine, ``sink_id``/``checkpoint``), then deletes
+  the staged files.
+* :class:`FloeDatasource` / :func:`read_floe`: the driver plans the scan (row filter pushed
+  down to partition, metrics and row-group pruning), each read task reads one group of data
+  files with their deletes applied.
+
+Requires ``ray[data]`` (``pip install 'floe[ray]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+import pyarrow as pa
+import ray
+from ray.data import Datasink, Datasource, ReadTask
+from ray.data.block import BlockAccessor, BlockMetadata
+
+import floe
+from floe import (
+    AppendResult,
+    Catalog,
+    RewriteDataFilesResult,
+    StorageError,
+    Table,
+    UpsertResult,
+    _options,
+    _result,
+)
+
+__all__ = ["rewrite_data_files", "FloeDatasink", "FloeDatasource", "read_floe"]
+
+
+def _rewrite_task(table: Table, plan: str, group: int) -> str:
+    return table._inner.execute_rewrite_task(plan, group)
+
+
+def rewrite_data_files(
+    table: Table,
+    where: Optional[str] = None,
+    *,
+    num_workers: Optional[int] = None,
+    strategy: str = "binpack",
+    sort_by: Optional[str] = None,
+    zorder_by: Union[None, str, Sequence[str]] = None,
+    options: Optional[Mapping[str, Any]] = None,
+    max_retries: int = 3,
+    **kwargs: Any,
+) -> RewriteDataFilesResult:
+    """:meth:`floe.Table.rewrite_data_files` with each file group a Ray task (at most
+    ``num_workers`` at a time; default: as many as Ray schedules). Same options."""
+    o = _options(options, kwargs)
+    o["strategy"] = strategy
+    if sort_by:
+        o["sort-order"] = sort_by
+    if zorder_by:
+        o["zorder-by"] = zorder_by if isinstance(zorder_by, str) else ",".join(zorder_by)
+    plan_text = table._inner.plan_rewrite(where, o)
+    plan = json.loads(plan_text)
+    if plan is None or not plan["tasks"]:
+        return RewriteDataFilesResult(
+            table=table.name, snapshot_id=None, rewritten_data_files_count=0,
+            added_data_files_count=0, rewritten_bytes_count=0, failed_data_files_count=0,
+            removed_delete_files_count=0, file_groups_count=0, elapsed_ms=0,
+        )
+    tasks = plan["tasks"]
+    files_of = {t["group"]: len(t["files"]) for t in tasks}
+    remote = ray.remote(
+        max_retries=max_retries, retry_exceptions=[StorageError]
+    )(_rewrite_task)
+    plan_ref = ray.put(plan_text)
+    limit = num_workers or len(tasks)
+    pending: Dict[Any, int] = {}
+    results: Dict[int, str] = {}
+    errors: Dict[int, BaseException] = {}
+    queue = [t["group"] for t in tasks]
+    try:
+        while queue or pending:
+            while queue and len(pending) < limit:
+                g = queue.pop(0)
+                pending[remote.remote(table, plan_ref, g)] = g
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                g = pending.pop(ref)
+                try:
+                    results[g] = ray.get(ref)
+                except Exception as e:  # the task failed after its retries
+                    errors[g] = e
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if results:
+            table._inner.discard_rewrite_results(list(results.values()))
+        raise
+    partial = o.get("partial-progress.enabled", "false").lower() == "true"
+    if errors and not partial:
+        if results:
+            table._inner.discard_rewrite_results(list(results.values()))
+        raise next(iter(errors.values()))
+    if not partial:
+        ordered = [results[t["group"]] for t in tasks]
+        return _result(RewriteDataFilesResult, table._inner.commit_rewrite(ordered, False))
+    # Partial progress: the groups that succeeded, in up to max-commits commits.
+    max_commits = max(1, int(o.get("partial-progress.max-commits", "10")))
+    per_commit = math.ceil(len(tasks) / max_commits)
+    failed_files = sum(files_of[g] for g in errors)
+    combined: Optional[Dict[str, Any]] = None
+    last_error: Optional[BaseException] = next(iter(errors.values()), None)
+    for i in range(0, len(tasks), per_commit):
+        batch = [results[t["group"]] for t in tasks[i : i + per_commit] if t["group"] in results]
+        if not batch:
+            continue
+        try:
+            r = table._inner.commit_rewrite(batch, True)
+        except floe.FloeError as e:
+            table._inner.discard_rewrite_results(batch)
+            failed_files += sum(len(json.loads(b)["task"]["files"]) for b in batch)
+            last_error = e
+            continue
+        if combined is None:
+            combined = dict(r)
+        else:
+            for k in ("rewritten_data_files_count", "added_data_files_count",
+                      "rewritten_bytes_count", "removed_delete_files_count",
+                      "file_groups_count", "elapsed_ms"):
+                combined[k] += r[k]
+            combined["snapshot_id"] = r["snapshot_id"]
+    if combined is None:
+        assert last_error is not None
+        raise last_error
+    combined["failed_data_files_count"] = failed_files
+    return _result(RewriteDataFilesResult, combined)
+
+
+def _catalog(catalog: Union[None, str, Catalog], warehouse: Optional[str], name: str) -> Catalog:
+    if isinstance(catalog, Catalog):
+        return catalog
+    return floe.load_catalog(name, uri=catalog, warehouse=warehouse, create=False)
+
+
+def _as_arrow(blocks: Iterable[Any]) -> pa.Table:
+    tables = [BlockAccessor.for_block(b).to_arrow() for b in blocks]
+    tables = [t for t in tables if t.num_rows > 0]
+    if not tables:
+        return pa.table({})
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+class FloeDatasink(Datasink):
+    """A Ray Data sink writing a floe table in one commit.
+
+    ``catalog``: a catalog URI (``sqlite:////abs/catalog.db``, ``postgresql://...``, ...),
+    a :class:`floe.Catalog`, or None with ``warehouse``. ``mode``: ``"append"`` (one append
+    snapshot) or ``"upsert"`` (a keyed table; one upsert with ``sink_id``/``checkpoint``).
+    After ``ds.write_datasink(sink)``, ``sink.result`` holds the
+    :class:`floe.AppendResult` / :class:`floe.UpsertResult`."""
+
+    def __init__(
+        self,
+        catalog: Union[None, str, Catalog],
+        identifier: str,
+        mode: str = "append",
+        *,
+        warehouse: Optional[str] = None,
+        catalog_name: str = "default",
+        sink_id: Optional[str] = None,
+        checkpoint: Optional[int] = None,
+        evolve_schema: bool = False,
+    ) -> None:
+        if mode not in ("append", "upsert"):
+            raise floe.InvalidInputError(f"mode={mode!r}: expected 'append' or 'upsert'")
+        self.catalog = _catalog(catalog, warehouse, catalog_name)
+        self.identifier = identifier
+        self.mode = mode
+        self.sink_id = sink_id
+        self.checkpoint = checkpoint
+        self.evolve_schema = evolve_schema
+        self.result: Union[None, AppendResult, UpsertResult] = None
+        # Fail in the driver, before any task runs, when the table is missing.
+        self.catalog.load_table(identifier)
+
+    def get_name(self) -> str:
+        return f"Floe({self.identifier})"
+
+    def write(self, blocks: Iterable[Any], ctx: Any) -> Optional[str]:
+        data = _as_arrow(blocks)
+        if data.num_rows == 0:
+            return None
+        table = self.catalog.load_table(self.identifier)
+        return table._inner.stage(data)
+
+    def on_write_complete(self, write_result: Any) -> None:
+        staged: List[str] = [s for s in write_result.write_returns if s]
+        table = self.catalog.load_table(self.identifier)
+        if self.mode == "append":
+            self.result = _result(AppendResult, table._inner.commit_staged(staged))
+        else:
+            self.result = _result(
+                UpsertResult,
+                table._inner.upsert_staged(
+                    staged, self.sink_id, self.checkpoint, self.evolve_schema
+                ),
+            )
+
+
+class FloeDatasource(Datasource):
+    """A Ray Data source reading a floe table: planned in the driver (``row_filter`` pruning
+    partitions, files and row groups), one read task per group of about
+    ``target_bytes`` of data files."""
+
+    def __init__(
+        self,
+        table: Table,
+        row_filter: Optional[str] = None,
+        selected_fields: Sequence[str] = ("*",),
+        snapshot_id: Optional[int] = None,
+        *,
+        target_bytes: int = 128 << 20,
+    ) -> None:
+        self.table = table
+        self.row_filter = row_filter
+        f = list(selected_fields)
+        self.selected_fields = None if f in ([], ["*"]) else f
+        snap, schema, groups = table._inner.plan_file_groups(
+            row_filter, self.selected_fields, snapshot_id, target_bytes
+        )
+        self.snapshot_id = snap
+        self.schema: pa.Schema = schema
+        self.groups: List[Dict[str, Any]] = groups
+
+    def get_name(self) -> str:
+        return f"Floe({self.table.name})"
+
+    def estimate_inmemory_data_size(self) -> Optional[int]:
+        return sum(g["size_in_bytes"] for g in self.groups)
+
+    def get_read_tasks(
+        self, parallelism: int, per_task_row_limit: Optional[int] = None, data_context: Any = None
+    ) -> List[ReadTask]:
+        table, row_filter, fields, snap = (
+            self.table, self.row_filter, self.selected_fields, self.snapshot_id
+        )
+
+        def reader(files: List[str]):
+            def read() -> Iterable[pa.Table]:
+                return [table._inner.read_files(files, row_filter, fields, snap)]
+            return read
+
+        return [
+            ReadTask(
+                reader(g["files"]),
+                BlockMetadata(
+                    num_rows=None,
+                    size_bytes=g["size_in_bytes"],
+                    input_files=g["files"],
+                    exec_stats=None,
+                ),
+                schema=self.schema,
+            )
+            for g in self.groups
+        ]
+
+
+def read_floe(
+    table: Table,
+    row_filter: Optional[str] = None,
+    selected_fields: Sequence[str] = ("*",),
+    snapshot_id: Optional[int] = None,
+    **kwargs: Any,
+) -> "ray.data.Dataset":
+    """``ray.data.read_datasource(FloeDatasource(table, ...))``."""
+    return ray.data.read_datasource(
+        FloeDatasource(table, row_filter, selected_fields, snapshot_id), **kwargs
+    )

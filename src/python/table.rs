@@ -1,0 +1,942 @@
+//! `floe._floe.Table`: every command of the CLI on one table, called as the CLI calls the
+//! library (`src/bin/floe`), results as the CLI's `--json` documents.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_pyarrow::{IntoPyArrow, ToPyArrow};
+use arrow_schema::SchemaRef;
+use floe::scan::{BatchStream, Scan, SnapshotSelector};
+use floe::table::parse_ident;
+use futures::{StreamExt, TryStreamExt};
+use pyo3::prelude::*;
+use serde_json::json;
+
+use crate::catalog::Catalog;
+use crate::report;
+use crate::runtime::{batches_of, block_on, invalid, run, to_py, to_py_json, to_pyarrow_table};
+
+/// A table of a catalog: the state last loaded or written through this handle.
+#[pyclass(module = "floe._floe", frozen)]
+pub struct Table {
+    catalog: Catalog,
+    table: Mutex<floe::Table>,
+}
+
+impl Table {
+    /// A handle on `table` of `catalog`.
+    pub(crate) fn new(catalog: Catalog, table: floe::Table) -> Table {
+        Table {
+            catalog,
+            table: Mutex::new(table),
+        }
+    }
+
+    fn get(&self) -> floe::Table {
+        match self.table.lock() {
+            Ok(t) => t.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn set(&self, t: floe::Table) {
+        match self.table.lock() {
+            Ok(mut g) => *g = t,
+            Err(p) => *p.into_inner() = t,
+        }
+    }
+
+    fn cat(&self) -> floe::Catalog {
+        self.catalog.inner.clone()
+    }
+
+    /// The name DML statements and reloads use: `ns.table`, or `ns.table.branch_<b>`.
+    fn target(&self, branch: Option<&str>) -> String {
+        let t = self.get();
+        match branch.or(Some(t.branch()).filter(|b| *b != "main")) {
+            Some(b) => format!("{}.branch_{b}", t.name()),
+            None => t.name(),
+        }
+    }
+
+    /// Reloads the table after a write whose result carries no table.
+    fn reload(&self, py: Python<'_>) -> PyResult<()> {
+        let (cat, name) = (self.cat(), self.target(None));
+        let t = run(py, async move { cat.load_write_target(&name).await })?;
+        self.set(t);
+        Ok(())
+    }
+
+    fn scan_of(
+        &self,
+        row_filter: Option<&str>,
+        columns: Option<Vec<String>>,
+        snapshot_id: Option<i64>,
+        reference: Option<String>,
+    ) -> PyResult<Scan> {
+        let t = self.get();
+        let mut scan = Scan::new(&t);
+        scan = scan.snapshot(match (snapshot_id, reference) {
+            (Some(id), None) => SnapshotSelector::Id(id),
+            (None, Some(r)) => SnapshotSelector::Ref(r),
+            (None, None) => SnapshotSelector::Current,
+            _ => return Err(to_py(invalid("give snapshot_id= or ref=, not both"))),
+        });
+        if let Some(f) = row_filter.filter(|f| !f.trim().is_empty()) {
+            scan = scan.filter(floe::expr::parse_expr(f).map_err(to_py)?);
+        }
+        if let Some(c) = columns {
+            scan = scan.select(c);
+        }
+        Ok(scan)
+    }
+}
+
+/// A pull-based reader over a scan's stream (each batch decoded on the runtime).
+struct StreamReader {
+    schema: SchemaRef,
+    stream: BatchStream,
+}
+
+impl Iterator for StreamReader {
+    type Item = Result<RecordBatch, arrow_schema::ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match block_on(self.stream.next()) {
+            Ok(Some(Ok(b))) => Some(Ok(b)),
+            Ok(Some(Err(e))) => Some(Err(arrow_schema::ArrowError::ExternalError(Box::new(e)))),
+            Ok(None) => None,
+            Err(e) => Some(Err(arrow_schema::ArrowError::ExternalError(Box::new(
+                std::io::Error::other(e.to_string()),
+            )))),
+        }
+    }
+}
+
+impl RecordBatchReader for StreamReader {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+fn mode_name(m: floe::spec::WriteMode) -> &'static str {
+    match m {
+        floe::spec::WriteMode::CopyOnWrite => "copy-on-write",
+        floe::spec::WriteMode::MergeOnRead => "merge-on-read",
+    }
+}
+
+fn upsert_json(
+    name: &str,
+    sink_id: &Option<String>,
+    checkpoint: Option<i64>,
+    r: &floe::keyed::UpsertResult,
+    started: Instant,
+) -> serde_json::Value {
+    // The CLI's `upsert --json` document (src/bin/floe/keyed.rs).
+    json!({
+        "table": name,
+        "snapshot_id": r.snapshot_id,
+        "sink_id": sink_id,
+        "checkpoint": checkpoint,
+        "committed_checkpoint": r.committed_checkpoint,
+        "already_committed": r.already_committed,
+        "input_records_count": r.input_rows,
+        "keys_count": r.keys,
+        "inserted_records_count": r.inserted,
+        "updated_records_count": r.updated,
+        "deleted_records_count": r.deleted,
+        "deleted_absent_keys_count": r.deleted_absent,
+        "stale_records_count": r.ignored,
+        "tombstone_records_count": r.tombstone_records,
+        "added_data_files_count": r.added_data_files,
+        "added_delete_files_count": r.added_delete_files,
+        "added_bytes_count": r.written_bytes,
+        "added_columns": r.added_columns,
+        "attempts_count": r.attempts,
+        "lookup": r.lookup,
+        "elapsed_ms": started.elapsed().as_millis() as u64,
+    })
+}
+
+fn parse_staged(items: &[String]) -> PyResult<Vec<floe::txn::StagedFiles>> {
+    items
+        .iter()
+        .map(|s| serde_json::from_str(s).map_err(|e| to_py(invalid(format!("staged files: {e}")))))
+        .collect()
+}
+
+#[pymethods]
+impl Table {
+    /// `ns.table`.
+    #[getter]
+    fn name(&self) -> String {
+        self.get().name()
+    }
+
+    /// The branch this handle reads and writes (`main` unless loaded as `ns.t.branch_<b>`).
+    #[getter]
+    fn branch(&self) -> String {
+        self.get().branch().to_string()
+    }
+
+    /// The catalog the table belongs to.
+    #[getter]
+    fn catalog(&self) -> Catalog {
+        self.catalog.same()
+    }
+
+    /// The current metadata file.
+    #[getter]
+    fn metadata_location(&self) -> String {
+        self.get().metadata_location().to_string()
+    }
+
+    /// The table location.
+    #[getter]
+    fn location(&self) -> String {
+        self.get().metadata().location().to_string()
+    }
+
+    /// The format version.
+    #[getter]
+    fn format_version(&self) -> u8 {
+        self.get().metadata().format_version() as u8
+    }
+
+    /// The current snapshot id (None: no snapshot yet).
+    #[getter]
+    fn current_snapshot_id(&self) -> Option<i64> {
+        self.get().current_snapshot().map(|s| s.snapshot_id())
+    }
+
+    /// The table properties.
+    fn properties(&self) -> HashMap<String, String> {
+        self.get().metadata().properties().clone()
+    }
+
+    /// The current schema as a pyarrow schema (with Iceberg field ids as field metadata).
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.get().arrow_schema().map_err(to_py)?;
+        s.as_ref().to_pyarrow(py)
+    }
+
+    /// The identifier (primary key) columns.
+    fn primary_key(&self) -> Vec<String> {
+        let t = self.get();
+        let schema = t.metadata().current_schema().clone();
+        schema
+            .identifier_field_ids()
+            .filter_map(|id| schema.name_by_field_id(id).map(str::to_string))
+            .collect()
+    }
+
+    /// Reloads the table from the catalog.
+    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+        self.reload(py)
+    }
+
+    /// The snapshots, oldest first (the CLI's `snapshots --json` rows).
+    fn snapshots<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let t = self.get();
+        let mut snaps: Vec<_> = t.metadata().snapshots().cloned().collect();
+        snaps.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
+        let v: Vec<_> = snaps
+            .iter()
+            .map(|s| {
+                json!({
+                    "snapshot_id": s.snapshot_id(),
+                    "parent_snapshot_id": s.parent_snapshot_id(),
+                    "sequence_number": s.sequence_number(),
+                    "timestamp_ms": s.timestamp_ms(),
+                    "operation": s.summary().operation.as_str(),
+                    "summary": s.summary().additional_properties,
+                    "manifest_list": s.manifest_list(),
+                    "first_row_id": s.first_row_id(),
+                    "added_rows": s.added_rows_count(),
+                })
+            })
+            .collect();
+        to_py_json(py, &json!(v))
+    }
+
+    /// Appends Arrow data in one snapshot (the CLI's `append --json` result).
+    #[pyo3(signature = (data, branch=None, wap_id=None))]
+    fn append<'py>(
+        &self,
+        py: Python<'py>,
+        data: Bound<'py, PyAny>,
+        branch: Option<String>,
+        wap_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (_, batches) = batches_of(&data)?;
+        let mut table = self.get();
+        if let Some(b) = &branch {
+            table = table.on_branch(b).map_err(to_py)?;
+        }
+        if let Some(w) = &wap_id {
+            table = table.with_wap_id(w).map_err(to_py)?;
+        }
+        let name = table.name();
+        let cat = self.cat();
+        let started = Instant::now();
+        let r = run(
+            py,
+            async move { floe::txn::append(&cat, &table, batches).await },
+        )?;
+        let v = report::append(&name, &r, started);
+        if branch.is_none() && wap_id.is_none() {
+            self.set(r.table);
+        }
+        to_py_json(py, &v)
+    }
+
+    /// Runs a DELETE / UPDATE / MERGE INTO statement on this table (the CLI's `delete`,
+    /// `update`, `merge` and `sql` results); `source` is the MERGE source's rows.
+    #[pyo3(signature = (sql, source=None, wap_id=None))]
+    fn execute<'py>(
+        &self,
+        py: Python<'py>,
+        sql: String,
+        source: Option<Bound<'py, PyAny>>,
+        wap_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let source = match source {
+            None => None,
+            Some(s) => {
+                let (_, it) = batches_of(&s)?;
+                Some(it.collect::<floe::Result<Vec<_>>>().map_err(to_py)?)
+            }
+        };
+        let cat = self.cat();
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::dml::execute_with(&cat, &sql, source, wap_id.as_deref()).await
+        })?;
+        let v = report::dml(&r, mode_name(r.mode), started);
+        if r.table.name() == self.get().name() && r.table.branch() == self.get().branch() {
+            self.set(r.table);
+        }
+        to_py_json(py, &v)
+    }
+
+    /// The name a DML statement targets (`ns.t`, or `ns.t.branch_<b>`).
+    #[pyo3(signature = (branch=None))]
+    fn dml_target(&self, branch: Option<String>) -> String {
+        self.target(branch.as_deref())
+    }
+
+    /// Applies changes to a keyed table in one commit (the CLI's `upsert --json` result).
+    #[pyo3(signature = (data, sink_id=None, checkpoint=None, evolve_schema=false, branch=None,
+        wap_id=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn upsert<'py>(
+        &self,
+        py: Python<'py>,
+        data: Bound<'py, PyAny>,
+        sink_id: Option<String>,
+        checkpoint: Option<i64>,
+        evolve_schema: bool,
+        branch: Option<String>,
+        wap_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (_, batches) = batches_of(&data)?;
+        let mut changes = floe::keyed::ChangeBatch::new();
+        for b in batches {
+            changes.push("the input", b.map_err(to_py)?);
+        }
+        self.upsert_changes(
+            py,
+            changes,
+            sink_id,
+            checkpoint,
+            evolve_schema,
+            branch,
+            wap_id,
+        )
+    }
+
+    /// Stages `data` as uncommitted data files (a distributed writer's task); returns the
+    /// JSON of [`floe::txn::StagedFiles`].
+    fn stage(&self, py: Python<'_>, data: Bound<'_, PyAny>) -> PyResult<String> {
+        let (_, batches) = batches_of(&data)?;
+        let table = self.get();
+        let r = run(py, async move {
+            floe::txn::stage_data_files(&table, batches).await
+        })?;
+        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+    }
+
+    /// Commits staged files (JSON of each task's `stage`) as one append snapshot.
+    fn commit_staged<'py>(
+        &self,
+        py: Python<'py>,
+        staged: Vec<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let staged = parse_staged(&staged)?;
+        let (cat, table) = (self.cat(), self.get());
+        let name = table.name();
+        let started = Instant::now();
+        let r = run(py, async move {
+            let t = cat.load_table(table.ident()).await?;
+            floe::txn::commit_staged(&cat, &t, &staged).await
+        })?;
+        let v = report::append(&name, &r, started);
+        self.set(r.table);
+        to_py_json(py, &v)
+    }
+
+    /// Applies the rows of staged files as one keyed upsert, then deletes the staged files.
+    #[pyo3(signature = (staged, sink_id=None, checkpoint=None, evolve_schema=false))]
+    fn upsert_staged<'py>(
+        &self,
+        py: Python<'py>,
+        staged: Vec<String>,
+        sink_id: Option<String>,
+        checkpoint: Option<i64>,
+        evolve_schema: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let staged = parse_staged(&staged)?;
+        let table = self.get();
+        let st = staged.clone();
+        let t2 = table.clone();
+        let rows = run(py, async move { floe::txn::read_staged(&t2, &st).await });
+        let rows = match rows {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = run(py, async move {
+                    floe::txn::discard_staged(&table, &staged).await
+                });
+                return Err(e);
+            }
+        };
+        let mut changes = floe::keyed::ChangeBatch::new();
+        for (i, b) in rows.into_iter().enumerate() {
+            changes.push(format!("staged batch {i}"), b);
+        }
+        let r = self.upsert_changes(py, changes, sink_id, checkpoint, evolve_schema, None, None);
+        let _ = run(py, async move {
+            floe::txn::discard_staged(&table, &staged).await
+        });
+        r
+    }
+
+    /// Deletes staged files that will not be committed.
+    fn discard_staged(&self, py: Python<'_>, staged: Vec<String>) -> PyResult<()> {
+        let staged = parse_staged(&staged)?;
+        let table = self.get();
+        run(py, async move {
+            floe::txn::discard_staged(&table, &staged).await
+        })
+    }
+
+    /// Reads the scan whole as a `pyarrow.Table`.
+    #[pyo3(signature = (row_filter=None, selected_fields=None, snapshot_id=None, r#ref=None,
+        limit=None))]
+    fn scan_to_arrow<'py>(
+        &self,
+        py: Python<'py>,
+        row_filter: Option<String>,
+        selected_fields: Option<Vec<String>>,
+        snapshot_id: Option<i64>,
+        r#ref: Option<String>,
+        limit: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let scan = self.scan_of(row_filter.as_deref(), selected_fields, snapshot_id, r#ref)?;
+        let (schema, batches) = run(py, async move {
+            let plan = scan.plan().await?;
+            let schema = scan.output_schema(&plan)?;
+            let mut stream = scan.read(plan)?;
+            let mut out = Vec::new();
+            let mut rows = 0usize;
+            while let Some(b) = stream.try_next().await? {
+                let b = match limit {
+                    Some(l) if rows + b.num_rows() > l => b.slice(0, l - rows),
+                    _ => b,
+                };
+                rows += b.num_rows();
+                out.push(b);
+                if limit.is_some_and(|l| rows >= l) {
+                    break;
+                }
+            }
+            Ok((schema, out))
+        })?;
+        to_pyarrow_table(py, schema, batches)
+    }
+
+    /// The scan as a `pyarrow.RecordBatchReader` (batches decoded as they are pulled).
+    #[pyo3(signature = (row_filter=None, selected_fields=None, snapshot_id=None, r#ref=None))]
+    fn scan_to_reader<'py>(
+        &self,
+        py: Python<'py>,
+        row_filter: Option<String>,
+        selected_fields: Option<Vec<String>>,
+        snapshot_id: Option<i64>,
+        r#ref: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let scan = self.scan_of(row_filter.as_deref(), selected_fields, snapshot_id, r#ref)?;
+        let (schema, stream) = run(py, async move {
+            let plan = scan.plan().await?;
+            let schema = scan.output_schema(&plan)?;
+            Ok((schema, scan.read(plan)?))
+        })?;
+        let reader: Box<dyn RecordBatchReader + Send> = Box::new(StreamReader { schema, stream });
+        reader.into_pyarrow(py)
+    }
+
+    /// Counts the scan's rows (from metadata alone when it can).
+    #[pyo3(signature = (row_filter=None, snapshot_id=None, r#ref=None))]
+    fn scan_count(
+        &self,
+        py: Python<'_>,
+        row_filter: Option<String>,
+        snapshot_id: Option<i64>,
+        r#ref: Option<String>,
+    ) -> PyResult<u64> {
+        let scan = self.scan_of(row_filter.as_deref(), None, snapshot_id, r#ref)?;
+        run(py, async move { scan.count().await })
+    }
+
+    /// Plans a scan for a distributed reader: the snapshot, the output schema, and the
+    /// data files in groups of about `target_bytes` (each group one read task), with their
+    /// record counts and sizes.
+    #[pyo3(signature = (row_filter=None, selected_fields=None, snapshot_id=None,
+        target_bytes=134217728))]
+    fn plan_file_groups<'py>(
+        &self,
+        py: Python<'py>,
+        row_filter: Option<String>,
+        selected_fields: Option<Vec<String>>,
+        snapshot_id: Option<i64>,
+        target_bytes: u64,
+    ) -> PyResult<(Option<i64>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let scan = self.scan_of(row_filter.as_deref(), selected_fields, snapshot_id, None)?;
+        let (snap, schema, files) = run(py, async move {
+            let plan = scan.plan().await?;
+            let schema = scan.output_schema(&plan)?;
+            let files: Vec<(String, u64, u64)> = plan
+                .files
+                .iter()
+                .map(|f| {
+                    (
+                        f.file.file_path().to_string(),
+                        f.file.record_count(),
+                        f.file.file_size_in_bytes(),
+                    )
+                })
+                .collect();
+            Ok((
+                plan.snapshot.as_ref().map(|s| s.snapshot_id()),
+                schema,
+                files,
+            ))
+        })?;
+        let mut groups: Vec<serde_json::Value> = Vec::new();
+        let (mut cur, mut rows, mut bytes) = (Vec::new(), 0u64, 0u64);
+        for (path, r, b) in files {
+            if !cur.is_empty() && bytes + b > target_bytes {
+                groups.push(json!({"files": cur, "record_count": rows, "size_in_bytes": bytes}));
+                (cur, rows, bytes) = (Vec::new(), 0, 0);
+            }
+            cur.push(path);
+            rows += r;
+            bytes += b;
+        }
+        if !cur.is_empty() {
+            groups.push(json!({"files": cur, "record_count": rows, "size_in_bytes": bytes}));
+        }
+        Ok((
+            snap,
+            schema.as_ref().to_pyarrow(py)?,
+            to_py_json(py, &json!(groups))?,
+        ))
+    }
+
+    /// Reads only `files` of the scan (one group of [`Table::plan_file_groups`]) with their
+    /// deletes applied and the row filter evaluated, as a `pyarrow.Table`.
+    #[pyo3(signature = (files, row_filter=None, selected_fields=None, snapshot_id=None))]
+    fn read_files<'py>(
+        &self,
+        py: Python<'py>,
+        files: Vec<String>,
+        row_filter: Option<String>,
+        selected_fields: Option<Vec<String>>,
+        snapshot_id: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let scan = self.scan_of(row_filter.as_deref(), selected_fields, snapshot_id, None)?;
+        let (schema, batches) = run(py, async move {
+            let plan = scan.plan().await?.only_files(&files);
+            let schema = scan.output_schema(&plan)?;
+            let batches: Vec<RecordBatch> = scan.read(plan)?.try_collect().await?;
+            Ok((schema, batches))
+        })?;
+        to_pyarrow_table(py, schema, batches)
+    }
+
+    /// Compacts data files in one process (the CLI's `rewrite-data-files --json`).
+    #[pyo3(signature = (r#where=None, options=HashMap::new()))]
+    fn rewrite_data_files<'py>(
+        &self,
+        py: Python<'py>,
+        r#where: Option<String>,
+        options: HashMap<String, String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cat, table) = (self.cat(), self.get());
+        let name = self.target(None);
+        let pred = match &r#where {
+            Some(f) => Some(
+                floe::expr::file_selection(f, table.metadata().current_schema()).map_err(to_py)?,
+            ),
+            None => None,
+        };
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::maintenance::rewrite_data_files(&cat, &table, pred, &options, None).await
+        })?;
+        let v = report::rewrite_data_files(&name, &r, started);
+        match r.table {
+            Some(t) => self.set(t),
+            None => self.reload(py)?,
+        }
+        to_py_json(py, &v)
+    }
+
+    /// Plans a distributed rewrite: the JSON of [`floe::maintenance::RewritePlan`] (the
+    /// CLI's `rewrite-data-files --plan-only`).
+    #[pyo3(signature = (r#where=None, options=HashMap::new()))]
+    fn plan_rewrite(
+        &self,
+        py: Python<'_>,
+        r#where: Option<String>,
+        options: HashMap<String, String>,
+    ) -> PyResult<String> {
+        let table = self.get();
+        let pred = match &r#where {
+            Some(f) => Some(
+                floe::expr::file_selection(f, table.metadata().current_schema()).map_err(to_py)?,
+            ),
+            None => None,
+        };
+        let planned = run(py, async move {
+            if table.current_snapshot().is_none() {
+                return Ok(None);
+            }
+            floe::maintenance::plan_rewrite(&table, pred, &options)
+                .await
+                .map(Some)
+        })?;
+        match planned {
+            None => Ok("null".into()),
+            Some(p) => serde_json::to_string(&p.plan).map_err(|e| to_py(e.into())),
+        }
+    }
+
+    /// Runs one task (group) of a plan: the JSON of its
+    /// [`floe::maintenance::TaskResult`] (the CLI's `--execute-task`).
+    fn execute_rewrite_task(&self, py: Python<'_>, plan: String, group: usize) -> PyResult<String> {
+        let plan: floe::maintenance::RewritePlan = serde_json::from_str(&plan)
+            .map_err(|e| to_py(invalid(format!("rewrite plan: {e}"))))?;
+        let cat = self.cat();
+        let r = run(py, async move {
+            let task = plan
+                .tasks
+                .iter()
+                .find(|t| t.group == group)
+                .ok_or_else(|| invalid(format!("the rewrite plan has no group {group}")))?;
+            floe::maintenance::execute_task(&cat, &plan, task).await
+        })?;
+        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+    }
+
+    /// Commits task results as one `replace` snapshot (the CLI's `--commit`); with
+    /// `partial`, the results may be a subset of the plan's groups.
+    #[pyo3(signature = (results, partial=false))]
+    fn commit_rewrite<'py>(
+        &self,
+        py: Python<'py>,
+        results: Vec<String>,
+        partial: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let results = results
+            .iter()
+            .map(|s| {
+                serde_json::from_str(s).map_err(|e| to_py(invalid(format!("task result: {e}"))))
+            })
+            .collect::<PyResult<Vec<floe::maintenance::TaskResult>>>()?;
+        let cat = self.cat();
+        let name = self.target(None);
+        let started = Instant::now();
+        let r = run(py, async move {
+            if partial {
+                floe::maintenance::commit_rewrite_groups(&cat, &results).await
+            } else {
+                floe::maintenance::commit_rewrite(&cat, &results).await
+            }
+        })?;
+        let v = report::rewrite_data_files(&name, &r, started);
+        match r.table {
+            Some(t) => self.set(t),
+            None => self.reload(py)?,
+        }
+        to_py_json(py, &v)
+    }
+
+    /// Deletes the files a task wrote whose results will not be committed.
+    fn discard_rewrite_results(&self, py: Python<'_>, results: Vec<String>) -> PyResult<()> {
+        let results = results
+            .iter()
+            .map(|s| {
+                serde_json::from_str(s).map_err(|e| to_py(invalid(format!("task result: {e}"))))
+            })
+            .collect::<PyResult<Vec<floe::maintenance::TaskResult>>>()?;
+        let cat = self.cat();
+        run(py, async move {
+            floe::maintenance::discard_task_results(&cat, &results).await
+        })
+    }
+
+    /// Merges position delete files (the CLI's `rewrite-position-delete-files --json`).
+    #[pyo3(signature = (options=HashMap::new()))]
+    fn rewrite_position_delete_files<'py>(
+        &self,
+        py: Python<'py>,
+        options: HashMap<String, String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cat, table) = (self.cat(), self.get());
+        let name = self.target(None);
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::maintenance::rewrite_position_delete_files(&cat, &table, &options).await
+        })?;
+        let v = report::rewrite_position_delete_files(&name, &r, started);
+        match r.table {
+            Some(t) => self.set(t),
+            None => self.reload(py)?,
+        }
+        to_py_json(py, &v)
+    }
+
+    /// Rewrites the manifests (the CLI's `rewrite-manifests --json`).
+    #[pyo3(signature = (target_size_bytes=None))]
+    fn rewrite_manifests<'py>(
+        &self,
+        py: Python<'py>,
+        target_size_bytes: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cat, table) = (self.cat(), self.get());
+        let name = self.target(None);
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::maintenance::rewrite_manifests(&cat, &table, target_size_bytes).await
+        })?;
+        let v = report::rewrite_manifests(&name, &r, started);
+        match r.table {
+            Some(t) => self.set(t),
+            None => self.reload(py)?,
+        }
+        to_py_json(py, &v)
+    }
+
+    /// Expires snapshots (the CLI's `expire-snapshots --json`).
+    #[pyo3(signature = (older_than_ms=None, retain_last=None, snapshot_ids=Vec::new(),
+        dry_run=false))]
+    fn expire_snapshots<'py>(
+        &self,
+        py: Python<'py>,
+        older_than_ms: Option<i64>,
+        retain_last: Option<usize>,
+        snapshot_ids: Vec<i64>,
+        dry_run: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cat, table) = (self.cat(), self.get());
+        let name = self.target(None);
+        let mut o = floe::maintenance::ExpireOptions::default();
+        o.older_than_ms = older_than_ms;
+        o.retain_last = retain_last;
+        o.snapshot_ids = snapshot_ids;
+        o.dry_run = dry_run;
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::maintenance::expire_snapshots(&cat, &table, &o).await
+        })?;
+        let v = report::expire_snapshots(&name, &r, dry_run, started);
+        self.reload(py)?;
+        to_py_json(py, &v)
+    }
+
+    /// Deletes orphan files (the CLI's `remove-orphan-files --json`).
+    #[pyo3(signature = (older_than_ms=None, dry_run=false))]
+    fn remove_orphan_files<'py>(
+        &self,
+        py: Python<'py>,
+        older_than_ms: Option<i64>,
+        dry_run: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cat, table) = (self.cat(), self.get());
+        let name = self.target(None);
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::maintenance::remove_orphan_files(&cat, &table, older_than_ms, dry_run).await
+        })?;
+        to_py_json(py, &report::remove_orphan_files(&name, &r, started))
+    }
+
+    /// Clones this table (metadata only) into `target` (the CLI's `clone --json`).
+    #[pyo3(signature = (target, snapshot_id=None, r#ref=None, as_of_ms=None, replace=false,
+        all_refs=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn clone_to<'py>(
+        &self,
+        py: Python<'py>,
+        target: String,
+        snapshot_id: Option<i64>,
+        r#ref: Option<String>,
+        as_of_ms: Option<i64>,
+        replace: bool,
+        all_refs: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let sel = match (snapshot_id, r#ref, as_of_ms) {
+            (Some(id), None, None) => SnapshotSelector::Id(id),
+            (None, Some(r), None) => SnapshotSelector::Ref(r),
+            (None, None, Some(t)) => SnapshotSelector::AsOf(t),
+            (None, None, None) => SnapshotSelector::Current,
+            _ => {
+                return Err(to_py(invalid(
+                    "give at most one of snapshot_id=, ref=, as_of=",
+                )))
+            }
+        };
+        let (cat, source) = (self.cat(), self.get());
+        let name = source.name();
+        let target = parse_ident(&target).map_err(to_py)?;
+        let started = Instant::now();
+        let r = run(py, async move {
+            let r = if all_refs {
+                floe::txn::clone_table_all_refs(&cat, &source, &sel, &target).await
+            } else {
+                floe::txn::clone_table(&cat, &source, &sel, &target, replace).await
+            };
+            r.map_err(|e| match e.kind() {
+                floe::ErrorKind::AlreadyExists => {
+                    e.with_hint("pass replace=True to publish onto it")
+                }
+                _ => e,
+            })
+        })?;
+        to_py_json(
+            py,
+            &report::clone(&name, &r, started.elapsed().as_millis() as u64),
+        )
+    }
+
+    /// Merges a full snapshot into this (staging) table keeping the latest row per key
+    /// (the CLI's `ingest-snapshot --json`).
+    #[pyo3(signature = (data, key, version, strategy="change-aware".to_string(), publish=None,
+        retain_days=None, memory_budget_bytes=1<<30))]
+    #[allow(clippy::too_many_arguments)]
+    fn ingest_snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        data: Bound<'py, PyAny>,
+        key: Vec<String>,
+        version: String,
+        strategy: String,
+        publish: Option<String>,
+        retain_days: Option<u32>,
+        memory_budget_bytes: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (_, batches) = batches_of(&data)?;
+        let (cat, staging) = (self.cat(), self.get());
+        let conformer =
+            floe::write::Conformer::new(staging.metadata().current_schema(), &staging.name())
+                .map_err(to_py)?;
+        let mut o = floe::ingest::IngestOptions::new(key, version);
+        o.strategy = strategy.parse().map_err(to_py)?;
+        o.publish = publish
+            .as_deref()
+            .map(parse_ident)
+            .transpose()
+            .map_err(to_py)?;
+        o.retain_days = retain_days;
+        o.memory_budget_bytes = memory_budget_bytes;
+        let name = self.target(None);
+        let started = Instant::now();
+        let r = run(py, async move {
+            let conformed = batches.map(move |b| b.and_then(|b| conformer.conform(&b)));
+            floe::ingest::ingest_snapshot(&cat, &staging, conformed, &o).await
+        })?;
+        let v = report::ingest_snapshot(&name, &r, started);
+        self.reload(py)?;
+        to_py_json(py, &v)
+    }
+
+    /// A metadata table (`snapshots`, `files`, `manifests`, …) as a `pyarrow.Table`.
+    #[pyo3(signature = (name, snapshot_id=None))]
+    fn inspect<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        snapshot_id: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let which = floe::scan::MetadataTable::parse(&name).ok_or_else(|| {
+            to_py(invalid(format!(
+                "no metadata table '{name}'; metadata tables: {}",
+                floe::scan::MetadataTable::names()
+            )))
+        })?;
+        let table = self.get();
+        let b = run(py, async move {
+            floe::scan::read_metadata_table(&table, which, snapshot_id).await
+        })?;
+        to_pyarrow_table(py, b.schema(), vec![b])
+    }
+}
+
+impl Table {
+    #[allow(clippy::too_many_arguments)]
+    fn upsert_changes<'py>(
+        &self,
+        py: Python<'py>,
+        changes: floe::keyed::ChangeBatch,
+        sink_id: Option<String>,
+        checkpoint: Option<i64>,
+        evolve_schema: bool,
+        branch: Option<String>,
+        wap_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let table = self.get();
+        let mut options = floe::keyed::UpsertOptions::default().with_evolve_schema(evolve_schema);
+        options.sink_id = sink_id.clone();
+        options.checkpoint = checkpoint;
+        match (&branch, table.branch()) {
+            (Some(b), _) => options = options.with_branch(b.clone()),
+            (None, "main") => {}
+            (None, b) => options = options.with_branch(b.to_string()),
+        }
+        if let Some(w) = &wap_id {
+            options = options.with_wap_id(w.clone());
+        }
+        let ident = table.ident().clone();
+        let cat = self.cat();
+        let name = self.target(None);
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::keyed::upsert(&cat, &ident, &changes, &options)
+                .await
+                .map_err(|e| {
+                    if e.to_string().contains("let the upsert evolve the schema") {
+                        e.with_hint("pass evolve_schema=True to add new columns")
+                    } else {
+                        e
+                    }
+                })
+        })?;
+        let v = upsert_json(&name, &sink_id, checkpoint, &r, started);
+        if branch.is_none() && wap_id.is_none() && table.branch() == "main" {
+            self.set(r.table.clone());
+        }
+        to_py_json(py, &v)
+    }
+}

@@ -1,0 +1,198 @@
+//! Staged appends: data files written in one process (a distributed engine's worker) and
+//! committed in another (its driver) as one `append` snapshot.
+//!
+//! A worker calls [`stage_data_files`]: its batches become Parquet data files under the
+//! table's data directory, listed in an Avro file (iceberg's `data_file` struct) under the
+//! metadata directory; nothing is committed. The driver gathers the serializable
+//! [`StagedFiles`] of every worker and calls [`commit_staged`] once (the commit loop retries
+//! and validates as [`crate::txn::append`] does), [`read_staged`] to read the rows back
+//! (an upsert applied by the driver), or [`discard_staged`] to delete what was written.
+
+use arrow_array::RecordBatch;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde::{Deserialize, Serialize};
+
+use super::{append_files, AppendResult};
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::spec::DataFile;
+use crate::storage::join;
+use crate::table::Table;
+use crate::write::DataWriter;
+
+/// Data files written by [`stage_data_files`] and not committed yet (JSON-serializable, to
+/// hand from a worker to the driver).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StagedFiles {
+    /// The table's name (`ns.table`).
+    pub table: String,
+    /// The partition spec the files were written with.
+    pub spec_id: i32,
+    /// An Avro file listing the data files (iceberg's `data_file` struct).
+    pub data_files_location: String,
+    /// How many data files.
+    pub added_data_files_count: usize,
+    /// Rows written.
+    pub added_records_count: u64,
+    /// Bytes written.
+    pub added_bytes_count: u64,
+}
+
+/// Writes `batches` as data files of `table` (partitioned, sorted and rolled as an append
+/// writes them; conformed to the table schema by column name) and lists them in an Avro
+/// file under the table's metadata directory. Commits nothing; on an error the files written
+/// so far are deleted.
+pub async fn stage_data_files<I>(table: &Table, batches: I) -> Result<StagedFiles>
+where
+    I: IntoIterator<Item = Result<RecordBatch>>,
+{
+    let mut w = DataWriter::new(table)?;
+    for b in batches {
+        let r = match b {
+            Ok(b) => w.write(b).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            w.abort(table.storage()).await;
+            return Err(e);
+        }
+    }
+    let files = w.close().await?;
+    let md = table.metadata();
+    let spec = md.default_partition_spec();
+    let mut bytes = Vec::new();
+    let listed = spec
+        .partition_type(md.current_schema())
+        .map_err(Error::from)
+        .and_then(|partition_type| {
+            iceberg::spec::write_data_files_to_avro(
+                &mut bytes,
+                files.clone(),
+                &partition_type,
+                md.format_version(),
+            )
+            .map_err(Error::from)
+        });
+    let location = join(
+        md.location(),
+        &format!("metadata/staged-{}.avro", uuid::Uuid::new_v4()),
+    );
+    let listed = match listed {
+        Ok(_) => table.storage().put(&location, bytes.into()).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = listed {
+        for f in &files {
+            let _ = table.storage().delete(f.file_path()).await;
+        }
+        return Err(e.context(format!("staging data files of table {}", table.name())));
+    }
+    Ok(StagedFiles {
+        table: table.name(),
+        spec_id: spec.spec_id(),
+        data_files_location: location,
+        added_data_files_count: files.len(),
+        added_records_count: files.iter().map(|f| f.record_count()).sum(),
+        added_bytes_count: files.iter().map(|f| f.file_size_in_bytes()).sum(),
+    })
+}
+
+/// The data files `staged` lists.
+async fn data_files(table: &Table, staged: &StagedFiles) -> Result<Vec<DataFile>> {
+    if staged.table != table.name() {
+        return Err(Error::invalid(format!(
+            "staged files '{}' belong to table {}, not {}",
+            staged.data_files_location,
+            staged.table,
+            table.name()
+        )));
+    }
+    let md = table.metadata();
+    let spec = md.partition_spec_by_id(staged.spec_id).ok_or_else(|| {
+        Error::corrupt(format!(
+            "staged files '{}' name partition spec {}, which table {} does not have",
+            staged.data_files_location,
+            staged.spec_id,
+            table.name()
+        ))
+    })?;
+    let bytes = table.storage().get(&staged.data_files_location).await?;
+    iceberg::spec::read_data_files_from_avro(
+        &mut bytes.as_ref(),
+        md.current_schema(),
+        staged.spec_id,
+        &spec.partition_type(md.current_schema())?,
+        md.format_version(),
+    )
+    .map_err(|e| {
+        Error::corrupt(format!(
+            "staged files '{}': {e}",
+            staged.data_files_location
+        ))
+    })
+}
+
+/// Commits the files of every `staged` (from any number of workers) as one `append`
+/// snapshot of `table`, then deletes the Avro listings. A failed commit that surely did
+/// not happen deletes the staged data files too (they would only be orphans).
+pub async fn commit_staged(
+    catalog: &Catalog,
+    table: &Table,
+    staged: &[StagedFiles],
+) -> Result<AppendResult> {
+    let mut files = Vec::new();
+    for s in staged {
+        files.extend(data_files(table, s).await?);
+    }
+    let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
+    let r = append_files(catalog, table, files).await;
+    match &r {
+        Err(e) if e.kind() != crate::ErrorKind::CommitStateUnknown => {
+            for p in &paths {
+                let _ = table.storage().delete(p).await;
+            }
+        }
+        _ => {}
+    }
+    if !matches!(&r, Err(e) if e.kind() == crate::ErrorKind::CommitStateUnknown) {
+        for s in staged {
+            let _ = table.storage().delete(&s.data_files_location).await;
+        }
+    }
+    r
+}
+
+/// The rows of the files of every `staged`, in order (each file's rows in file order).
+pub async fn read_staged(table: &Table, staged: &[StagedFiles]) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    for s in staged {
+        for f in data_files(table, s).await? {
+            let path = f.file_path();
+            let bytes = table.storage().get(path).await?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .and_then(|b| b.build())
+                .map_err(|e| Error::corrupt(format!("reading staged file '{path}': {e}")))?;
+            for b in reader {
+                out.push(
+                    b.map_err(|e| Error::corrupt(format!("reading staged file '{path}': {e}")))?,
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes the data files and listings of every `staged` (best effort: a file already gone
+/// is not an error).
+pub async fn discard_staged(table: &Table, staged: &[StagedFiles]) -> Result<()> {
+    for s in staged {
+        if let Ok(files) = data_files(table, s).await {
+            for f in files {
+                let _ = table.storage().delete(f.file_path()).await;
+            }
+        }
+        let _ = table.storage().delete(&s.data_files_location).await;
+    }
+    Ok(())
+}

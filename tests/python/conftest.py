@@ -1,0 +1,59 @@
+"""Fixtures of the Python package's tests (run by tools/test.sh through tools/python/test.sh):
+a fresh warehouse per test, and the peers that read floe's tables from Python (pyiceberg on
+the same SQLite catalog, DuckDB's iceberg extension on the metadata file)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Dict, List, Sequence
+
+import pyarrow as pa
+import pytest
+
+import floe
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tools", "peers"))
+
+
+@pytest.fixture
+def warehouse(tmp_path) -> str:
+    return str(tmp_path / "warehouse")
+
+
+@pytest.fixture
+def catalog(warehouse) -> floe.Catalog:
+    return floe.load_catalog("default", warehouse=warehouse)
+
+
+def pyiceberg_catalog(warehouse: str):
+    """pyiceberg's SqlCatalog on floe's SQLite catalog (same tables, same names)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(
+        "default",
+        uri=f"sqlite:///{warehouse}/catalog.db",
+        warehouse=f"file://{warehouse}",
+    )
+
+
+def duckdb_rows(metadata_location: str, columns: str = "*") -> pa.Table:
+    from floe_peers import duckdb_connect
+
+    con = duckdb_connect()
+    return con.execute(
+        f"SELECT {columns} FROM iceberg_scan('{metadata_location}')"
+    ).to_arrow_table()
+
+
+def rows(t: pa.Table, key: Sequence[str] = ("id",)) -> List[Dict[str, Any]]:
+    """Rows as dicts sorted by `key` (then every column): order-free comparison."""
+    cols = sorted(t.column_names)
+    out = [{c: r[c] for c in cols} for r in t.to_pylist()]
+    return sorted(out, key=lambda r: tuple((r[k] is None, r[k]) for k in list(key) + cols))
+
+
+def plain(t: pa.Table) -> pa.Table:
+    """`t` without field metadata or nullability differences (for equality of values)."""
+    return pa.table({n: t.column(n).to_pylist() for n in t.column_names})

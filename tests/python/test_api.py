@@ -1,0 +1,321 @@
+"""Every call of the Python API, with pyarrow, polars and pandas inputs; results checked
+against what the rows must be, and read back by pyiceberg and DuckDB."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import pickle
+
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import floe
+from conftest import duckdb_rows, plain, pyiceberg_catalog, rows
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("price", pa.float64()),
+    ]
+)
+
+
+def data(ids, name="n", price=1.0) -> pa.Table:
+    ids = list(ids)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "name": [f"{name}{i}" for i in ids],
+            "price": [price * i for i in ids],
+        }
+    )
+
+
+def test_inputs_pyarrow_polars_pandas_and_scans(catalog, warehouse):
+    t = catalog.create_table("db.t", schema=SCHEMA, partition_by="bucket(4, id)")
+    assert t.current_snapshot_id is None and t.scan().count() == 0
+    assert t.scan().to_arrow().num_rows == 0
+    r = t.append(data(range(0, 10)))
+    assert isinstance(r, floe.AppendResult)
+    assert (r.table, r.added_records_count) == ("db.t", 10) and r.added_data_files_count >= 1
+    first = r.snapshot_id
+    # polars, pandas, a RecordBatchReader, a RecordBatch, a list of batches
+    t.append(pl.from_arrow(data(range(10, 20))))
+    t.append(data(range(20, 30)).to_pandas())
+    t.append(pa.RecordBatchReader.from_batches(SCHEMA, data(range(30, 40)).to_batches()))
+    t.append(data(range(40, 50)).to_batches()[0])
+    t.append(data(range(50, 60)).to_batches())
+    # columns by name, in any order, cast to the table's types
+    t.append(pa.table({"price": [60.0], "id": pa.array([60], pa.int32()), "name": ["n60"]}))
+    assert t.scan().count() == 61
+    full = t.scan().to_arrow()
+    assert isinstance(full, pa.Table) and full.schema.names == ["id", "name", "price"]
+    assert sorted(full.column("id").to_pylist()) == list(range(61))
+    # filter, projection, limit, time travel
+    sel = t.scan(row_filter="id >= 55 AND name <> 'n57'", selected_fields=["name"]).to_arrow()
+    assert sel.column_names == ["name"]
+    assert sorted(sel.column("name").to_pylist()) == [f"n{i}" for i in (55, 56, 58, 59, 60)]
+    assert t.scan(limit=7).to_arrow().num_rows == 7
+    assert t.scan(snapshot_id=first).count() == 10
+    assert t.scan(row_filter="id < 3").count() == 3
+    reader = t.scan(row_filter="id < 30").to_arrow_batch_reader()
+    assert isinstance(reader, pa.RecordBatchReader)
+    assert sum(b.num_rows for b in reader) == 30
+    assert t.scan(limit=5).to_arrow_batch_reader().read_all().num_rows == 5
+    df = t.scan(row_filter="id < 5").to_polars()
+    assert isinstance(df, pl.DataFrame) and sorted(df["id"].to_list()) == [0, 1, 2, 3, 4]
+    assert isinstance(t.scan().to_pandas(), pd.DataFrame)
+    # the schema, snapshots, properties
+    assert t.schema().names == ["id", "name", "price"]
+    snaps = t.snapshots()
+    assert [s.operation for s in snaps] == ["append"] * 7
+    assert snaps[0].snapshot_id == first and t.current_snapshot().snapshot_id == snaps[-1].snapshot_id
+    assert isinstance(t.properties, dict)
+    # the same rows through pyiceberg and DuckDB
+    pt = pyiceberg_catalog(warehouse).load_table("db.t").scan().to_arrow()
+    assert rows(plain(pt)) == rows(plain(full))
+    assert rows(plain(duckdb_rows(t.metadata_location))) == rows(plain(full))
+
+
+def test_delete_update_merge_against_a_model(catalog, warehouse):
+    t = catalog.create_table(
+        "db.t",
+        schema=SCHEMA,
+        partition_by=["bucket(2, id)"],
+        properties={"write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read",
+                    "write.merge.mode": "merge-on-read"},
+    )
+    t.append(data(range(100)))
+    model = {i: {"id": i, "name": f"n{i}", "price": float(i)} for i in range(100)}
+
+    d = t.delete("id % 10 = 3")
+    assert isinstance(d, floe.RowLevelResult) and d.mode == "merge-on-read"
+    assert d.deleted_records_count == 10 and d.added_delete_files_count >= 1
+    model = {k: v for k, v in model.items() if k % 10 != 3}
+
+    u = t.update({"name": "cheap", "price": floe.Expr("price * 2")}, where="id < 20")
+    assert u.deleted_records_count == 18 and u.added_records_count == 18
+    for k in model:
+        if k < 20:
+            model[k] = {"id": k, "name": "cheap", "price": 2.0 * k}
+    u2 = t.update("name = 'it''s'", where="id = 99")
+    assert u2.added_records_count == 1
+    model[99]["name"] = "it's"
+    assert t.update({"name": None}, where="id = 98").added_records_count == 1
+    model[98]["name"] = None
+
+    src = pl.DataFrame({"id": [5, 6, 500], "name": ["m5", "m6", "m500"], "price": [0.5, 0.6, 5.0]})
+    m = t.merge(src, on="id")
+    assert (m.deleted_records_count, m.added_records_count) == (2, 3)
+    for r in src.to_dicts():
+        model[r["id"]] = r
+    m2 = t.merge(pa.table({"id": [7, 8], "name": ["x", "y"], "price": [0.0, 0.0]}), on=["id"],
+                 when_matched="delete", when_not_matched="ignore")
+    assert m2.deleted_records_count == 2
+    del model[7], model[8]
+    m3 = t.merge(data([0, 1, 2]), on="id", when_matched="ignore", when_not_matched="ignore",
+                 when_not_matched_by_source="delete")
+    assert m3.deleted_records_count == len(model) - 3
+    model = {k: v for k, v in model.items() if k in (0, 1, 2)}
+    want = sorted(model.values(), key=lambda r: r["id"])
+    assert rows(plain(t.scan().to_arrow())) == rows(pa.Table.from_pylist(want))
+    assert rows(plain(pyiceberg_catalog(warehouse).load_table("db.t").scan().to_arrow())) == rows(
+        pa.Table.from_pylist(want)
+    )
+    assert rows(plain(duckdb_rows(t.metadata_location))) == rows(pa.Table.from_pylist(want))
+    # no match: no snapshot
+    assert t.delete("id > 100000").snapshot_id is None
+    with pytest.raises(floe.InvalidInputError, match="when_matched|expected"):
+        t.merge(data([1]), on="id", when_matched="explode")
+
+
+def test_upsert_keyed_and_merge_keys(catalog):
+    t = catalog.create_table(
+        "db.users",
+        schema="id long not null, plan string, ver long, del long",
+        primary_key="id",
+        properties={"floe.merge.version-column": "ver", "floe.merge.delete-column": "del"},
+    )
+    assert t.primary_key == ["id"]
+    batch = pa.table({"id": [1, 2, 1], "plan": ["a", "b", "c"], "ver": [1, 1, 2], "del": [0, 0, 0]})
+    r = t.upsert(batch, sink_id="s", checkpoint=1)
+    assert isinstance(r, floe.UpsertResult)
+    assert (r.inserted_records_count, r.keys_count, r.rows_inserted) == (2, 2, 2)
+    assert r.committed_checkpoint == 1 and not r.already_committed
+    again = t.upsert(batch, sink_id="s", checkpoint=1)
+    assert again.already_committed and again.snapshot_id is None
+    r2 = t.upsert(pl.DataFrame({"id": [2, 3], "plan": ["gone", "new"], "ver": [5, 1], "del": [1, 0]}),
+                  sink_id="s", checkpoint=2)
+    assert (r2.deleted_records_count, r2.inserted_records_count) == (1, 1)
+    stale = t.upsert(pa.table({"id": [2], "plan": ["late"], "ver": [3], "del": [0]}))
+    assert stale.stale_records_count == 1
+    got = t.scan().to_arrow().sort_by("id")
+    assert got.column("id").to_pylist() == [1, 3]
+    assert got.column("plan").to_pylist() == ["c", "new"]
+    # a table without a primary key: upsert is a MERGE by join_cols
+    p = catalog.create_table("db.plain", schema=SCHEMA)
+    p.append(data([1, 2]))
+    m = p.upsert(data([2, 3], name="u"), join_cols=["id"])
+    assert isinstance(m, floe.RowLevelResult) and m.added_records_count == 2
+    assert sorted(p.scan().to_arrow().column("name").to_pylist()) == ["n1", "u2", "u3"]
+    with pytest.raises(floe.InvalidInputError, match="primary key"):
+        p.upsert(data([4]))
+
+
+def test_maintenance_keeps_the_rows(catalog, warehouse):
+    t = catalog.create_table(
+        "db.t", schema=SCHEMA, partition_by="bucket(2, id)", format_version=2,
+        properties={"write.delete.mode": "merge-on-read"},
+    )
+    for i in range(6):
+        t.append(data(range(i * 20, i * 20 + 20)))
+    t.delete("id % 5 = 0")
+    t.delete("id % 7 = 0")
+    want = rows(plain(t.scan().to_arrow()))
+
+    pd_ = t.rewrite_position_delete_files(rewrite_all=True)
+    assert isinstance(pd_, floe.RewritePositionDeleteFilesResult)
+    assert pd_.rewritten_delete_files_count >= 2 and pd_.snapshot_id is not None
+    assert rows(plain(t.scan().to_arrow())) == want
+
+    rw = t.rewrite_data_files(where="id < 1000", min_input_files=2)
+    assert isinstance(rw, floe.RewriteDataFilesResult)
+    assert rw.rewritten_data_files_count >= 2 and rw.file_groups_count >= 1
+    assert rows(plain(t.scan().to_arrow())) == want
+    srt = t.rewrite_data_files(strategy="sort", sort_by="price desc", options={"rewrite-all": "true"})
+    assert srt.added_data_files_count >= 1
+    assert rows(plain(t.scan().to_arrow())) == want
+    z = t.rewrite_data_files(strategy="zorder", zorder_by=["id", "price"], rewrite_all=True)
+    assert z.snapshot_id is not None
+
+    mf = t.rewrite_manifests()
+    assert isinstance(mf, floe.RewriteManifestsResult)
+
+    c = t.clone("db.copy")
+    assert isinstance(c, floe.CloneResult) and c.source == "db.t"
+    assert rows(plain(catalog.load_table("db.copy").scan().to_arrow())) == want
+
+    n = len(t.snapshots())
+    dry = t.expire_snapshots(older_than=dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc),
+                             retain_last=1, dry_run=True)
+    assert dry.dry_run and len(dry.expired_snapshot_ids) == n - 1
+    assert len(t.refresh().snapshots()) == n
+    ex = t.expire_snapshots(older_than="2100-01-01T00:00:00Z", retain_last=1)
+    assert len(ex.expired_snapshot_ids) == n - 1 and ex.deleted_data_files_count > 0
+    assert len(t.snapshots()) == 1
+    assert rows(plain(t.scan().to_arrow())) == want
+    orphan = os.path.join(t.location.replace("file://", ""), "data", "stray.parquet")
+    with open(orphan, "wb") as f:
+        f.write(b"x")
+    o = t.remove_orphan_files(older_than=int(dt.datetime(2100, 1, 1).timestamp() * 1000), dry_run=True)
+    assert isinstance(o, floe.RemoveOrphanFilesResult)
+    assert any(p.endswith("stray.parquet") for p in o.orphan_file_locations) and os.path.exists(orphan)
+    o2 = t.remove_orphan_files(older_than="2100-01-01T00:00:00Z")
+    assert o2.orphan_files_count >= 1 and not os.path.exists(orphan)
+    assert rows(plain(pyiceberg_catalog(warehouse).load_table("db.t").scan().to_arrow())) == want
+
+
+def test_ingest_snapshot_and_publish(catalog):
+    st = catalog.create_table("db.staging", schema="id long not null, v string, ver long",
+                              primary_key="id")
+    snap1 = pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"], "ver": [1, 1, 1]})
+    r = st.ingest_snapshot(snap1, key="id", version="ver", publish="db.pub")
+    assert isinstance(r, floe.IngestSnapshotResult)
+    assert r.inserted_records_count == 3 and isinstance(r.published, floe.CloneResult)
+    snap2 = pl.DataFrame({"id": [1, 2, 4], "v": ["a", "B", "d"], "ver": [1, 2, 1]})
+    r2 = st.ingest_snapshot(snap2, key=["id"], version="ver", publish="db.pub")
+    assert (r2.unchanged_records_count, r2.updated_records_count, r2.inserted_records_count) == (1, 1, 1)
+    pub = catalog.load_table("db.pub").scan().to_arrow().sort_by("id")
+    # keys absent from a later snapshot stay (the merge keeps the latest row per key)
+    assert pub.column("id").to_pylist() == [1, 2, 3, 4]
+    assert pub.column("v").to_pylist() == ["a", "B", "c", "d"]
+
+
+def test_inspect_tables_and_catalog_calls(catalog):
+    t = catalog.create_table("db.t", schema=SCHEMA, format_version=3,
+                             properties={"write.delete.mode": "merge-on-read"})
+    t.append(data(range(10)))
+    t.delete("id = 3")
+    for name in ["snapshots", "history", "refs", "metadata_log_entries", "manifests",
+                 "all_manifests", "files", "data_files", "delete_files", "all_files",
+                 "all_data_files", "all_delete_files", "entries", "all_entries", "partitions",
+                 "position_deletes"]:
+        got = getattr(t.inspect, name)()
+        assert isinstance(got, pa.Table), name
+    assert t.inspect.snapshots().num_rows == 2
+    assert t.inspect.delete_files().num_rows == 1
+    assert t.inspect.position_deletes().num_rows == 1
+    first = t.snapshots()[0].snapshot_id
+    assert t.inspect.data_files(snapshot_id=first).num_rows >= 1
+    assert catalog.list_namespaces() == ["db"]
+    assert catalog.list_tables("db") == ["db.t"]
+    assert catalog.table_exists("db.t") and not catalog.table_exists("db.nope")
+    catalog.rename_table("db.t", "db.t2")
+    assert catalog.load_table("db.t2").scan().count() == 9
+    catalog.create_namespace("other")
+    assert "other" in catalog.list_namespaces()
+    catalog.drop_namespace("other")
+    d = catalog.purge_table("db.t2")
+    assert isinstance(d, floe.DropTableResult) and d.purged and d.deleted_files_count > 0
+    assert not catalog.table_exists("db.t2")
+
+
+def test_results_carry_the_cli_json_keys():
+    # Each dataclass is built with **the JSON document; a key added or renamed in the CLI's
+    # report (src/bin/floe/report.rs, shared by the binding) fails the constructor. Here:
+    # the field names follow the README's vocabulary (snake_case, counts end in _count).
+    for cls in [floe.AppendResult, floe.RowLevelResult, floe.RewriteDataFilesResult,
+                floe.ExpireSnapshotsResult, floe.CloneResult, floe.IngestSnapshotResult]:
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert names[0] == "table"
+        assert all(n == n.lower() for n in names)
+
+
+def test_exceptions_by_kind(catalog, warehouse):
+    assert issubclass(floe.ConflictError, floe.FloeError)
+    assert issubclass(floe.CommitStateUnknownError, floe.FloeError)
+    with pytest.raises(floe.NotFoundError, match="db.missing"):
+        catalog.load_table("db.missing")
+    t = catalog.create_table("db.t", schema=SCHEMA)
+    with pytest.raises(floe.AlreadyExistsError):
+        catalog.create_table("db.t", schema=SCHEMA)
+    with pytest.raises(floe.InvalidInputError, match="nocol"):
+        t.delete("nocol = 1")
+    with pytest.raises(floe.InvalidInputError):
+        t.append(pa.table({"id": ["not a number"]}))
+    with pytest.raises(floe.InvalidInputError):
+        t.append([1, 2, 3])
+    with pytest.raises(floe.NotFoundError):
+        t.scan(snapshot_id=123).to_arrow()
+    with pytest.raises(floe.InvalidInputError):
+        floe.load_catalog("default", warehouse=warehouse, bogus=1)
+    # A conflict: a rewrite planned and executed, then its files changed, then committed.
+    for i in range(3):
+        t.append(data(range(i * 10, i * 10 + 10)))
+    plan = t._inner.plan_rewrite(None, {"rewrite-all": "true"})
+    res = t._inner.execute_rewrite_task(plan, 0)
+    other = catalog.load_table("db.t")
+    other.delete("id = 1")
+    with pytest.raises(floe.ConflictError):
+        t._inner.commit_rewrite([res], False)
+    assert t.refresh().scan().count() == 29
+    # A corrupt data file.
+    path = t.inspect.data_files().column("file_path").to_pylist()[0].replace("file://", "")
+    with open(path, "r+b") as f:
+        f.truncate(20)
+    with pytest.raises(floe.CorruptError):
+        t.scan().to_arrow()
+
+
+def test_pickle_reopens(catalog):
+    t = catalog.create_table("db.t", schema=SCHEMA)
+    t.append(data(range(3)))
+    t2 = pickle.loads(pickle.dumps(t))
+    assert t2.name == "db.t" and t2.scan().count() == 3
+    c2 = pickle.loads(pickle.dumps(catalog))
+    assert c2.load_table("db.t").scan().count() == 3

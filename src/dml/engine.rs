@@ -529,7 +529,9 @@ async fn plan(
     let mut dropped: Vec<PlannedFile> = Vec::new();
     if let Some(cols) = changer.columns() {
         let arrow = table.arrow_schema()?;
-        for f in &plan.files {
+        // A file with deletes is read instead: its live rows are what the statement removes
+        // (its record count also counts rows deleted before).
+        for f in plan.files.iter().filter(|f| f.deletes.is_empty()) {
             if let Some(row) = identity_row(table, &arrow, f, &cols)? {
                 if changer.removes_all(&row)? == Some(true) {
                     dropped.push(f.clone());

@@ -1142,7 +1142,7 @@ impl Run<'_> {
                     Some(p) => format!("DELETE FROM {name} WHERE {}", sql_pred(p)),
                     None => format!("DELETE FROM {name}"),
                 };
-                floe::dml::execute(&self.cat, &sql, None)
+                let r = floe::dml::execute(&self.cat, &sql, None)
                     .await
                     .map_err(|e| fail(step, "delete-error", format!("{sql}: {e}")))?;
                 let after: Vec<MRow> = before
@@ -1150,6 +1150,17 @@ impl Run<'_> {
                     .filter(|r| !holds(pred, &|_, c| get_of(r, c)))
                     .cloned()
                     .collect();
+                if r.removed_rows as usize != before.len() - after.len() {
+                    return Err(fail(
+                        step,
+                        "delete-count",
+                        format!(
+                            "{sql}: reported {} rows deleted, the model deleted {}",
+                            r.removed_rows,
+                            before.len() - after.len()
+                        ),
+                    ));
+                }
                 let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
                 self.sync(step, t, &table, &after, 1)?;
             }
@@ -1163,9 +1174,23 @@ impl Run<'_> {
                     Some(p) => format!("UPDATE {name} SET {set_sql} WHERE {}", sql_pred(p)),
                     None => format!("UPDATE {name} SET {set_sql}"),
                 };
-                floe::dml::execute(&self.cat, &sql, None)
+                let r = floe::dml::execute(&self.cat, &sql, None)
                     .await
                     .map_err(|e| fail(step, "update-error", format!("{sql}: {e}")))?;
+                let matched = before
+                    .iter()
+                    .filter(|r| holds(pred, &|_, c| get_of(r, c)))
+                    .count();
+                if r.removed_rows as usize != matched {
+                    return Err(fail(
+                        step,
+                        "update-count",
+                        format!(
+                            "{sql}: reported {} rows updated, the model matched {matched}",
+                            r.removed_rows
+                        ),
+                    ));
+                }
                 let after: Vec<MRow> = before
                     .iter()
                     .map(|r| {

@@ -17,6 +17,7 @@ pub use bind::BoundExpr;
 pub(crate) use columns::{column_by_field_id, literal_array};
 pub(crate) use eval::cast_to;
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
+pub(crate) use prune::field_ids;
 pub(crate) use prune::{
     file_may_match, manifest_may_match, may_match, partition_matches, project_to_partition,
 };

@@ -128,7 +128,7 @@ struct RowGroupChoice {
 /// the filter's counters.
 fn prune_row_groups(
     meta: &parquet::file::metadata::ParquetMetaData,
-    data: Option<&bytes::Bytes>,
+    blooms: &Blooms,
     filter: &super::RowGroupFilter,
     roots: &[usize],
 ) -> RowGroupChoice {
@@ -163,14 +163,9 @@ fn prune_row_groups(
             Default::default();
         let mut absent = |id: i32, v: &iceberg::spec::Datum| -> Option<bool> {
             let &(c, physical) = leaves.get(&id)?;
-            let data = data?;
             let chunk = rg.column(c);
             chunk.bloom_filter_offset()?;
-            let f = filters.entry(c).or_insert_with(|| {
-                parquet::bloom_filter::Sbbf::read_from_column_chunk(chunk, data)
-                    .ok()
-                    .flatten()
-            });
+            let f = filters.entry(c).or_insert_with(|| blooms.read(chunk));
             crate::expr::bloom_proves_absent(f.as_ref()?, physical, v)
         };
         let may = by_stats && {
@@ -219,6 +214,111 @@ fn prune_row_groups(
     );
     filter.counters.add_pages(pages, pruned_pages);
     choice
+}
+
+/// Where a file's bloom filters are read from.
+enum Blooms {
+    /// The whole file is at hand.
+    File(bytes::Bytes),
+    /// Fetched ahead: each filter's bytes, by their offset in the file.
+    Fetched(std::collections::HashMap<u64, bytes::Bytes>),
+}
+
+impl Blooms {
+    /// The bloom filter of a column chunk, if it can be read.
+    fn read(
+        &self,
+        chunk: &parquet::file::metadata::ColumnChunkMetaData,
+    ) -> Option<parquet::bloom_filter::Sbbf> {
+        use parquet::bloom_filter::Sbbf;
+        let read = match self {
+            Blooms::File(data) => Sbbf::read_from_column_chunk(chunk, data),
+            Blooms::Fetched(map) => {
+                let start = u64::try_from(chunk.bloom_filter_offset()?).ok()?;
+                let bytes = map.get(&start)?.clone();
+                Sbbf::read_from_column_chunk(chunk, &Slice { start, bytes })
+            }
+        };
+        read.ok().flatten()
+    }
+}
+
+/// Bytes of a file starting at offset `start`, read as the file at those offsets.
+struct Slice {
+    start: u64,
+    bytes: bytes::Bytes,
+}
+
+impl parquet::file::reader::Length for Slice {
+    fn len(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl parquet::file::reader::ChunkReader for Slice {
+    type T = bytes::buf::Reader<bytes::Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        use bytes::Buf;
+        Ok(self.get_bytes(start, self.bytes.len())?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        let from = start
+            .checked_sub(self.start)
+            .map(|f| f as usize)
+            .filter(|f| *f <= self.bytes.len())
+            .ok_or_else(|| {
+                parquet::errors::ParquetError::General("bloom filter out of range".into())
+            })?;
+        Ok(self
+            .bytes
+            .slice(from..(from + length).min(self.bytes.len())))
+    }
+}
+
+/// Fetches the bloom filters a filter may consult (of the columns it reads, in the row groups
+/// their statistics keep), one ranged read each.
+async fn fetch_blooms(
+    storage: &Storage,
+    path: &str,
+    meta: &parquet::file::metadata::ParquetMetaData,
+    filter: &super::RowGroupFilter,
+) -> Result<Blooms> {
+    let mut ids = Vec::new();
+    crate::expr::field_ids(&filter.predicate, &mut ids);
+    let descr = meta.file_metadata().schema_descr();
+    let columns: Vec<usize> = (0..descr.num_columns())
+        .filter(|&c| {
+            let col = descr.column(c);
+            let info = col.self_type().get_basic_info();
+            col.path().parts().len() == 1 && info.has_id() && ids.contains(&info.id())
+        })
+        .collect();
+    let metrics = crate::expr::row_group_metrics(meta, &filter.schema);
+    let mut map = std::collections::HashMap::new();
+    for (i, rg) in meta.row_groups().iter().enumerate() {
+        if metrics
+            .get(i)
+            .is_some_and(|m| !crate::expr::may_match(&filter.predicate, m))
+        {
+            continue;
+        }
+        for &c in &columns {
+            let chunk = rg.column(c);
+            let (Some(offset), Some(length)) =
+                (chunk.bloom_filter_offset(), chunk.bloom_filter_length())
+            else {
+                continue;
+            };
+            let (Ok(offset), Ok(length)) = (u64::try_from(offset), u64::try_from(length)) else {
+                continue;
+            };
+            let bytes = storage.get_range(path, offset..offset + length).await?;
+            map.insert(offset, bytes);
+        }
+    }
+    Ok(Blooms::Fetched(map))
 }
 
 /// Compressed bytes of column `c` of row group `rg` (starting at position `start`) read for
@@ -279,15 +379,15 @@ struct Configured<T> {
     pruned: Vec<(u64, u64)>,
 }
 
-/// Configures a reader of the file (projection, row groups, deleted rows), or `None` when it
-/// needs the general reader. Bloom filters are checked only when the whole file is at hand.
+/// Configures a reader of the file (projection, row groups, pages, deleted rows), or `None`
+/// when it needs the general reader.
 fn configure<T>(
     builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
     target: &ArrowSchemaRef,
     schema: &iceberg::spec::Schema,
     deleted: Option<RoaringTreemap>,
     row_groups: Option<&super::RowGroupFilter>,
-    data: Option<&bytes::Bytes>,
+    blooms: &Blooms,
     batch_size: usize,
 ) -> Option<Configured<T>> {
     let sources = sources_for(builder.schema(), target, schema)?;
@@ -305,7 +405,7 @@ fn configure<T>(
     let mut read = vec![(0, rows)];
     let (mut pruned, mut pages_pruned) = (Vec::new(), Vec::new());
     if let Some(f) = row_groups {
-        let choice = prune_row_groups(builder.metadata(), data, f, &roots);
+        let choice = prune_row_groups(builder.metadata(), blooms, f, &roots);
         if !choice.pruned.is_empty() {
             builder = builder.with_row_groups(choice.kept);
             read = choice.read;
@@ -388,7 +488,7 @@ pub(super) async fn open(
             &o.schema,
             o.deleted,
             o.row_groups.as_deref(),
-            Some(&data),
+            &Blooms::File(data.clone()),
             o.batch_size,
         ) else {
             return Ok(false);
@@ -510,13 +610,17 @@ async fn open_remote(
     )
     .await
     .map_err(corrupt)?;
+    let blooms = match &o.row_groups {
+        Some(f) => fetch_blooms(storage, path, builder.metadata(), f).await?,
+        None => Blooms::Fetched(Default::default()),
+    };
     let Some(c) = configure(
         builder,
         &o.target,
         &o.schema,
         o.deleted,
         o.row_groups.as_deref(),
-        None,
+        &blooms,
         o.batch_size,
     ) else {
         return Ok(None);

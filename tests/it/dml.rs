@@ -801,6 +801,9 @@ async fn random_statements_keep_row_lineage_as_the_model_says() {
     }
 }
 
+/// Which model rows a statement matches.
+type RowTest = Box<dyn Fn(&(i64, i32, i64)) -> bool>;
+
 /// The counts a DELETE or UPDATE reports are the rows it changed: random statements on an
 /// identity-partitioned table (whole partitions dropped by their values, files with earlier
 /// position deletes / deletion vectors among them), in both modes and formats, against a
@@ -857,25 +860,24 @@ async fn reported_counts_are_the_rows_changed() {
                     ),
                 ])
                 .unwrap();
-                t = append(&cat, &t, [Ok(batch)]).await.unwrap().table;
+                append(&cat, &t, [Ok(batch)]).await.unwrap();
                 live.extend(rows);
             }
             let (k, v) = (rng.gen_range(0..3), rng.gen_range(0..10));
-            let (sql, matches): (String, Box<dyn Fn(&(i64, i32, i64)) -> bool>) =
-                match rng.gen_range(0..3) {
-                    0 => (
-                        format!("DELETE FROM db.counts WHERE k = {k}"),
-                        Box::new(move |r| r.1 == k),
-                    ),
-                    1 => (
-                        format!("DELETE FROM db.counts WHERE v = {v}"),
-                        Box::new(move |r| r.2 == v),
-                    ),
-                    _ => (
-                        format!("UPDATE db.counts SET v = v + 100 WHERE k = {k}"),
-                        Box::new(move |r| r.1 == k),
-                    ),
-                };
+            let (sql, matches): (String, RowTest) = match rng.gen_range(0..3) {
+                0 => (
+                    format!("DELETE FROM db.counts WHERE k = {k}"),
+                    Box::new(move |r| r.1 == k),
+                ),
+                1 => (
+                    format!("DELETE FROM db.counts WHERE v = {v}"),
+                    Box::new(move |r| r.2 == v),
+                ),
+                _ => (
+                    format!("UPDATE db.counts SET v = v + 100 WHERE k = {k}"),
+                    Box::new(move |r| r.1 == k),
+                ),
+            };
             let r = floe::dml::execute(&cat, &sql, None).await.unwrap();
             let want = live.iter().filter(|r| matches(r)).count();
             assert_eq!(

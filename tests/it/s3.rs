@@ -494,3 +494,105 @@ fn storage_outlives_a_runtime() {
         drop(rt);
     }
 }
+
+/// Remote files are pruned as local ones: by row-group statistics, by bloom filters (fetched
+/// by ranged reads) and by the page index; every lookup finds what it must.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bloom_filters_and_the_page_index_prune_remote_files() {
+    use arrow::array::{AsArray, Int64Array, RecordBatch};
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let Some(env) = s3_env() else { return };
+    let Some(s3c) = s3_catalog_of(&env, CatalogKind::Sqlite) else {
+        return;
+    };
+    let (cat, ns) = (&s3c.cat, &s3c.ns);
+    let schema = parse_schema("seq long not null, k long").unwrap();
+    let mut c = TableCreation::new(schema);
+    c.properties.extend([
+        (
+            "write.parquet.row-group-size-bytes".to_string(),
+            "16384".to_string(),
+        ),
+        (
+            "write.parquet.page-row-limit".to_string(),
+            "100".to_string(),
+        ),
+        (
+            "write.parquet.bloom-filter-enabled.column.k".to_string(),
+            "true".to_string(),
+        ),
+    ]);
+    let t = cat
+        .create_table(&parse_ident(&format!("{ns}.pruned")).unwrap(), c)
+        .await
+        .unwrap();
+    // seq ascending (pages and row groups prune it); k = even numbers, shuffled (statistics
+    // prune nothing, bloom filters rule out odd k).
+    let mut ks: Vec<i64> = (0..20_000).map(|i| i * 2).collect();
+    ks.shuffle(&mut rand::rngs::StdRng::seed_from_u64(7));
+    let batches: Vec<_> = (0..20)
+        .map(|b| {
+            let r = b * 1000..(b + 1) * 1000;
+            Ok(RecordBatch::try_from_iter([
+                (
+                    "seq",
+                    std::sync::Arc::new(Int64Array::from_iter_values(r.clone())) as _,
+                ),
+                (
+                    "k",
+                    std::sync::Arc::new(Int64Array::from(
+                        ks[r.start as usize..r.end as usize].to_vec(),
+                    )) as _,
+                ),
+            ])
+            .unwrap())
+        })
+        .collect();
+    let t = append(cat, &t, batches).await.unwrap().table;
+    let run = |filter: String| {
+        let t = t.clone();
+        async move {
+            let scan = floe::scan::Scan::new(&t).filter(floe::expr::parse_expr(&filter).unwrap());
+            let plan = scan.plan().await.unwrap();
+            let counters = plan.read_counters();
+            let rows: Vec<RecordBatch> =
+                futures::TryStreamExt::try_collect(scan.read(plan).unwrap())
+                    .await
+                    .unwrap();
+            let mut seqs: Vec<i64> = rows
+                .iter()
+                .flat_map(|b| {
+                    b.column(0)
+                        .as_primitive::<arrow::datatypes::Int64Type>()
+                        .values()
+                        .to_vec()
+                })
+                .collect();
+            seqs.sort_unstable();
+            (seqs, counters.stats())
+        }
+    };
+    let (got, s) = run("seq = 12345".into()).await;
+    assert_eq!(got, [12345]);
+    assert!(s.row_groups > 1, "{s:?}");
+    assert_eq!(s.row_groups_pruned, s.row_groups - 1, "{s:?}");
+    assert_eq!(s.pages - s.pages_pruned, 1, "{s:?}");
+    // Odd keys are in no row group: statistics rule out some row groups, the bloom filters
+    // (fetched by ranged reads) the rest.
+    let mut by_bloom = 0;
+    for k in [777, 1001, 3, 12_345] {
+        let (got, s) = run(format!("k = {k}")).await;
+        assert!(got.is_empty());
+        assert!(s.row_groups > 1, "{s:?}");
+        assert_eq!(s.row_groups_pruned, s.row_groups, "k = {k}: {s:?}");
+        by_bloom += s.row_groups_pruned_by_bloom;
+    }
+    assert!(by_bloom >= 3 * 4, "{by_bloom}");
+    for seq in [0usize, 4321, 19_999] {
+        let (got, _) = run(format!("k = {}", ks[seq])).await;
+        assert_eq!(got, [seq as i64], "k = {}", ks[seq]);
+        let (got, _) = run(format!("k IN ({}, 1, 3)", ks[seq])).await;
+        assert_eq!(got, [seq as i64]);
+    }
+}

@@ -127,39 +127,6 @@ fn mode_name(m: floe::spec::WriteMode) -> &'static str {
     }
 }
 
-fn upsert_json(
-    name: &str,
-    sink_id: &Option<String>,
-    checkpoint: Option<i64>,
-    r: &floe::keyed::UpsertResult,
-    started: Instant,
-) -> serde_json::Value {
-    // The CLI's `upsert --json` document (src/bin/floe/keyed.rs).
-    json!({
-        "table": name,
-        "snapshot_id": r.snapshot_id,
-        "sink_id": sink_id,
-        "checkpoint": checkpoint,
-        "committed_checkpoint": r.committed_checkpoint,
-        "already_committed": r.already_committed,
-        "input_records_count": r.input_rows,
-        "keys_count": r.keys,
-        "inserted_records_count": r.inserted,
-        "updated_records_count": r.updated,
-        "deleted_records_count": r.deleted,
-        "deleted_absent_keys_count": r.deleted_absent,
-        "stale_records_count": r.ignored,
-        "tombstone_records_count": r.tombstone_records,
-        "added_data_files_count": r.added_data_files,
-        "added_delete_files_count": r.added_delete_files,
-        "added_bytes_count": r.written_bytes,
-        "added_columns": r.added_columns,
-        "attempts_count": r.attempts,
-        "lookup": r.lookup,
-        "elapsed_ms": started.elapsed().as_millis() as u64,
-    })
-}
-
 fn parse_staged(items: &[String]) -> PyResult<Vec<floe::txn::StagedFiles>> {
     items
         .iter()
@@ -242,22 +209,7 @@ impl Table {
         let t = self.get();
         let mut snaps: Vec<_> = t.metadata().snapshots().cloned().collect();
         snaps.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
-        let v: Vec<_> = snaps
-            .iter()
-            .map(|s| {
-                json!({
-                    "snapshot_id": s.snapshot_id(),
-                    "parent_snapshot_id": s.parent_snapshot_id(),
-                    "sequence_number": s.sequence_number(),
-                    "timestamp_ms": s.timestamp_ms(),
-                    "operation": s.summary().operation.as_str(),
-                    "summary": s.summary().additional_properties,
-                    "manifest_list": s.manifest_list(),
-                    "first_row_id": s.first_row_id(),
-                    "added_rows": s.added_rows_count(),
-                })
-            })
-            .collect();
+        let v: Vec<_> = snaps.iter().map(|s| crate::report::snapshot(s)).collect();
         to_py_json(py, &json!(v))
     }
 
@@ -933,7 +885,7 @@ impl Table {
                     }
                 })
         })?;
-        let v = upsert_json(&name, &sink_id, checkpoint, &r, started);
+        let v = crate::report::upsert(&name, &sink_id, checkpoint, &r, started);
         if branch.is_none() && wap_id.is_none() && table.branch() == "main" {
             self.set(r.table.clone());
         }

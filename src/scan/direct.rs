@@ -29,6 +29,17 @@ enum Source {
     Fill(Option<iceberg::spec::Literal>),
 }
 
+/// The file's root columns the sources read.
+fn file_roots(sources: &[Source]) -> Vec<usize> {
+    sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::Column(i, _) => Some(*i),
+            Source::Fill(_) => None,
+        })
+        .collect()
+}
+
 /// Plans the direct read of a file: where each target column comes from, matched by field id
 /// at every nesting level, or `None` when the file needs the general reader (a file without
 /// field ids, read through a name mapping; a type change the spec does not allow).
@@ -58,13 +69,7 @@ fn sources_for(
             None => Source::Fill(adapt::initial_default(schema, id)),
         });
     }
-    let mut roots: Vec<usize> = sources
-        .iter()
-        .filter_map(|s| match s {
-            Source::Column(i, _) => Some(*i),
-            Source::Fill(_) => None,
-        })
-        .collect();
+    let mut roots = file_roots(&sources);
     let n = roots.len();
     roots.sort_unstable();
     roots.dedup();
@@ -391,13 +396,7 @@ fn configure<T>(
     batch_size: usize,
 ) -> Option<Configured<T>> {
     let sources = sources_for(builder.schema(), target, schema)?;
-    let mut roots: Vec<usize> = sources
-        .iter()
-        .filter_map(|s| match s {
-            Source::Column(i, _) => Some(*i),
-            Source::Fill(_) => None,
-        })
-        .collect();
+    let mut roots = file_roots(&sources);
     roots.sort_unstable();
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
     let mut builder = builder;

@@ -198,22 +198,7 @@ pub async fn snapshots(cli: &Cli, args: &SnapshotsArgs) -> Result<()> {
     if args.ids {
         snaps.iter().for_each(|s| outln!("{}", s.snapshot_id()));
     } else if a.json {
-        let v: Vec<_> = snaps
-            .iter()
-            .map(|s| {
-                json!({
-                    "snapshot_id": s.snapshot_id(),
-                    "parent_snapshot_id": s.parent_snapshot_id(),
-                    "sequence_number": s.sequence_number(),
-                    "timestamp_ms": s.timestamp_ms(),
-                    "operation": s.summary().operation.as_str(),
-                    "summary": s.summary().additional_properties,
-                    "manifest_list": s.manifest_list(),
-                    "first_row_id": s.first_row_id(),
-                    "added_rows": s.added_rows_count(),
-                })
-            })
-            .collect();
+        let v: Vec<_> = snaps.iter().map(|s| super::report::snapshot(s)).collect();
         print_json(&json!(v));
     } else {
         let rows: Vec<Vec<String>> = snaps

@@ -155,29 +155,13 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
     })?;
     let secs = started.elapsed().as_secs_f64();
     if a.json {
-        print_json(&serde_json::json!({
-            "table": a.name,
-            "snapshot_id": r.snapshot_id,
-            "sink_id": a.sink_id,
-            "checkpoint": a.checkpoint,
-            "committed_checkpoint": r.committed_checkpoint,
-            "already_committed": r.already_committed,
-            "input_records_count": r.input_rows,
-            "keys_count": r.keys,
-            "inserted_records_count": r.inserted,
-            "updated_records_count": r.updated,
-            "deleted_records_count": r.deleted,
-            "deleted_absent_keys_count": r.deleted_absent,
-            "stale_records_count": r.ignored,
-            "tombstone_records_count": r.tombstone_records,
-            "added_data_files_count": r.added_data_files,
-            "added_delete_files_count": r.added_delete_files,
-            "added_bytes_count": r.written_bytes,
-            "added_columns": r.added_columns,
-            "attempts_count": r.attempts,
-            "lookup": r.lookup,
-            "elapsed_ms": started.elapsed().as_millis() as u64,
-        }));
+        print_json(&super::report::upsert(
+            &a.name,
+            &a.sink_id,
+            a.checkpoint,
+            &r,
+            started,
+        ));
         return Ok(());
     }
     if r.already_committed {

@@ -198,3 +198,51 @@ pub fn drop(table: &str, purged: bool, r: &floe::maintenance::DropResult) -> Val
         "kept_shared_files_count": r.kept_shared_files,
     })
 }
+
+/// `upsert`.
+pub fn upsert(
+    name: &str,
+    sink_id: &Option<String>,
+    checkpoint: Option<i64>,
+    r: &floe::keyed::UpsertResult,
+    started: Instant,
+) -> Value {
+    json!({
+        "table": name,
+        "snapshot_id": r.snapshot_id,
+        "sink_id": sink_id,
+        "checkpoint": checkpoint,
+        "committed_checkpoint": r.committed_checkpoint,
+        "already_committed": r.already_committed,
+        "input_records_count": r.input_rows,
+        "keys_count": r.keys,
+        "inserted_records_count": r.inserted,
+        "updated_records_count": r.updated,
+        "deleted_records_count": r.deleted,
+        "deleted_absent_keys_count": r.deleted_absent,
+        "stale_records_count": r.ignored,
+        "tombstone_records_count": r.tombstone_records,
+        "added_data_files_count": r.added_data_files,
+        "added_delete_files_count": r.added_delete_files,
+        "added_bytes_count": r.written_bytes,
+        "added_columns": r.added_columns,
+        "attempts_count": r.attempts,
+        "lookup": r.lookup,
+        "elapsed_ms": started.elapsed().as_millis() as u64,
+    })
+}
+
+/// One row of `snapshots --json`.
+pub fn snapshot(s: &floe::spec::Snapshot) -> Value {
+    json!({
+        "snapshot_id": s.snapshot_id(),
+        "parent_snapshot_id": s.parent_snapshot_id(),
+        "sequence_number": s.sequence_number(),
+        "timestamp_ms": s.timestamp_ms(),
+        "operation": s.summary().operation.as_str(),
+        "summary": s.summary().additional_properties,
+        "manifest_list": s.manifest_list(),
+        "first_row_id": s.first_row_id(),
+        "added_rows": s.added_rows_count(),
+    })
+}

@@ -1,6 +1,6 @@
 """floe on a local Ray cluster (ray.init(num_cpus=2)): distributed compaction and a
 distributed upsert / append through the Ray Data sink give the same rows as the
-single-process calls, read by floe, pyiceberg and DuckDB; the Ray Data source reads with the
+single-process calls, read by floe, pyiceberg, DuckDB and Spark (at session end); the Ray Data source reads with the
 row filter pushed down."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import floe
-from conftest import duckdb_rows, plain, pyiceberg_catalog, rows
+from conftest import duckdb_rows, plain, pyiceberg_catalog, rows, spark_check
 
 ray = pytest.importorskip("ray")
 import floe.ray as fr  # noqa: E402
@@ -50,6 +50,7 @@ def check_peers(warehouse, t, want):
     assert rows(plain(t.scan().to_arrow())) == want
     assert rows(plain(pyiceberg_catalog(warehouse).load_table(t.name).scan().to_arrow())) == want
     assert rows(plain(duckdb_rows(t.metadata_location))) == want
+    spark_check(t, f"ray {t.name}")
 
 
 def test_distributed_compaction_equals_single_process(catalog, warehouse):

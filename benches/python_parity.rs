@@ -12,8 +12,8 @@
 //! python_parity upsert WAREHOUSE CHANGES.parquet TABLE...  # upsert of the file's rows, each TABLE
 //! ```
 //!
-//! It prints one JSON object on stdout: `{"op", "seconds": [...], "rows": [...]}`, one entry
-//! per scan / per table, in order (the caller drops the first as a warm-up, as it does on the
+//! It prints one JSON object on stdout: `{"op", "seconds": [...], "cpu_seconds": [...],
+//! "rows": [...]}` (wall and process CPU time), one entry per scan / per table, in order (the caller drops the first as a warm-up, as it does on the
 //! Python side). Each timing covers exactly what the Python call covers once its arguments
 //! are in Rust: the catalog is opened and (for the scan) the table loaded before the clock
 //! starts; the work runs as the binding runs it — spawned on a default multi-thread tokio
@@ -33,20 +33,46 @@ const USAGE: &str = "usage: python_parity scan WAREHOUSE TABLE REPEAT | \
                      delete WAREHOUSE WHERE TABLE... | upsert WAREHOUSE CHANGES.parquet TABLE... \
                      (driven by tools/bench/python_api.py --rust-bin)";
 
+/// CPU seconds (user + system, all threads) this process has used: `CLOCK_PROCESS_CPUTIME_ID`,
+/// the clock of Python's `time.process_time()`. NaN off Linux.
+fn cpu_seconds() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        #[repr(C)]
+        struct Timespec {
+            tv_sec: i64,
+            tv_nsec: i64,
+        }
+        extern "C" {
+            fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
+        }
+        const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
+        let mut t = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid, writable timespec (64-bit Linux layout).
+        if unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mut t) } == 0 {
+            return t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9;
+        }
+    }
+    f64::NAN
+}
+
 /// Runs `fut` as the binding's `run` does: spawned on the runtime, this thread blocking on
-/// the handle; returns the result and the seconds it took.
-fn timed<T, F>(rt: &tokio::runtime::Runtime, fut: F) -> (T, f64)
+/// the handle; returns the result, the wall seconds and the CPU seconds it took.
+fn timed<T, F>(rt: &tokio::runtime::Runtime, fut: F) -> (T, f64, f64)
 where
     T: Send + 'static,
     F: Future<Output = floe::Result<T>> + Send + 'static,
 {
-    let t0 = Instant::now();
+    let (c0, t0) = (cpu_seconds(), Instant::now());
     let handle = rt.spawn(fut);
     let r = rt
         .block_on(handle)
         .expect("the task panicked")
         .unwrap_or_else(|e| panic!("{e}"));
-    (r, t0.elapsed().as_secs_f64())
+    (r, t0.elapsed().as_secs_f64(), cpu_seconds() - c0)
 }
 
 fn main() {
@@ -62,19 +88,17 @@ fn main() {
         .expect("tokio runtime");
     // The Python package opens `load_catalog("default", warehouse=...)` this way.
     let cat = Catalog::open(None, Some(&args[1]), Some("default")).expect("open the catalog");
-    let (mut seconds, mut rows) = (Vec::new(), Vec::new());
+    let (mut seconds, mut cpu, mut rows) = (Vec::new(), Vec::new(), Vec::new());
     match op {
         "scan" => {
             let ident = parse_ident(&args[2]).expect("table name");
             let repeat: usize = args[3].parse().expect("REPEAT");
             let c = cat.clone();
-            let (t, _) = timed(&rt, async move { c.load_table(&ident).await });
+            let (t, _, _) = timed(&rt, async move { c.load_table(&ident).await });
             for _ in 0..repeat {
-                // As `scan_to_arrow` with the Python defaults (selected_fields=("*",)).
-                let scan = Scan::new(&t)
-                    .snapshot(SnapshotSelector::Current)
-                    .select(["*"]);
-                let (batches, s) = timed(&rt, async move {
+                // As `scan_to_arrow` with the Python defaults (all columns, no filter).
+                let scan = Scan::new(&t).snapshot(SnapshotSelector::Current);
+                let (batches, s, c) = timed(&rt, async move {
                     let plan = scan.plan().await?;
                     let _schema = scan.output_schema(&plan)?;
                     let mut stream = scan.read(plan)?;
@@ -85,6 +109,7 @@ fn main() {
                     Ok(out)
                 });
                 seconds.push(s);
+                cpu.push(c);
                 rows.push(batches.iter().map(|b| b.num_rows() as u64).sum::<u64>());
             }
         }
@@ -93,10 +118,11 @@ fn main() {
                 // As `Table.delete`: `DELETE FROM <t> WHERE <filter>` through `execute_with`.
                 let sql = format!("DELETE FROM {name} WHERE {}", args[2]);
                 let c = cat.clone();
-                let (r, s) = timed(&rt, async move {
+                let (r, s, c) = timed(&rt, async move {
                     floe::dml::execute_with(&c, &sql, None, None).await
                 });
                 seconds.push(s);
+                cpu.push(c);
                 rows.push(r.removed_rows);
             }
         }
@@ -114,16 +140,16 @@ fn main() {
                 let (c, input) = (cat.clone(), input.clone());
                 // As `Table.upsert` on a keyed table: the rows as one ChangeBatch, default
                 // options, `keyed::upsert`.
-                let (r, s) = timed(&rt, async move {
+                let (r, s, c) = timed(&rt, async move {
                     let mut changes = floe::keyed::ChangeBatch::new();
                     for b in input {
                         changes.push("the input", b);
                     }
-                    let options =
-                        floe::keyed::UpsertOptions::default().with_evolve_schema(false);
+                    let options = floe::keyed::UpsertOptions::default().with_evolve_schema(false);
                     floe::keyed::upsert(&c, &ident, &changes, &options).await
                 });
                 seconds.push(s);
+                cpu.push(c);
                 rows.push(r.updated + r.inserted);
             }
         }
@@ -131,6 +157,6 @@ fn main() {
     }
     println!(
         "{}",
-        serde_json::json!({"op": op, "seconds": seconds, "rows": rows})
+        serde_json::json!({"op": op, "seconds": seconds, "cpu_seconds": cpu, "rows": rows})
     );
 }

@@ -18,10 +18,12 @@ and pyarrow (tools/python/setup.sh's venv). Prints one line per measurement and 
 
 Every number is the median of several runs after an untimed warm-up (scan: R runs on one
 table; delete / upsert: one fresh table per run, all created by the same floe append of the
-same rows, so every run starts from the same table state). The Rust runs are interleaved
-with the Python runs (one process per run, its own warm-up on a small table first, the
-catalog opened before the clock starts), so load from other work on the machine falls on
-both alike.
+same rows, so every run starts from the same table state; `os.sync()` before each run). The
+Rust runs are interleaved with the Python runs, the order alternating (one process per run,
+its own untimed warm-up run on a full-size table first, the catalog opened before the clock
+starts), so load from other work on the machine falls on both alike. Wall time and CPU time
+(the process's, all threads: `time.process_time()` and the same clock in Rust) are both
+reported: on a busy machine the CPU time is the steadier.
 """
 
 from __future__ import annotations
@@ -46,20 +48,21 @@ WHERE = "id % 100 = 7"
 
 
 def clock(f):
-    t = time.perf_counter()
+    """f's wall seconds, CPU seconds (this process, all threads) and result."""
+    c, t = time.process_time(), time.perf_counter()
     out = f()
-    return time.perf_counter() - t, out
+    return time.perf_counter() - t, time.process_time() - c, out
 
 
 def timed(f, repeat):
-    """Median seconds of `repeat` runs of f after one untimed warm-up run; f's last result."""
+    """Median wall and CPU seconds of `repeat` runs of f after one untimed warm-up run."""
     f()
-    times = []
-    out = None
+    walls, cpus, out = [], [], None
     for _ in range(repeat):
-        s, out = clock(f)
-        times.append(s)
-    return statistics.median(times), out
+        w, c, out = clock(f)
+        walls.append(w)
+        cpus.append(c)
+    return statistics.median(walls), statistics.median(cpus), out
 
 
 def data(n, start=0, tag="a"):
@@ -74,9 +77,11 @@ def data(n, start=0, tag="a"):
 
 
 def rust(bin_, *args):
-    """Runs the python_parity bench binary; its JSON result (seconds and rows per run)."""
-    out = subprocess.run([bin_, *args], check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    """Runs the python_parity bench binary; its JSON result (seconds, cpu_seconds, rows)."""
+    p = subprocess.run([bin_, *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{bin_} {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def ms(x):
@@ -86,7 +91,7 @@ def ms(x):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--repeat", type=int, default=5, help="timed runs of floe (Python, Rust)")
+    ap.add_argument("--repeat", type=int, default=7, help="timed runs of floe (Python, Rust)")
     ap.add_argument("--pyiceberg-repeat", type=int, default=3, help="timed runs of pyiceberg")
     ap.add_argument("--floe-bin", default=None, help="the floe CLI (1-row append comparison)")
     ap.add_argument("--rust-bin", default=None, help="the python_parity bench binary")
@@ -94,7 +99,7 @@ def main() -> None:
     a = ap.parse_args()
     n = 20_000 if a.smoke else a.rows
     reps, preps = (2, 1) if a.smoke else (a.repeat, a.pyiceberg_repeat)
-    small = min(n, 10_000)  # warm-up tables
+    small = min(n, 10_000)  # pyiceberg's warm-up tables (floe's are full size)
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.expressions import In
 
@@ -106,121 +111,161 @@ def main() -> None:
     py = SqlCatalog("default", uri=f"sqlite:///{wh}/catalog.db", warehouse=f"file://{wh}")
     rows = data(n)
     rows_small = data(small)
-    ratios, parity = {}, {}
+    ratios, parity, parity_cpu = {}, {}, {}
 
     def make(name, src=rows, **kw):
         t = cat.create_table(name, schema=src.schema, **kw)
         t.append(src)
         return t
 
+    def paired(name, prepare, py_run, rust_run):
+        """Runs the Python call and (with --rust-bin) the Rust library `reps` times each,
+        interleaved, the order alternating per run, each run on what `prepare(i)` made for it
+        beforehand and after an `os.sync()` (no writeback of earlier tables during the clock);
+        records the medians of wall and CPU time and the python/rust ratios."""
+        fw, fc, rw, rc = [], [], [], []
+        for i in range(reps):
+            ctx = prepare(i)
+            for side in (("py", "rs") if i % 2 == 0 else ("rs", "py")):
+                os.sync()
+                if side == "py":
+                    w, c = py_run(i, ctx)
+                    fw.append(w)
+                    fc.append(c)
+                elif a.rust_bin:
+                    r = rust_run(i, ctx)
+                    rw.append(r["seconds"][-1])
+                    rc.append(r["cpu_seconds"][-1])
+        med = statistics.median
+        out = {"py": med(fw), "py_cpu": med(fc)}
+        if rw:
+            out.update(rs=med(rw), rs_cpu=med(rc))
+            parity[name], parity_cpu[name] = med(fw) / med(rw), med(fc) / med(rc)
+        return out
+
+    def rust_part(m):
+        if "rs" not in m:
+            return ""
+        return (f", Rust library {ms(m['rs'])} (CPU: floe {ms(m['py_cpu'])}, "
+                f"Rust {ms(m['rs_cpu'])})")
+
     # scan
     t = make("db.scan")
     p = py.load_table("db.scan")
-    f_s, got = timed(lambda: t.scan().to_arrow(), reps)
-    p_s, got2 = timed(lambda: p.scan().to_arrow(), preps)
-    assert got.num_rows == got2.num_rows == n
-    line = f"scan().to_arrow() {n} rows: floe {ms(f_s)}, pyiceberg {ms(p_s)}"
-    ratios["scan"] = p_s / f_s
-    if a.rust_bin:
-        r = rust(a.rust_bin, "scan", wh, "db.scan", str(reps + 1))
-        assert r["rows"] == [n] * (reps + 1), r
-        r_s = statistics.median(r["seconds"][1:])
-        line += f", Rust library {ms(r_s)}"
-        parity["scan"] = f_s / r_s
-    print(line, flush=True)
+    t.scan().to_arrow()  # warm-up
+
+    def py_scan(i, _):
+        w, c, got = clock(lambda: t.scan().to_arrow())
+        assert got.num_rows == n
+        return w, c
+
+    def rs_scan(i, _):
+        r = rust(a.rust_bin, "scan", wh, "db.scan", "2")  # a warm-up scan, then the timed one
+        assert r["rows"] == [n, n], r
+        return r
+
+    f = paired("scan", lambda i: None, py_scan, rs_scan)
+    p_s, _, got2 = timed(lambda: p.scan().to_arrow(), preps)
+    assert got2.num_rows == n
+    ratios["scan"] = p_s / f["py"]
+    print(f"scan().to_arrow() {n} rows: floe {ms(f['py'])}, pyiceberg {ms(p_s)}" + rust_part(f),
+          flush=True)
 
     # delete 1%: one fresh table per run (floe MoR; pyiceberg CoW)
     mor = {"write.delete.mode": "merge-on-read"}
-    make("db.del_warm", rows_small, properties=mor).delete(WHERE)
-    f_runs, r_runs = [], []
     expect = len(range(7, n, 100))
-    for i in range(reps):
-        t = make(f"db.del_py{i}", properties=mor)
-        s, res = clock(lambda: t.delete(WHERE))
-        assert res.mode == "merge-on-read" and t.scan().count() == n - expect, res
-        f_runs.append(s)
+    make("db.del_warm", properties=mor).delete(WHERE)
+
+    def prep_del(i):
         if a.rust_bin:
-            make(f"db.del_rw{i}", rows_small, properties=mor)
+            make(f"db.del_rw{i}", properties=mor)  # the Rust process's warm-up
             make(f"db.del_rs{i}", properties=mor)
-            r = rust(a.rust_bin, "delete", wh, WHERE, f"db.del_rw{i}", f"db.del_rs{i}")
-            assert r["rows"][1] == expect, r
-            r_runs.append(r["seconds"][1])
-    f_d = statistics.median(f_runs)
+        return make(f"db.del_py{i}", properties=mor)
+
+    def py_del(i, t):
+        w, c, res = clock(lambda: t.delete(WHERE))
+        assert res.mode == "merge-on-read" and t.scan().count() == n - expect, res
+        return w, c
+
+    def rs_del(i, _):
+        r = rust(a.rust_bin, "delete", wh, WHERE, f"db.del_rw{i}", f"db.del_rs{i}")
+        assert r["rows"][1] == expect, r
+        return r
+
+    f = paired("delete", prep_del, py_del, rs_del)
     make("db.del_piw", rows_small)
     py.load_table("db.del_piw").delete(In("id", set(range(7, small, 100))))
     p_runs = []
     for i in range(preps):
         make(f"db.del_pi{i}")
         p = py.load_table(f"db.del_pi{i}")
-        s, _ = clock(lambda: p.delete(In("id", set(range(7, n, 100)))))
+        os.sync()
+        s, _, _ = clock(lambda: p.delete(In("id", set(range(7, n, 100)))))
         assert py.load_table(f"db.del_pi{i}").scan().to_arrow().num_rows == n - expect
         p_runs.append(s)
     p_d = statistics.median(p_runs)
-    line = f"delete 1%: floe {ms(f_d)} (merge-on-read), pyiceberg {ms(p_d)} (copy-on-write)"
-    ratios["delete"] = p_d / f_d
-    if a.rust_bin:
-        r_d = statistics.median(r_runs)
-        line += f", Rust library {ms(r_d)}"
-        parity["delete"] = f_d / r_d
-    print(line, flush=True)
+    ratios["delete"] = p_d / f["py"]
+    print(f"delete 1%: floe {ms(f['py'])} (merge-on-read), pyiceberg {ms(p_d)} (copy-on-write)"
+          + rust_part(f), flush=True)
 
     # upsert 1%: half existing keys, half new; one fresh keyed table per run
     m = max(2, n // 100)
     changes = pa.concat_tables([data(m // 2, 0, "u"), data(m - m // 2, n, "u")])
     changes = changes.combine_chunks()  # one batch, as the Rust side reads it
     changes_small = pa.concat_tables([data(50, 0, "u"), data(50, small, "u")])
-    ch_file, ch_small_file = os.path.join(tmp, "changes.parquet"), os.path.join(tmp, "cs.parquet")
+    ch_file = os.path.join(tmp, "changes.parquet")
     pq.write_table(changes, ch_file)
-    pq.write_table(changes_small, ch_small_file)
-    make("db.up_warm", rows_small, primary_key="id").upsert(changes_small)
-    f_runs, r_runs = [], []
-    for i in range(reps):
-        t = make(f"db.up_py{i}", primary_key="id")
-        s, fu = clock(lambda: t.upsert(changes))
-        assert (fu.updated_records_count, fu.inserted_records_count) == (m // 2, m - m // 2), fu
-        f_runs.append(s)
+    make("db.up_warm", primary_key="id").upsert(changes)
+
+    def prep_up(i):
         if a.rust_bin:
-            make(f"db.up_rw{i}", rows_small, primary_key="id")
+            make(f"db.up_rw{i}", primary_key="id")  # the Rust process's warm-up
             make(f"db.up_rs{i}", primary_key="id")
-            r = rust(a.rust_bin, "upsert", wh, ch_file, f"db.up_rw{i}", f"db.up_rs{i}")
-            assert r["rows"][1] == m, r
-            r_runs.append(r["seconds"][1])
-    f_u = statistics.median(f_runs)
+        return make(f"db.up_py{i}", primary_key="id")
+
+    def py_up(i, t):
+        w, c, fu = clock(lambda: t.upsert(changes))
+        assert (fu.updated_records_count, fu.inserted_records_count) == (m // 2, m - m // 2), fu
+        return w, c
+
+    def rs_up(i, _):
+        r = rust(a.rust_bin, "upsert", wh, ch_file, f"db.up_rw{i}", f"db.up_rs{i}")
+        assert r["rows"][1] == m, r
+        return r
+
+    f = paired("upsert", prep_up, py_up, rs_up)
     make("db.up_piw", rows_small, primary_key="id")
     py.load_table("db.up_piw").upsert(changes_small, join_cols=["id"])
     p_runs = []
     for i in range(preps):
         make(f"db.up_pi{i}", primary_key="id")
         p = py.load_table(f"db.up_pi{i}")
-        s, pu = clock(lambda: p.upsert(changes, join_cols=["id"]))
+        os.sync()
+        s, _, pu = clock(lambda: p.upsert(changes, join_cols=["id"]))
         assert (pu.rows_updated, pu.rows_inserted) == (m // 2, m - m // 2), pu
         p_runs.append(s)
     p_u = statistics.median(p_runs)
-    line = f"upsert {m} rows: floe {ms(f_u)}, pyiceberg {ms(p_u)}"
-    ratios["upsert"] = p_u / f_u
-    if a.rust_bin:
-        r_u = statistics.median(r_runs)
-        line += f", Rust library {ms(r_u)}"
-        parity["upsert"] = f_u / r_u
-    print(line, flush=True)
+    ratios["upsert"] = p_u / f["py"]
+    print(f"upsert {m} rows: floe {ms(f['py'])}, pyiceberg {ms(p_u)}" + rust_part(f), flush=True)
 
     # 1-row append: Python call vs CLI process
     one = data(1, 10**9)
     t = cat.create_table("db.one", schema=rows.schema)
-    f_a, _ = timed(lambda: t.append(one), 10)
+    f_a, _, _ = timed(lambda: t.append(one), 10)
     print(f"1-row append, Python API: {f_a * 1000:.1f} ms")
     if a.floe_bin:
         pq.write_table(one, os.path.join(tmp, "one.parquet"))
         cmd = [a.floe_bin, "--warehouse", wh, "append", "db.one", os.path.join(tmp, "one.parquet")]
-        c_a, _ = timed(lambda: subprocess.run(cmd, check=True, capture_output=True), 10)
+        c_a, _, _ = timed(lambda: subprocess.run(cmd, check=True, capture_output=True), 10)
         print(f"1-row append, CLI process: {c_a * 1000:.1f} ms")
         ratios["append_cli_over_python"] = c_a / f_a
     print("ratios (higher: floe's Python API faster):",
           ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()))
-    if parity:
-        print("python/rust (1.00: same time; goal <= 1.05):",
-              ", ".join(f"{k} {v:.3f}{'' if v <= 1.05 else ' (NOT within 5%)'}"
-                        for k, v in parity.items()))
+    for what, d in (("wall", parity), ("CPU", parity_cpu)):
+        if d:
+            print(f"python/rust, {what} time (1.00: same; goal <= 1.05):",
+                  ", ".join(f"{k} {v:.3f}{'' if v <= 1.05 else ' (NOT within 5%)'}"
+                            for k, v in d.items()))
     shutil.rmtree(tmp, ignore_errors=True)
 
 

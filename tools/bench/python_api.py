@@ -16,9 +16,9 @@ and pyarrow (tools/python/setup.sh's venv). Prints one line per measurement and 
     --no-run` prints its path): the same scan / delete / upsert through the Rust library,
     and the ratio python/rust of each (the issue's goal: within 5%, i.e. <= 1.05).
 
-Every number is the median of several runs after an untimed warm-up (scan: R runs on one
-table, 3R runs; delete / upsert: R runs, one fresh table per run, all created by the same floe append of the
-same rows, so every run starts from the same table state; `os.sync()` before each run). The
+Every number is the median of several runs after an untimed warm-up (scan: 3R runs on one
+table; delete / upsert: R runs, one fresh table per run, all created by the same floe append
+of the same rows, so every run starts from the same table state; `os.sync()` before each run). The
 Rust runs are interleaved with the Python runs, the order alternating (one process per run,
 its own untimed warm-up run on a full-size table first, the catalog opened before the clock
 starts), so load from other work on the machine falls on both alike. Wall time and CPU time

@@ -99,7 +99,8 @@ MALLOC_ENV = {"MALLOC_TRIM_THRESHOLD_": str(1 << 30), "MALLOC_MMAP_THRESHOLD_": 
 
 def main() -> None:
     if any(os.environ.get(k) != v for k, v in MALLOC_ENV.items()):
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
+        argv = getattr(sys, "orig_argv", [sys.executable, *sys.argv])  # keeps -W etc.
+        os.execve(sys.executable, [sys.executable, *argv[1:]], {**os.environ, **MALLOC_ENV})
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=7, help="timed runs of floe (Python, Rust)")

@@ -3,8 +3,8 @@
 //! directly on the library, so the script can print the ratio python/rust on the same data.
 //!
 //! Not a stand-alone benchmark: `cargo bench` runs it without arguments and it only prints
-//! its usage. The script builds it (`cargo bench --bench python_parity --no-run`), creates
-//! the tables in a warehouse, and runs:
+//! its usage. Build it with `cargo bench --bench python_parity --no-run` (which prints its
+//! path) and pass that path as `--rust-bin`; the script creates the tables and runs:
 //!
 //! ```text
 //! python_parity scan   WAREHOUSE TABLE REPEAT        # REPEAT full scans of TABLE

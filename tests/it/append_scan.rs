@@ -426,13 +426,8 @@ async fn row_groups_pruned_by_statistics_are_not_read() {
         v
     };
     let run = |t: floe::Table, filter: &'static str| async move {
-        let scan = Scan::new(&t).filter(floe::expr::parse_expr(filter).unwrap());
-        let plan = scan.plan().await.unwrap();
-        let counters = plan.read_counters();
-        let rows: Vec<RecordBatch> = futures::TryStreamExt::try_collect(scan.read(plan).unwrap())
-            .await
-            .unwrap();
-        (ids(&rows), counters.stats())
+        let (rows, stats) = filtered_scan(&t, filter).await;
+        (ids(&rows), stats)
     };
     let (got, stats) = run(t.clone(), "id = 12345").await;
     assert_eq!(got, [12345]);
@@ -540,12 +535,7 @@ async fn pages_ruled_out_by_the_page_index_are_not_read() {
         .unwrap()
         .table;
     let run = |t: floe::Table, filter: String| async move {
-        let scan = Scan::new(&t).filter(floe::expr::parse_expr(&filter).unwrap());
-        let plan = scan.plan().await.unwrap();
-        let counters = plan.read_counters();
-        let rows: Vec<RecordBatch> = futures::TryStreamExt::try_collect(scan.read(plan).unwrap())
-            .await
-            .unwrap();
+        let (rows, stats) = filtered_scan(&t, &filter).await;
         let mut got: Vec<(i64, String)> = rows
             .iter()
             .flat_map(|b| {
@@ -560,7 +550,7 @@ async fn pages_ruled_out_by_the_page_index_are_not_read() {
             })
             .collect();
         got.sort();
-        (got, counters.stats())
+        (got, stats)
     };
     let row = |i: i64| (i, format!("v{:05}", i / 10));
     let (got, point) = run(t.clone(), "id = 12345".into()).await;
@@ -697,13 +687,7 @@ async fn bloom_filters_skip_row_groups_without_the_value() {
     let run = |filter: String| {
         let t = t.clone();
         async move {
-            let scan = Scan::new(&t).filter(parse_expr(&filter).unwrap());
-            let plan = scan.plan().await.unwrap();
-            let counters = plan.read_counters();
-            let rows: Vec<RecordBatch> =
-                futures::TryStreamExt::try_collect(scan.read(plan).unwrap())
-                    .await
-                    .unwrap();
+            let (rows, stats) = filtered_scan(&t, &filter).await;
             let mut got: Vec<i64> = rows
                 .iter()
                 .flat_map(|b| {
@@ -714,7 +698,7 @@ async fn bloom_filters_skip_row_groups_without_the_value() {
                 })
                 .collect();
             got.sort_unstable();
-            (got, counters.stats())
+            (got, stats)
         }
     };
     let (_, s) = run("id = 20001".into()).await;

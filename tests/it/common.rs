@@ -427,3 +427,15 @@ pub fn inputs(dir: &Path) -> (String, String) {
 }
 
 pub use crate::files::{files_under, paths_under};
+
+/// The rows of `t` the filter `filter` keeps, and what reading them pruned below the file
+/// level (row groups, bloom filters, pages).
+pub async fn filtered_scan(t: &Table, filter: &str) -> (Vec<RecordBatch>, floe::scan::ReadStats) {
+    let scan = Scan::new(t).filter(floe::expr::parse_expr(filter).unwrap());
+    let plan = scan.plan().await.unwrap();
+    let counters = plan.read_counters();
+    let rows: Vec<RecordBatch> = futures::TryStreamExt::try_collect(scan.read(plan).unwrap())
+        .await
+        .unwrap();
+    (rows, counters.stats())
+}

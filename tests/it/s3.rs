@@ -553,13 +553,7 @@ async fn bloom_filters_and_the_page_index_prune_remote_files() {
     let run = |filter: String| {
         let t = t.clone();
         async move {
-            let scan = floe::scan::Scan::new(&t).filter(floe::expr::parse_expr(&filter).unwrap());
-            let plan = scan.plan().await.unwrap();
-            let counters = plan.read_counters();
-            let rows: Vec<RecordBatch> =
-                futures::TryStreamExt::try_collect(scan.read(plan).unwrap())
-                    .await
-                    .unwrap();
+            let (rows, stats) = filtered_scan(&t, &filter).await;
             let mut seqs: Vec<i64> = rows
                 .iter()
                 .flat_map(|b| {
@@ -570,7 +564,7 @@ async fn bloom_filters_and_the_page_index_prune_remote_files() {
                 })
                 .collect();
             seqs.sort_unstable();
-            (seqs, counters.stats())
+            (seqs, stats)
         }
     };
     let (got, s) = run("seq = 12345".into()).await;

@@ -382,6 +382,21 @@ def _options(options: Optional[Mapping[str, Any]], kwargs: Mapping[str, Any]) ->
     return out
 
 
+def _rewrite_options(strategy: str, sort_by: Optional[str],
+                     zorder_by: Union[None, str, Sequence[str]],
+                     options: Optional[Mapping[str, Any]],
+                     kwargs: Mapping[str, Any]) -> Dict[str, str]:
+    """``rewrite_data_files`` options: the strategy, a sort order or z-order columns, and
+    Spark's options (see :func:`_options`)."""
+    o = _options(options, kwargs)
+    o["strategy"] = strategy
+    if sort_by:
+        o["sort-order"] = sort_by
+    if zorder_by:
+        o["zorder-by"] = zorder_by if isinstance(zorder_by, str) else ",".join(zorder_by)
+    return o
+
+
 def _csv(v: Union[None, str, Sequence[str]]) -> Optional[str]:
     if v is None or isinstance(v, str):
         return v
@@ -756,12 +771,7 @@ class Table:
         with ``partial_progress_enabled=True``). Spark's options as keywords
         (``min_input_files=2``, ``target_file_size_bytes=...``, ``rewrite_all=True``) or in
         ``options`` with their own names."""
-        o = _options(options, kwargs)
-        o["strategy"] = strategy
-        if sort_by:
-            o["sort-order"] = sort_by
-        if zorder_by:
-            o["zorder-by"] = zorder_by if isinstance(zorder_by, str) else ",".join(zorder_by)
+        o = _rewrite_options(strategy, sort_by, zorder_by, options, kwargs)
         return _result(RewriteDataFilesResult, self._inner.rewrite_data_files(where, o))
 
     def rewrite_position_delete_files(

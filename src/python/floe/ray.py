@@ -38,8 +38,8 @@ from floe import (
     StorageError,
     Table,
     UpsertResult,
-    _options,
     _result,
+    _rewrite_options,
 )
 
 __all__ = ["rewrite_data_files", "FloeDatasink", "FloeDatasource", "read_floe"]
@@ -63,12 +63,7 @@ def rewrite_data_files(
 ) -> RewriteDataFilesResult:
     """:meth:`floe.Table.rewrite_data_files` with each file group a Ray task (at most
     ``num_workers`` at a time; default: as many as Ray schedules). Same options."""
-    o = _options(options, kwargs)
-    o["strategy"] = strategy
-    if sort_by:
-        o["sort-order"] = sort_by
-    if zorder_by:
-        o["zorder-by"] = zorder_by if isinstance(zorder_by, str) else ",".join(zorder_by)
+    o = _rewrite_options(strategy, sort_by, zorder_by, options, kwargs)
     plan_text = table._inner.plan_rewrite(where, o)
     plan = json.loads(plan_text)
     if plan is None or not plan["tasks"]:

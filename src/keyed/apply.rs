@@ -249,26 +249,27 @@ async fn apply_once(
     result.added_columns = prep.added_columns.clone();
     result.keys = prep.folded.rows.num_rows() as u64;
     let list = TombstoneList::of(table.metadata(), &table.name())?;
-    // Step 1: find the stored rows of the batch's keys, decide every change, stage its files.
-    let decided = match index.as_deref_mut() {
-        Some(slot) => decide_by_index(table, &prep, slot, &mut result.lookup).await?,
-        None => decide_by_scan(table, &prep, &list).await?,
+    // Steps 1 and 2: find the stored rows of the batch's keys, decide every change, stage
+    // its files; the tombstones, checkpoint and schema change that go with the commit.
+    let (decided, extras) = match index.as_deref_mut() {
+        Some(slot) => decide_by_index(table, &prep, &list, sink, slot, &mut result.lookup).await?,
+        None => {
+            let decided = decide_by_scan(table, &prep, &list).await?;
+            match commit_extras(table, &prep, &list, &decided.tombstones, sink).await {
+                Ok(extras) => (decided, extras),
+                Err(e) => {
+                    decided.staged.abort(table).await;
+                    return Err(e);
+                }
+            }
+        }
     };
+    let (extras, bytes) = extras;
+    result.written_bytes += bytes;
     let c = decided.settled.counts;
     (result.inserted, result.updated, result.deleted) = (c.inserted, c.updated, c.deleted);
     (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
     result.tombstone_records = decided.settled.tombstones.len() as u64;
-    // Step 2: tombstones, checkpoint and schema change go with the commit.
-    let extras = match commit_extras(table, &prep, &list, &decided, sink).await {
-        Ok((extras, bytes)) => {
-            result.written_bytes += bytes;
-            extras
-        }
-        Err(e) => {
-            decided.staged.abort(table).await;
-            return Err(e);
-        }
-    };
     if let Some((_, n)) = sink {
         result.committed_checkpoint = Some(n);
     }
@@ -325,20 +326,25 @@ struct Decided {
 
 impl Decided {
     fn new(settled: Settled, staged: Staged, replaced: Vec<usize>, prep: &Prepared) -> Self {
-        let tombstones = match &prep.folded.versions {
-            Some(v) => settled
-                .tombstones
-                .iter()
-                .map(|&(r, d)| (r as usize, d, v.value(r as usize)))
-                .collect(),
-            None => vec![],
-        };
         Self {
+            tombstones: tombstone_records(&settled, prep),
             settled,
             staged,
             replaced,
-            tombstones,
         }
+    }
+}
+
+/// The tombstone records of a decided batch: folded row, deletes, version (none without a
+/// version column).
+fn tombstone_records(settled: &Settled, prep: &Prepared) -> Vec<(usize, bool, i64)> {
+    match &prep.folded.versions {
+        Some(v) => settled
+            .tombstones
+            .iter()
+            .map(|&(r, d)| (r as usize, d, v.value(r as usize)))
+            .collect(),
+        None => vec![],
     }
 }
 
@@ -388,13 +394,16 @@ async fn decide_by_scan(table: &Table, prep: &Prepared, list: &TombstoneList) ->
 }
 
 /// Stored rows and tombstones found in the key index held by `slot` (built first when it
-/// does not reflect `table`).
+/// does not reflect `table`). The batch's files are staged while the tombstone file (and the
+/// rest of the commit's extras, [`commit_extras`]) is written.
 async fn decide_by_index(
     table: &Table,
     prep: &Prepared,
+    list: &TombstoneList,
+    sink: Option<(&str, i64)>,
     slot: &mut Option<KeyIndex>,
     lookup: &mut &'static str,
-) -> Result<Decided> {
+) -> Result<(Decided, (CommitExtras, u64))> {
     let idx = match slot.take() {
         Some(i) if i.is_current(table) => {
             *lookup = "index";
@@ -409,9 +418,7 @@ async fn decide_by_index(
     };
     let key_cols = prep.key_columns();
     let keys = Keys::of(&idx, &key_cols, &prep.rows)?;
-    let found: Vec<_> = (0..prep.rows.num_rows())
-        .map(|r| idx.lookup(&keys, &prep.rows, r))
-        .collect();
+    let found = idx.lookup_all(&keys, &prep.rows);
     let mut changer = changer(
         prep,
         KeyMap::default(),
@@ -430,9 +437,34 @@ async fn decide_by_index(
     let rows = crate::dml::RowChanger::finish(&mut changer)?;
     let removals = idx.removals(&at);
     *slot = Some(idx);
-    let staged = stage_known(&prep.write_table, RowLevelKind::Merge, removals, rows).await?;
     let settled = changer.settled.take().unwrap_or_default();
-    Ok(Decided::new(settled, staged, replaced, prep))
+    let tombstones = tombstone_records(&settled, prep);
+    let (staged, extras) = tokio::join!(
+        stage_known(&prep.write_table, RowLevelKind::Merge, removals, rows),
+        commit_extras(table, prep, list, &tombstones, sink)
+    );
+    match (staged, extras) {
+        (Ok(staged), Ok(extras)) => {
+            let decided = Decided {
+                settled,
+                staged,
+                replaced,
+                tombstones,
+            };
+            Ok((decided, extras))
+        }
+        (Ok(staged), Err(e)) => {
+            staged.abort(table).await;
+            Err(e)
+        }
+        (Err(e), Ok((extras, _))) => {
+            for path in &extras.written {
+                let _ = table.storage().delete(path).await;
+            }
+            Err(e)
+        }
+        (Err(e), Err(_)) => Err(e),
+    }
 }
 
 /// What commits with the batch's files: its tombstone records as one new tombstone file
@@ -442,18 +474,16 @@ async fn commit_extras(
     table: &Table,
     prep: &Prepared,
     list: &TombstoneList,
-    decided: &Decided,
+    tombstones: &[(usize, bool, i64)],
     sink: Option<(&str, i64)>,
 ) -> Result<(CommitExtras, u64)> {
     let mut extras = base_extras(table, prep.new_schema.clone(), sink);
     let current = table.metadata().properties().get(TOMBSTONES).cloned();
     let mut bytes = 0;
-    if decided.tombstones.is_empty() {
+    if tombstones.is_empty() {
         guard_tombstones(table, &mut extras);
     } else {
-        let idx = arrow_array::UInt32Array::from_iter_values(
-            decided.tombstones.iter().map(|t| t.0 as u32),
-        );
+        let idx = arrow_array::UInt32Array::from_iter_values(tombstones.iter().map(|t| t.0 as u32));
         let key_cols = prep
             .key_columns()
             .iter()
@@ -464,9 +494,9 @@ async fn commit_extras(
             table,
             &prep.key_fields,
             key_cols,
-            Int64Array::from_iter_values(decided.tombstones.iter().map(|t| t.2)),
+            Int64Array::from_iter_values(tombstones.iter().map(|t| t.2)),
             Int64Array::from(vec![now; idx.len()]),
-            BooleanArray::from_iter(decided.tombstones.iter().map(|t| Some(t.1))),
+            BooleanArray::from_iter(tombstones.iter().map(|t| Some(t.1))),
         )
         .await?;
         let written_path = file.path.clone();
@@ -607,7 +637,15 @@ async fn follow(
     let key_cols = prep.key_columns();
     let keys = Keys::of(idx, &key_cols, &prep.rows)?;
     idx.apply_commit(
-        table, &prep.spec, &prep.conv, &keys, &prep.rows, replaced, added, tombstones,
+        table,
+        &prep.spec,
+        &prep.conv,
+        &keys,
+        &prep.rows,
+        replaced,
+        &prep.folded.deleted,
+        added,
+        tombstones,
     )
     .await
 }

@@ -85,8 +85,40 @@ impl Pending {
     }
 }
 
+/// Keys of a batch from which lookups are split over the cores.
+const PARALLEL_LOOKUPS: usize = 16_384;
+
 /// Entries a build collects before inserting them into the map.
 const PENDING_ROWS: usize = 1 << 22;
+
+/// The key columns and the versions (if the table has a version column) of `batch`, by name.
+fn key_and_version(
+    spec: &KeyedSpec,
+    batch: &RecordBatch,
+) -> Result<(Vec<ArrayRef>, Option<Int64Array>)> {
+    let schema = batch.schema();
+    let col = |n: &String| {
+        schema
+            .index_of(n)
+            .map(|i| batch.column(i).clone())
+            .map_err(|_| Error::io(format!("the scan did not return column '{n}'")))
+    };
+    let keys = spec.key.iter().map(col).collect::<Result<Vec<_>>>()?;
+    let versions = spec
+        .version
+        .as_ref()
+        .map(|v| col(v).and_then(|c| versions_of(&c)))
+        .transpose()?;
+    Ok((keys, versions))
+}
+
+/// Row `r`'s version (`i64::MIN` when it has none).
+fn version_at(versions: &Option<Int64Array>, r: usize) -> i64 {
+    match versions {
+        Some(v) if v.is_valid(r) => v.value(r),
+        _ => i64::MIN,
+    }
+}
 
 /// The error for a key found in two live rows of `table`.
 pub(super) fn duplicate_key(table: &Table) -> Error {
@@ -238,13 +270,12 @@ impl KeyIndex {
                 .get(j)
                 .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
             index.add_rows(
-                table,
                 spec,
                 conv,
                 &batch,
                 file,
                 |r| positions.value(r),
-                Some(&mut pending),
+                &mut pending,
             )?;
             if pending.len() >= PENDING_ROWS {
                 index.insert_pending(table, &mut pending)?;
@@ -264,69 +295,34 @@ impl KeyIndex {
         id
     }
 
-    /// Indexes the rows of `batch` (key columns and the version, by name) of file `file`,
-    /// into `pending` when given (a build), else straight into the map.
-    #[allow(clippy::too_many_arguments)]
+    /// Indexes the rows of `batch` (key columns and the version, by name) of file `file`
+    /// into `pending` (a build).
     fn add_rows(
         &mut self,
-        table: &Table,
         spec: &KeyedSpec,
         conv: &RowConverter,
         batch: &RecordBatch,
         file: u32,
         position: impl Fn(usize) -> u64,
-        pending: Option<&mut Pending>,
+        pending: &mut Pending,
     ) -> Result<()> {
-        let schema = batch.schema();
-        let col = |n: &String| {
-            schema
-                .index_of(n)
-                .map(|i| batch.column(i).clone())
-                .map_err(|_| Error::io(format!("the scan did not return column '{n}'")))
-        };
-        let keys = spec.key.iter().map(col).collect::<Result<Vec<_>>>()?;
-        let versions = spec
-            .version
-            .as_ref()
-            .map(|v| col(v).and_then(|c| versions_of(&c)))
-            .transpose()?;
-        let version = |r: usize| match &versions {
-            Some(v) if v.is_valid(r) => v.value(r),
-            _ => i64::MIN,
-        };
+        let (keys, versions) = key_and_version(spec, batch)?;
         let loc = |r: usize| Loc {
             file,
             pos: position(r),
-            version: version(r),
+            version: version_at(&versions, r),
         };
-        match (&mut self.locs, pending) {
-            (Locations::Long(_), Some(Pending::Long(p))) => {
+        match pending {
+            Pending::Long(p) => {
                 let k = long_key(&keys[0])?;
                 for r in 0..k.len() {
                     p.push(k.value(r), loc(r));
                 }
             }
-            (Locations::Rows(_), Some(Pending::Rows(p))) => {
+            Pending::Rows(p) => {
                 let rows = conv.convert_columns(&keys)?;
                 for r in 0..rows.num_rows() {
                     p.push(rows.row(r).as_ref().into(), loc(r));
-                }
-            }
-            (Locations::Long(m), _) => {
-                let k = long_key(&keys[0])?;
-                m.reserve(k.len());
-                for r in 0..k.len() {
-                    if m.insert(k.value(r), loc(r)).is_some() {
-                        return Err(duplicate_key(table));
-                    }
-                }
-            }
-            (Locations::Rows(m), _) => {
-                let rows = conv.convert_columns(&keys)?;
-                for r in 0..rows.num_rows() {
-                    if m.insert(rows.row(r).as_ref().into(), loc(r)).is_some() {
-                        return Err(duplicate_key(table));
-                    }
                 }
             }
         }
@@ -361,6 +357,38 @@ impl KeyIndex {
         (live, tomb)
     }
 
+    /// [`Self::lookup`] of every key of `keys`, split over the cores for large batches
+    /// (each lookup is a cache miss into a large map; two threads keep twice as many in
+    /// flight).
+    pub fn lookup_all(&self, keys: &Keys, rows: &Rows) -> Vec<(Option<LiveRow>, Option<i64>)> {
+        let n = rows.num_rows();
+        let threads = std::thread::available_parallelism().map_or(1, |p| p.get().min(4));
+        if n < PARALLEL_LOOKUPS || threads < 2 {
+            return (0..n).map(|r| self.lookup(keys, rows, r)).collect();
+        }
+        let chunk = n.div_ceil(threads);
+        std::thread::scope(|s| {
+            let parts: Vec<_> = (0..n)
+                .step_by(chunk)
+                .map(|from| {
+                    s.spawn(move || {
+                        (from..(from + chunk).min(n))
+                            .map(|r| self.lookup(keys, rows, r))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let mut found = Vec::with_capacity(n);
+            for p in parts {
+                match p.join() {
+                    Ok(part) => found.extend(part),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            found
+        })
+    }
+
     /// Removed positions per file path, from `(file, position)` pairs.
     pub fn removals(&self, at: &[(u32, u64)]) -> HashMap<String, RoaringTreemap> {
         let mut by_file: Vec<Vec<u64>> = vec![Vec::new(); self.files.len()];
@@ -378,8 +406,13 @@ impl KeyIndex {
             .collect()
     }
 
-    /// Brings the index to the state a committed batch left: `gone` keys removed (replaced or
-    /// deleted rows), the rows of `added` data files indexed, tombstones set and cleared.
+    /// Brings the index to the state a committed batch left: `gone` keys (replaced or
+    /// deleted rows) removed or overwritten, the rows of `added` data files indexed,
+    /// tombstones set and cleared. `deleted[r]`: folded row `r` deletes its key.
+    ///
+    /// A replaced key that is written again is overwritten in place, not removed and
+    /// inserted: a removal leaves a deleted marker in the map, and markers add up until the
+    /// whole map is rehashed (hundreds of ms at 10M keys, every few batches).
     #[allow(clippy::too_many_arguments)]
     pub async fn apply_commit(
         &mut self,
@@ -389,10 +422,16 @@ impl KeyIndex {
         keys: &Keys<'_>,
         rows: &Rows,
         gone: &[usize],
+        deleted: &arrow_array::BooleanArray,
         added: &[String],
         tombstones: &[(usize, bool, i64)],
     ) -> Result<()> {
+        let mut rewritten = 0usize;
         for &r in gone {
+            if !deleted.value(r) {
+                rewritten += 1;
+                continue;
+            }
             match (&mut self.locs, keys) {
                 (Locations::Long(m), Keys::Long(k)) => {
                     m.remove(&k.value(r));
@@ -413,6 +452,7 @@ impl KeyIndex {
         }
         let mut wanted = spec.key.clone();
         wanted.extend(spec.version.clone());
+        let mut overwritten = 0usize;
         for path in added {
             let file = self.file_id(path);
             // Only the key and version columns.
@@ -420,13 +460,56 @@ impl KeyIndex {
             for b in read_back(table, path, &wanted).await? {
                 let first = next;
                 next += b.num_rows() as u64;
-                self.add_rows(table, spec, conv, &b, file, |r| first + r as u64, None)?;
+                overwritten += self.put_rows(spec, conv, &b, file, first)?;
             }
+        }
+        // Every replaced key that was not deleted is in the added files once, and no other
+        // key was there before: anything else means the index no longer matches the table.
+        if overwritten != rewritten {
+            return Err(duplicate_key(table));
         }
         self.snapshot_id = table.current_snapshot().map(|s| s.snapshot_id());
         self.tombstone_list = TombstoneList::of(table.metadata(), &table.name())?;
         self.schema_id = table.metadata().current_schema_id();
         Ok(())
+    }
+
+    /// Indexes the rows of `batch` (key columns and the version, by name), rows
+    /// `first..` of file `file`, over any entries of the same keys; returns how many
+    /// entries were overwritten.
+    fn put_rows(
+        &mut self,
+        spec: &KeyedSpec,
+        conv: &RowConverter,
+        batch: &RecordBatch,
+        file: u32,
+        first: u64,
+    ) -> Result<usize> {
+        let (keys, versions) = key_and_version(spec, batch)?;
+        let loc = |r: usize| Loc {
+            file,
+            pos: first + r as u64,
+            version: version_at(&versions, r),
+        };
+        let mut overwritten = 0;
+        match &mut self.locs {
+            Locations::Long(m) => {
+                let k = long_key(&keys[0])?;
+                m.reserve(k.len());
+                for r in 0..k.len() {
+                    overwritten += usize::from(m.insert(k.value(r), loc(r)).is_some());
+                }
+            }
+            Locations::Rows(m) => {
+                let rows = conv.convert_columns(&keys)?;
+                m.reserve(rows.num_rows());
+                for r in 0..rows.num_rows() {
+                    overwritten +=
+                        usize::from(m.insert(rows.row(r).as_ref().into(), loc(r)).is_some());
+                }
+            }
+        }
+        Ok(overwritten)
     }
 
     /// Whether the index reflects `table` as it is now.
@@ -450,6 +533,44 @@ mod tests {
             pos,
             version: pos as i64,
         }
+    }
+
+    #[test]
+    fn lookups_split_over_threads_match_one_by_one_lookups() {
+        let mut map: KeyMap<i64, Loc> = KeyMap::default();
+        for k in 0..50_000i64 {
+            map.insert(k * 3, loc(k as u64));
+        }
+        let idx = KeyIndex {
+            snapshot_id: None,
+            tombstone_list: TombstoneList::default(),
+            schema_id: 0,
+            files: vec![],
+            file_ids: HashMap::new(),
+            locs: Locations::Long(map),
+            tombstones: KeyMap::default(),
+        };
+        // Present and absent keys, more than one thread's share.
+        let n = PARALLEL_LOOKUPS * 3 + 7;
+        let keys: Vec<i64> = (0..n as i64).map(|i| (i * 7_919) % 150_001).collect();
+        let col: ArrayRef = std::sync::Arc::new(Int64Array::from(keys.clone()));
+        let conv = RowConverter::new(vec![arrow::row::SortField::new(
+            arrow_schema::DataType::Int64,
+        )])
+        .unwrap();
+        let rows = conv.convert_columns(&[col.clone()]).unwrap();
+        let k = Keys::Long(long_key(&col).unwrap());
+        let all = idx.lookup_all(&k, &rows);
+        assert_eq!(all.len(), n);
+        let mut hits = 0;
+        for (r, key) in keys.iter().enumerate() {
+            let want =
+                (key % 3 == 0 && key / 3 < 50_000).then(|| (0, (key / 3) as u64, Some(key / 3)));
+            assert_eq!(all[r].0, want, "key {key}");
+            assert_eq!(idx.lookup(&k, &rows, r).0, want);
+            hits += usize::from(want.is_some());
+        }
+        assert!(hits > 0 && hits < n);
     }
 
     #[test]

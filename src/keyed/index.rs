@@ -558,7 +558,7 @@ mod tests {
             arrow_schema::DataType::Int64,
         )])
         .unwrap();
-        let rows = conv.convert_columns(&[col.clone()]).unwrap();
+        let rows = conv.convert_columns(std::slice::from_ref(&col)).unwrap();
         let k = Keys::Long(long_key(&col).unwrap());
         let all = idx.lookup_all(&k, &rows);
         assert_eq!(all.len(), n);

@@ -400,41 +400,6 @@ impl Table {
         to_py_json(py, &v)
     }
 
-    /// Applies the rows of staged files as one keyed upsert, then deletes the staged files.
-    #[pyo3(signature = (staged, sink_id=None, checkpoint=None, evolve_schema=false))]
-    fn upsert_staged<'py>(
-        &self,
-        py: Python<'py>,
-        staged: Vec<String>,
-        sink_id: Option<String>,
-        checkpoint: Option<i64>,
-        evolve_schema: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let staged = parse_staged(&staged)?;
-        let table = self.get();
-        let st = staged.clone();
-        let t2 = table.clone();
-        let rows = run(py, async move { floe::txn::read_staged(&t2, &st).await });
-        let rows = match rows {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = run(py, async move {
-                    floe::txn::discard_staged(&table, &staged).await
-                });
-                return Err(e);
-            }
-        };
-        let mut changes = floe::keyed::ChangeBatch::new();
-        for (i, b) in rows.into_iter().enumerate() {
-            changes.push(format!("staged batch {i}"), b);
-        }
-        let r = self.upsert_changes(py, changes, sink_id, checkpoint, evolve_schema, None, None);
-        let _ = run(py, async move {
-            floe::txn::discard_staged(&table, &staged).await
-        });
-        r
-    }
-
     /// Deletes staged files that will not be committed.
     fn discard_staged(&self, py: Python<'_>, staged: Vec<String>) -> PyResult<()> {
         let staged = parse_staged(&staged)?;

@@ -245,6 +245,72 @@ def test_datasink_upsert_and_append_equal_single_process(catalog, warehouse):
     check_peers(warehouse, c, rows(plain(c.scan().to_arrow())))
 
 
+SINK_CASES = {
+    # a new column, added by the upsert (evolve_schema)
+    "evolve": (dict(schema="id long not null, plan string, ver long",
+                    properties={"floe.merge.version-column": "ver"}),
+               lambda ids: {"id": ids, "plan": [f"p{i}" for i in ids], "ver": [1] * len(ids)},
+               lambda ids: {"id": ids, "plan": [f"q{i}" for i in ids], "ver": [2] * len(ids),
+                            "extra": [f"e{i}" for i in ids]},
+               True),
+    # deletes whose required non-key column is null (a CDC `before` with only the key)
+    "deletes": (dict(schema="id long not null, plan string not null, ver long, del int",
+                     properties={"floe.merge.version-column": "ver",
+                                 "floe.merge.delete-column": "del"}),
+                lambda ids: {"id": ids, "plan": [f"p{i}" for i in ids], "ver": [1] * len(ids),
+                             "del": pa.array([0] * len(ids), pa.int32())},
+                lambda ids: {"id": ids,
+                             "plan": [None if i % 3 == 0 else f"q{i}" for i in ids],
+                             "ver": [2] * len(ids),
+                             "del": pa.array([int(i % 3 == 0) for i in ids], pa.int32())},
+                False),
+    # an aggregate engine reading an input column that is not a table column (avg:ms)
+    "aggregate": (dict(schema="id long not null, hits long, avg_ms double",
+                       properties={"floe.merge-engine": "aggregate",
+                                   "floe.aggregate.hits": "sum",
+                                   "floe.aggregate.avg_ms": "avg:ms"}),
+                  lambda ids: {"id": [i % 40 for i in ids], "hits": [1] * len(ids),
+                               "ms": [float(i) for i in ids]},
+                  lambda ids: {"id": [i % 40 for i in ids], "hits": [1] * len(ids),
+                               "ms": [float(i * 3) for i in ids]},
+                  False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SINK_CASES))
+def test_datasink_upsert_is_the_single_process_upsert(catalog, warehouse, case):
+    """The sink's upsert applies the rows as given, so whatever `Table.upsert` accepts (new
+    columns, null columns in deletes, aggregate input columns) it applies alike."""
+    create, initial, changes, evolve = SINK_CASES[case]
+    for name in ("db.single", "db.ray"):
+        t = catalog.create_table(name, primary_key="id", **create)
+        t.upsert(pa.table(initial(list(range(0, 60)))))
+    rows_in = pa.table(changes(list(range(30, 130))))
+    single = catalog.load_table("db.single").upsert(rows_in, evolve_schema=evolve)
+    sink = fr.FloeDatasink(catalog, "db.ray", mode="upsert", evolve_schema=evolve,
+                           sink_id="ray", checkpoint=3)
+    ray.data.from_arrow(rows_in).repartition(4).write_datasink(sink)
+    r = sink.result
+    for k in ("inserted_records_count", "updated_records_count", "deleted_records_count",
+              "keys_count", "input_records_count", "added_columns"):
+        assert getattr(r, k) == getattr(single, k), k
+    assert r.committed_checkpoint == 3
+    t = catalog.load_table("db.ray")
+    want = rows(plain(catalog.load_table("db.single").scan().to_arrow()))
+    got = rows(plain(t.scan().to_arrow()))
+    if case == "aggregate":  # sums of doubles in another order: equal up to rounding
+        for g, w in zip(got, want):
+            assert g.keys() == w.keys() and g["id"] == w["id"] and g["hits"] == w["hits"]
+            assert g["avg_ms"] == pytest.approx(w["avg_ms"])
+        assert len(got) == len(want)
+    else:
+        assert got == want
+    assert len(t.snapshots()) == 2  # the first upsert, then one commit
+    if case == "evolve":
+        assert "extra" in t.schema().names
+    check_peers(warehouse, t, got)
+
+
 def test_datasource_reads_with_pushdown(catalog):
     rng = random.Random(3)
     t = fragmented(catalog, "db.a", rng)

@@ -67,7 +67,10 @@ def rewrite_data_files(
     **kwargs: Any,
 ) -> RewriteDataFilesResult:
     """:meth:`floe.Table.rewrite_data_files` with each file group a Ray task (at most
-    ``num_workers`` at a time; default: as many as Ray schedules). Same options."""
+    ``num_workers`` at a time; default: as many as Ray schedules). Same options. A task
+    whose worker process dies, or that raises :class:`floe.StorageError`, is retried up to
+    ``max_retries`` times; a group that still fails fails the job (nothing committed, the
+    other tasks' files deleted) unless ``partial_progress_enabled=True``."""
     o = _rewrite_options(strategy, sort_by, zorder_by, options, kwargs)
     plan_text = table._inner.plan_rewrite(where, o)
     plan = json.loads(plan_text)

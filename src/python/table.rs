@@ -160,16 +160,6 @@ impl ScanBatches {
             }
         }
     }
-
-    /// Stops the scan (its readers end at their next batch); `next` returns nothing after.
-    fn close(&self) {
-        self.done.store(true, std::sync::atomic::Ordering::Release);
-        let stream = match self.stream.lock() {
-            Ok(mut g) => g.take(),
-            Err(p) => p.into_inner().take(),
-        };
-        drop(stream);
-    }
 }
 
 impl ScanBatches {

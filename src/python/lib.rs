@@ -24,6 +24,7 @@ fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<catalog::Catalog>()?;
     m.add_class::<table::Table>()?;
+    m.add_class::<table::ScanBatches>()?;
     m.add("FloeError", py.get_type::<runtime::FloeError>())?;
     m.add("ConflictError", py.get_type::<runtime::ConflictError>())?;
     m.add("NotFoundError", py.get_type::<runtime::NotFoundError>())?;

@@ -142,9 +142,28 @@ where
     }
 }
 
-/// Blocks on `fut` without the GIL and without signal checks (a stream's next batch).
-pub fn block_on<F: Future>(fut: F) -> PyResult<F::Output> {
-    Ok(runtime()?.block_on(fut))
+/// Drives `fut` on the calling thread (inside the runtime) with the GIL released, as
+/// [`run`] does for spawned work: every 50 ms the thread checks for signals, and a Ctrl-C
+/// drops `fut` and raises the handler's exception (`KeyboardInterrupt`). For futures that
+/// borrow (a scan stream's next batch: `StreamExt::next` is cancel-safe).
+pub fn block_on_interruptible<F>(py: Python<'_>, fut: F) -> PyResult<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let rt = runtime()?;
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        let done = py.detach(|| {
+            rt.block_on(async {
+                tokio::time::timeout(Duration::from_millis(50), fut.as_mut()).await
+            })
+        });
+        match done {
+            Ok(v) => return Ok(v),
+            Err(_) => py.check_signals()?,
+        }
+    }
 }
 
 /// The batches of a Python object with `__arrow_c_stream__` (pyarrow Table or

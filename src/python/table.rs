@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use arrow_array::{RecordBatch, RecordBatchReader};
-use arrow_pyarrow::{IntoPyArrow, ToPyArrow};
+use arrow_array::RecordBatch;
+use arrow_pyarrow::ToPyArrow;
 use arrow_schema::SchemaRef;
 use floe::scan::{BatchStream, Scan, SnapshotSelector};
 use floe::table::parse_ident;
@@ -16,7 +16,9 @@ use serde_json::json;
 
 use crate::catalog::Catalog;
 use crate::report;
-use crate::runtime::{batches_of, block_on, invalid, run, to_py, to_py_json, to_pyarrow_table};
+use crate::runtime::{
+    batches_of, block_on_interruptible, invalid, run, to_py, to_py_json, to_pyarrow_table,
+};
 
 /// A table of a catalog: the state last loaded or written through this handle.
 #[pyclass(module = "floe._floe", frozen)]
@@ -94,29 +96,78 @@ impl Table {
     }
 }
 
-/// A pull-based reader over a scan's stream (each batch decoded on the runtime).
-struct StreamReader {
+/// A scan's batches, pulled one at a time by Python (`floe.DataScan.to_arrow_batch_reader`
+/// wraps it in a `pyarrow.RecordBatchReader`): each `next` waits for the stream with the GIL
+/// released and Ctrl-C honoured (a scan whose filter matches nothing for a long stretch
+/// yields no batch meanwhile, so the wait itself must be interruptible). Dropping it (or the
+/// reader around it) stops the scan's readers.
+#[pyclass(module = "floe._floe", frozen)]
+pub struct ScanBatches {
     schema: SchemaRef,
-    stream: BatchStream,
+    /// `None` while another thread pulls, or once the stream ended.
+    stream: Mutex<Option<BatchStream>>,
+    done: std::sync::atomic::AtomicBool,
 }
 
-impl Iterator for StreamReader {
-    type Item = Result<RecordBatch, arrow_schema::ArrowError>;
-    fn next(&mut self) -> Option<Self::Item> {
-        match block_on(self.stream.next()) {
-            Ok(Some(Ok(b))) => Some(Ok(b)),
-            Ok(Some(Err(e))) => Some(Err(arrow_schema::ArrowError::ExternalError(Box::new(e)))),
-            Ok(None) => None,
-            Err(e) => Some(Err(arrow_schema::ArrowError::ExternalError(Box::new(
-                std::io::Error::other(e.to_string()),
-            )))),
+#[pymethods]
+impl ScanBatches {
+    /// The batches' schema (a `pyarrow.Schema`).
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.schema.as_ref().to_pyarrow(py)
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        use std::sync::atomic::Ordering;
+        if self.done.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        // Taken out of the lock for the wait: the lock is never held without the GIL.
+        let taken = match self.stream.lock() {
+            Ok(mut g) => g.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        let Some(mut stream) = taken else {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                "this scan's batches are being read by another thread",
+            ));
+        };
+        let next = block_on_interruptible(py, stream.next());
+        let next = match next {
+            Ok(n) => n,
+            Err(signal) => {
+                // Interrupted: the stream stays usable (`next` is cancel-safe).
+                self.put_back(stream);
+                return Err(signal);
+            }
+        };
+        match next {
+            Some(Ok(b)) => {
+                self.put_back(stream);
+                b.to_pyarrow(py).map(Some)
+            }
+            Some(Err(e)) => {
+                self.done.store(true, Ordering::Release);
+                Err(to_py(e))
+            }
+            None => {
+                self.done.store(true, Ordering::Release);
+                Ok(None)
+            }
         }
     }
 }
 
-impl RecordBatchReader for StreamReader {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+impl ScanBatches {
+    fn put_back(&self, stream: BatchStream) {
+        match self.stream.lock() {
+            Ok(mut g) => *g = Some(stream),
+            Err(p) => *p.into_inner() = Some(stream),
+        }
     }
 }
 
@@ -339,41 +390,6 @@ impl Table {
         to_py_json(py, &v)
     }
 
-    /// Applies the rows of staged files as one keyed upsert, then deletes the staged files.
-    #[pyo3(signature = (staged, sink_id=None, checkpoint=None, evolve_schema=false))]
-    fn upsert_staged<'py>(
-        &self,
-        py: Python<'py>,
-        staged: Vec<String>,
-        sink_id: Option<String>,
-        checkpoint: Option<i64>,
-        evolve_schema: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let staged = parse_staged(&staged)?;
-        let table = self.get();
-        let st = staged.clone();
-        let t2 = table.clone();
-        let rows = run(py, async move { floe::txn::read_staged(&t2, &st).await });
-        let rows = match rows {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = run(py, async move {
-                    floe::txn::discard_staged(&table, &staged).await
-                });
-                return Err(e);
-            }
-        };
-        let mut changes = floe::keyed::ChangeBatch::new();
-        for (i, b) in rows.into_iter().enumerate() {
-            changes.push(format!("staged batch {i}"), b);
-        }
-        let r = self.upsert_changes(py, changes, sink_id, checkpoint, evolve_schema, None, None);
-        let _ = run(py, async move {
-            floe::txn::discard_staged(&table, &staged).await
-        });
-        r
-    }
-
     /// Deletes staged files that will not be committed.
     fn discard_staged(&self, py: Python<'_>, staged: Vec<String>) -> PyResult<()> {
         let staged = parse_staged(&staged)?;
@@ -418,24 +434,27 @@ impl Table {
         to_pyarrow_table(py, schema, batches)
     }
 
-    /// The scan as a `pyarrow.RecordBatchReader` (batches decoded as they are pulled).
+    /// The scan's batches, pulled one at a time ([`ScanBatches`]).
     #[pyo3(signature = (row_filter=None, selected_fields=None, snapshot_id=None, r#ref=None))]
-    fn scan_to_reader<'py>(
+    fn scan_to_reader(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         row_filter: Option<String>,
         selected_fields: Option<Vec<String>>,
         snapshot_id: Option<i64>,
         r#ref: Option<String>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<ScanBatches> {
         let scan = self.scan_of(row_filter.as_deref(), selected_fields, snapshot_id, r#ref)?;
         let (schema, stream) = run(py, async move {
             let plan = scan.plan().await?;
             let schema = scan.output_schema(&plan)?;
             Ok((schema, scan.read(plan)?))
         })?;
-        let reader: Box<dyn RecordBatchReader + Send> = Box::new(StreamReader { schema, stream });
-        reader.into_pyarrow(py)
+        Ok(ScanBatches {
+            schema,
+            stream: Mutex::new(Some(stream)),
+            done: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 
     /// Counts the scan's rows (from metadata alone when it can).

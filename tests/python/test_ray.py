@@ -1,11 +1,17 @@
 """floe on a local Ray cluster (ray.init(num_cpus=2)): distributed compaction and a
 distributed upsert / append through the Ray Data sink give the same rows as the
-single-process calls, read by floe, pyiceberg, DuckDB and Spark (at session end); the Ray Data source reads with the
-row filter pushed down."""
+single-process calls, read by floe, pyiceberg, DuckDB and Spark (at session end); a
+compaction task whose worker process dies (or fails on storage) is retried by Ray and the
+job still commits once; without retries, or with a group failing for good, the job fails
+with nothing committed and nothing left behind, unless partial progress is enabled (the
+other groups committed, the failed group's files counted and kept); the Ray Data source
+reads with the row filter pushed down."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import random
 
 import pyarrow as pa
@@ -82,6 +88,130 @@ def test_distributed_compaction_equals_single_process(catalog, warehouse):
     check_peers(warehouse, b, want)
 
 
+def faulty_rewrite_task(log_dir, fault, always=False):
+    """floe.ray's rewrite task wrapped to inject a fault (test-only; installed with
+    monkeypatch as ``floe.ray._rewrite_task``, which ``rewrite_data_files`` hands to Ray at
+    each call, so the wrapper runs in the Ray workers). Each attempt appends a line to
+    ``log_dir/g<group>``. The first attempt to start claims the ``bad`` marker (its group
+    and file count); attempts of that group then fail — the first only, or every one with
+    ``always`` — by ``fault``: ``"die"`` (the worker process exits: a system failure Ray
+    retries) or an exception class raised in the task."""
+    orig = fr._rewrite_task
+
+    def task(table, plan, group):
+        with open(os.path.join(log_dir, f"g{group}"), "a") as f:
+            f.write("attempt\n")
+        attempts = len(open(os.path.join(log_dir, f"g{group}")).readlines())
+        bad = os.path.join(log_dir, "bad")
+        files = next(len(t["files"]) for t in json.loads(plan)["tasks"] if t["group"] == group)
+        tmp = os.path.join(log_dir, f"claim{group}-{os.getpid()}")
+        with open(tmp, "w") as f:
+            json.dump({"group": group, "files": files}, f)
+        try:
+            os.link(tmp, bad)  # atomic: the first attempt to get here claims it
+        except FileExistsError:
+            pass
+        os.unlink(tmp)
+        with open(bad) as f:
+            bad_group = json.load(f)["group"]
+        if group == bad_group and (always or attempts == 1):
+            if fault == "die":
+                os._exit(17)
+            raise fault(f"injected failure of group {group}")
+        return orig(table, plan, group)
+
+    return task
+
+
+def attempts(log_dir):
+    """{group: attempts}, and the bad group's {group, files}."""
+    counts = {int(n[1:]): len(open(os.path.join(log_dir, n)).readlines())
+              for n in os.listdir(log_dir) if n.startswith("g")}
+    return counts, json.load(open(os.path.join(log_dir, "bad")))
+
+
+def no_files_left(t):
+    return t.remove_orphan_files(older_than="2100-01-01T00:00:00Z",
+                                 dry_run=True).orphan_files_count == 0
+
+
+@pytest.mark.parametrize("fault", ["die", floe.StorageError])
+def test_compaction_task_that_dies_is_retried(catalog, warehouse, tmp_path, monkeypatch, fault):
+    rng = random.Random(4)
+    a = fragmented(catalog, "db.a", rng)
+    a.clone("db.b")
+    b = catalog.load_table("db.b")
+    want = rows(plain(a.scan().to_arrow()))
+    local = a.rewrite_data_files(rewrite_all=True)
+    log = tmp_path / "log"
+    log.mkdir()
+    monkeypatch.setattr(fr, "_rewrite_task", faulty_rewrite_task(str(log), fault))
+    n = len(b.snapshots())
+    dist = fr.rewrite_data_files(b, num_workers=2, rewrite_all=True)
+    counts, bad = attempts(str(log))
+    # every group ran; the bad one twice (its first worker died / failed), the rest once
+    assert len(counts) == local.file_groups_count == 5
+    assert counts.pop(bad["group"]) == 2 and set(counts.values()) == {1}
+    assert (dist.file_groups_count, dist.rewritten_data_files_count, dist.added_data_files_count,
+            dist.failed_data_files_count) == (
+        local.file_groups_count, local.rewritten_data_files_count, local.added_data_files_count, 0)
+    assert len(b.refresh().snapshots()) == n + 1  # one commit
+    assert b.snapshots()[-1].operation == "replace"
+    assert rows(plain(b.scan().to_arrow())) == rows(plain(a.scan().to_arrow())) == want
+    check_peers(warehouse, b, want)
+
+
+def test_compaction_without_retries_fails_with_nothing_committed(catalog, tmp_path, monkeypatch):
+    rng = random.Random(5)
+    t = fragmented(catalog, "db.a", rng)
+    want = rows(plain(t.scan().to_arrow()))
+    log = tmp_path / "log"
+    log.mkdir()
+    monkeypatch.setattr(fr, "_rewrite_task", faulty_rewrite_task(str(log), "die"))
+    snaps = t.snapshots()
+    with pytest.raises(ray.exceptions.WorkerCrashedError):
+        fr.rewrite_data_files(t, num_workers=2, rewrite_all=True, max_retries=0)
+    counts, bad = attempts(str(log))
+    assert counts[bad["group"]] == 1  # not retried
+    assert t.refresh().snapshots() == snaps
+    assert rows(plain(t.scan().to_arrow())) == want
+    assert no_files_left(t)  # the groups that succeeded: their files deleted
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_compaction_group_failing_for_good(catalog, warehouse, tmp_path, monkeypatch, partial):
+    rng = random.Random(6)
+    t = fragmented(catalog, "db.a", rng)
+    want = rows(plain(t.scan().to_arrow()))
+    live = set(t.inspect.data_files().column("file_path").to_pylist())
+    log = tmp_path / "log"
+    log.mkdir()
+    monkeypatch.setattr(fr, "_rewrite_task", faulty_rewrite_task(str(log), "die", always=True))
+    n = len(t.snapshots())
+    if not partial:
+        with pytest.raises(ray.exceptions.WorkerCrashedError):
+            fr.rewrite_data_files(t, num_workers=2, rewrite_all=True, max_retries=1)
+        assert len(t.refresh().snapshots()) == n
+        assert set(t.inspect.data_files().column("file_path").to_pylist()) == live
+        assert no_files_left(t)
+        return
+    r = fr.rewrite_data_files(t, num_workers=2, rewrite_all=True, max_retries=1,
+                              partial_progress_enabled=True, partial_progress_max_commits=10)
+    counts, bad = attempts(str(log))
+    assert counts.pop(bad["group"]) == 2  # retried once, died again
+    assert len(counts) == 4 and set(counts.values()) == {1}
+    # the four other groups committed (one commit each), the bad group's files counted
+    assert r.failed_data_files_count == bad["files"] > 0
+    assert r.file_groups_count == 4
+    assert r.rewritten_data_files_count == len(live) - bad["files"]
+    assert len(t.refresh().snapshots()) == n + 4
+    assert all(s.operation == "replace" for s in t.snapshots()[n:])
+    after = set(t.inspect.data_files().column("file_path").to_pylist())
+    assert len(live & after) == bad["files"]  # the failed group's files are still live
+    assert rows(plain(t.scan().to_arrow())) == want
+    check_peers(warehouse, t, want)
+
+
 def test_datasink_upsert_and_append_equal_single_process(catalog, warehouse):
     rng = random.Random(2)
     a = fragmented(catalog, "db.a", rng)
@@ -113,6 +243,72 @@ def test_datasink_upsert_and_append_equal_single_process(catalog, warehouse):
     assert len(c.snapshots()) == n + 1
     assert c.scan().count() == 300
     check_peers(warehouse, c, rows(plain(c.scan().to_arrow())))
+
+
+SINK_CASES = {
+    # a new column, added by the upsert (evolve_schema)
+    "evolve": (dict(schema="id long not null, plan string, ver long",
+                    properties={"floe.merge.version-column": "ver"}),
+               lambda ids: {"id": ids, "plan": [f"p{i}" for i in ids], "ver": [1] * len(ids)},
+               lambda ids: {"id": ids, "plan": [f"q{i}" for i in ids], "ver": [2] * len(ids),
+                            "extra": [f"e{i}" for i in ids]},
+               True),
+    # deletes whose required non-key column is null (a CDC `before` with only the key)
+    "deletes": (dict(schema="id long not null, plan string not null, ver long, del int",
+                     properties={"floe.merge.version-column": "ver",
+                                 "floe.merge.delete-column": "del"}),
+                lambda ids: {"id": ids, "plan": [f"p{i}" for i in ids], "ver": [1] * len(ids),
+                             "del": pa.array([0] * len(ids), pa.int32())},
+                lambda ids: {"id": ids,
+                             "plan": [None if i % 3 == 0 else f"q{i}" for i in ids],
+                             "ver": [2] * len(ids),
+                             "del": pa.array([int(i % 3 == 0) for i in ids], pa.int32())},
+                False),
+    # an aggregate engine reading an input column that is not a table column (avg:ms)
+    "aggregate": (dict(schema="id long not null, hits long, avg_ms double",
+                       properties={"floe.merge-engine": "aggregate",
+                                   "floe.aggregate.hits": "sum",
+                                   "floe.aggregate.avg_ms": "avg:ms"}),
+                  lambda ids: {"id": [i % 40 for i in ids], "hits": [1] * len(ids),
+                               "ms": [float(i) for i in ids]},
+                  lambda ids: {"id": [i % 40 for i in ids], "hits": [1] * len(ids),
+                               "ms": [float(i * 3) for i in ids]},
+                  False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SINK_CASES))
+def test_datasink_upsert_is_the_single_process_upsert(catalog, warehouse, case):
+    """The sink's upsert applies the rows as given, so whatever `Table.upsert` accepts (new
+    columns, null columns in deletes, aggregate input columns) it applies alike."""
+    create, initial, changes, evolve = SINK_CASES[case]
+    for name in ("db.single", "db.ray"):
+        t = catalog.create_table(name, primary_key="id", **create)
+        t.upsert(pa.table(initial(list(range(0, 60)))))
+    rows_in = pa.table(changes(list(range(30, 130))))
+    single = catalog.load_table("db.single").upsert(rows_in, evolve_schema=evolve)
+    sink = fr.FloeDatasink(catalog, "db.ray", mode="upsert", evolve_schema=evolve,
+                           sink_id="ray", checkpoint=3)
+    ray.data.from_arrow(rows_in).repartition(4).write_datasink(sink)
+    r = sink.result
+    for k in ("inserted_records_count", "updated_records_count", "deleted_records_count",
+              "keys_count", "input_records_count", "added_columns"):
+        assert getattr(r, k) == getattr(single, k), k
+    assert r.committed_checkpoint == 3
+    t = catalog.load_table("db.ray")
+    want = rows(plain(catalog.load_table("db.single").scan().to_arrow()))
+    got = rows(plain(t.scan().to_arrow()))
+    if case == "aggregate":  # sums of doubles in another order: equal up to rounding
+        for g, w in zip(got, want):
+            assert g.keys() == w.keys() and g["id"] == w["id"] and g["hits"] == w["hits"]
+            assert g["avg_ms"] == pytest.approx(w["avg_ms"])
+        assert len(got) == len(want)
+    else:
+        assert got == want
+    assert len(t.snapshots()) == 2  # the first upsert, then one commit
+    if case == "evolve":
+        assert "extra" in t.schema().names
+    check_peers(warehouse, t, got)
 
 
 def test_datasource_reads_with_pushdown(catalog):

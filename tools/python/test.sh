@@ -1,19 +1,57 @@
 #!/usr/bin/env bash
 # The Python package's tests: builds the wheel (dev profile, sharing CARGO_TARGET_DIR and so
 # the compiled library with `cargo test`), installs it into the pinned venv of
-# tools/python/setup.sh (outside the clone), and runs pytest on tests/python.
+# tools/python/setup.sh (outside the clone), and runs pytest on tests/python. Then the
+# fresh-install check: `pip install '.[polars,ray]'` from the repository root into a
+# brand-new venv (pip's own build: build isolation, maturin from PyPI, pyproject.toml's
+# metadata and extras), and the README's Python examples run there. That build uses the dev
+# profile (MATURIN_PEP517_ARGS) and the same target directory, so only the pyo3 crates are
+# compiled again (~1.5-2 min in all on 2 cores; a plain `pip install .` builds in release).
 #
 #   bash tools/python/test.sh [pytest args]
+#
+# Environment:
+#   CARGO_TARGET_DIR              default: $HOME/.cache/floe-target
+#   FLOE_PYTHON_DIR               the venvs' root (see setup.sh); the fresh venv is
+#                                 $FLOE_PYTHON_DIR/fresh-venv, made anew each run
+#   FLOE_PYTHON_NO_FRESH_INSTALL  =1 skips the fresh-install check (it needs PyPI); it is
+#                                 also skipped when pytest args are given (a partial run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+repo="$(pwd)"
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/floe-target}"
 py="$(bash tools/python/setup.sh | tail -n 1)"
 wheels="$(mktemp -d "${TMPDIR:-/tmp}/floe-wheel.XXXXXX")"
-trap 'rm -rf "$wheels"' EXIT
+run_dir="$(mktemp -d "${TMPDIR:-/tmp}/floe-fresh.XXXXXX")"
+trap 'rm -rf "$wheels" "$run_dir"' EXIT
 start=$(date +%s)
 "$py" -m maturin build --profile dev --interpreter "$py" --out "$wheels" >&2
 "$py" -m pip install --disable-pip-version-check --no-input -q --force-reinstall --no-deps "$wheels"/floe-*.whl
 echo "[floe-python] wheel built and installed in $(( $(date +%s) - start )) s" >&2
-cd tests/python
-exec "$py" -m pytest -q -p no:cacheprovider "$@"
+(cd tests/python && "$py" -m pytest -q -p no:cacheprovider "$@")
+
+if [ "${FLOE_PYTHON_NO_FRESH_INSTALL:-0}" = "1" ] || [ "$#" -gt 0 ]; then
+  echo "[floe-python] fresh-install check skipped" >&2
+  exit 0
+fi
+start=$(date +%s)
+fresh="${FLOE_PYTHON_DIR:-$HOME/.cache/floe/python}/fresh-venv"
+rm -rf "$fresh"
+"${FLOE_PYTHON_BASE_PYTHON:-python3}" -m venv "$fresh"
+MATURIN_PEP517_ARGS="--profile dev" "$fresh/bin/python" -m pip install \
+  --disable-pip-version-check --no-input -q "$repo[polars,ray]" >&2
+# The README's ```python blocks of its Python section, in order, in an empty directory.
+(cd "$run_dir" && "$fresh/bin/python" - "$repo/README.md" <<'EOF'
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+section = text.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
+blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+assert len(blocks) >= 2, "README: no Python examples found"
+for i, code in enumerate(blocks):
+    exec(compile(code, f"README.md python block {i + 1}", "exec"), {"__name__": "__readme__"})
+EOF
+) >"$run_dir/readme.log" 2>&1 || { tail -n 40 "$run_dir/readme.log" >&2; exit 1; }
+"$fresh/bin/python" -c 'import floe, floe.ray, os, sys; d = os.path.dirname(floe.__file__); sys.exit(0 if all(os.path.exists(os.path.join(d, f)) for f in ("py.typed", "_floe.pyi")) else "the installed package lacks py.typed or _floe.pyi")'
+rm -rf "$fresh"
+echo "[floe-python] fresh install (pip install '.[polars,ray]' into a new venv) and the README's examples: ok in $(( $(date +%s) - start )) s" >&2

@@ -881,10 +881,12 @@ class DataScan:
         )
 
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
-        """The rows as a pyarrow RecordBatchReader (decoded as they are read)."""
-        reader = self.table._inner.scan_to_reader(
+        """The rows as a pyarrow RecordBatchReader (decoded as they are read; Ctrl-C
+        interrupts the wait for a batch)."""
+        batches = self.table._inner.scan_to_reader(
             self.row_filter, self.selected_fields, self.snapshot_id, self.ref
         )
+        reader = pa.RecordBatchReader.from_batches(batches.schema, batches)
         if self.limit is not None:
             return _limited(reader, self.limit)
         return reader

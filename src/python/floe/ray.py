@@ -7,11 +7,16 @@
   groups that succeeded are committed (in up to ``partial_progress_max_commits`` commits)
   and the failed ones counted in ``failed_data_files_count``.
 * :class:`FloeDatasink`: ``ds.write_datasink(FloeDatasink(uri, "db.t"))``. Each write task
-  stages its blocks as data files (written, not committed); the driver commits them all in
-  one snapshot in ``on_write_complete``, through the same commit loop (retries, conflict
-  validation) as ``floe append``. ``mode="upsert"``: the driver applies the staged rows to
-  the keyed table as one ``upsert`` (merge engine, ``sink_id``/``checkpoint``), then deletes
-  the staged files.
+  writes its blocks as data files (conformed, partitioned, sorted and rolled as ``append``
+  writes them; not committed); the driver commits them all in one snapshot in
+  ``on_write_complete``, through the same commit loop (retries, conflict validation) as
+  ``floe append``. ``mode="upsert"``: each task hands its rows, as given, to the driver
+  (through Ray's object store), which applies them to the keyed table as one ``upsert``
+  (the key fold, the lookup of stored rows, the data and delete files and the commit run in
+  the driver, as in :meth:`floe.Table.upsert`: same merge engines, ``evolve_schema``,
+  ``sink_id``/``checkpoint``). A key's rows in different tasks are folded in the order Ray
+  returns the tasks' results: give the table a version column (or set
+  ``DataContext.execution_options.preserve_order``) when arrival order decides.
 * :class:`FloeDatasource` / :func:`read_floe`: the driver plans the scan (row filter pushed
   down to partition, metrics and row-group pruning), each read task reads one group of data
   files with their deletes applied.
@@ -62,7 +67,10 @@ def rewrite_data_files(
     **kwargs: Any,
 ) -> RewriteDataFilesResult:
     """:meth:`floe.Table.rewrite_data_files` with each file group a Ray task (at most
-    ``num_workers`` at a time; default: as many as Ray schedules). Same options."""
+    ``num_workers`` at a time; default: as many as Ray schedules). Same options. A task
+    whose worker process dies, or that raises :class:`floe.StorageError`, is retried up to
+    ``max_retries`` times; a group that still fails fails the job (nothing committed, the
+    other tasks' files deleted) unless ``partial_progress_enabled=True``."""
     o = _rewrite_options(strategy, sort_by, zorder_by, options, kwargs)
     plan_text = table._inner.plan_rewrite(where, o)
     plan = json.loads(plan_text)
@@ -191,25 +199,30 @@ class FloeDatasink(Datasink):
     def get_name(self) -> str:
         return f"Floe({self.identifier})"
 
-    def write(self, blocks: Iterable[Any], ctx: Any) -> Optional[str]:
+    def write(self, blocks: Iterable[Any], ctx: Any) -> Union[None, str, pa.Table]:
         data = _as_arrow(blocks)
         if data.num_rows == 0:
             return None
+        if self.mode == "upsert":
+            # The rows as given: the upsert conforms them itself (evolving the schema, input
+            # columns of aggregate functions, deletes whose other columns are null), and
+            # its key fold needs every task's rows.
+            return data
         table = self.catalog.load_table(self.identifier)
         return table._inner.stage(data)
 
     def on_write_complete(self, write_result: Any) -> None:
-        staged: List[str] = [s for s in write_result.write_returns if s]
+        returned = [r for r in write_result.write_returns if r is not None]
         table = self.catalog.load_table(self.identifier)
         if self.mode == "append":
-            self.result = _result(AppendResult, table._inner.commit_staged(staged))
-        else:
-            self.result = _result(
-                UpsertResult,
-                table._inner.upsert_staged(
-                    staged, self.sink_id, self.checkpoint, self.evolve_schema
-                ),
-            )
+            self.result = _result(AppendResult, table._inner.commit_staged(returned))
+            return
+        rows = (pa.concat_tables(returned, promote_options="permissive") if returned
+                else table.schema().empty_table())
+        self.result = _result(
+            UpsertResult,
+            table._inner.upsert(rows, self.sink_id, self.checkpoint, self.evolve_schema),
+        )
 
 
 class FloeDatasource(Datasource):

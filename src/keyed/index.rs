@@ -12,6 +12,7 @@ use futures::StreamExt;
 use roaring::RoaringTreemap;
 
 use super::fold::{versions_of, Columns, KeyMap};
+use super::longmap::{Loc, LongMap};
 use super::readback::read_back;
 use super::tombstones;
 use crate::error::{Error, Result};
@@ -19,22 +20,13 @@ use crate::scan::{Scan, SnapshotSelector};
 use crate::spec::keyed::{KeyedSpec, TombstoneList};
 use crate::table::Table;
 
-/// Where a key's live row is.
-#[derive(Debug, Clone, Copy)]
-struct Loc {
-    file: u32,
-    pos: u64,
-    /// The row's version (`i64::MIN` when it has none).
-    version: i64,
-}
-
 /// A live row found: its file id, position and version.
 pub(crate) type LiveRow = (u32, u64, Option<i64>);
 
 /// Keys: a single integer key by value, others encoded as rows.
 #[derive(Debug)]
 enum Locations {
-    Long(KeyMap<i64, Loc>),
+    Long(LongMap),
     Rows(KeyMap<Box<[u8]>, Loc>),
 }
 
@@ -72,7 +64,7 @@ enum Pending {
 impl Pending {
     fn for_locations(locs: &Locations) -> Self {
         match locs {
-            Locations::Long(m) => Pending::Long(Binned::for_map(m)),
+            Locations::Long(m) => Pending::Long(Binned::for_long_map(m)),
             Locations::Rows(m) => Pending::Rows(Binned::for_map(m)),
         }
     }
@@ -84,6 +76,10 @@ impl Pending {
         }
     }
 }
+
+/// How many keys ahead a batch of lookups prefetches (enough to keep a core's outstanding
+/// cache misses busy).
+const PREFETCH_AHEAD: usize = 16;
 
 /// Keys of a batch from which lookups are split over the cores.
 const PARALLEL_LOOKUPS: usize = 16_384;
@@ -129,16 +125,15 @@ pub(super) fn duplicate_key(table: &Table) -> Error {
     ))
 }
 
-/// Entries waiting to go into a large map, binned by where their buckets are. Inserting
-/// them bin by bin, each in bucket order, walks the map's memory from one end to the other
-/// instead of at random (on a 10M-key index that is ~4x faster: a random access into a map
-/// of hundreds of MB misses the caches and the TLB). hashbrown places a key at the bucket
-/// given by its hash's low bits, in a power-of-two table whose capacity is 7/8 of its
-/// buckets; if that ever changes, the order is merely no longer helpful.
+/// Entries waiting to go into a large map, binned by where their home buckets are.
+/// Inserting them bin by bin, each in bucket order, walks the map's memory from one end to
+/// the other instead of at random (on a 10M-key index that is ~4x faster: a random access
+/// into a map of hundreds of MB misses the caches and the TLB). hashbrown places a key at
+/// the bucket given by its hash's low bits, in a power-of-two table whose capacity is 7/8 of
+/// its buckets; if that ever changes, the order is merely no longer helpful.
 struct Binned<K> {
-    hasher: foldhash::fast::RandomState,
-    /// The map's bucket count minus one.
-    mask: u64,
+    /// A key's home bucket in the map as it is sized now.
+    home: Box<dyn Fn(&K) -> u64 + Send + Sync>,
     /// Shifts a bucket index to its 16-bit slot.
     shift: u32,
     /// 256 bins by a slot's high byte, each entry with its slot.
@@ -146,13 +141,12 @@ struct Binned<K> {
     len: usize,
 }
 
-impl<K: std::hash::Hash + Eq> Binned<K> {
-    /// Bins for `map` as it is sized now (it must not grow before [`Self::insert_into`]).
-    fn for_map(map: &KeyMap<K, Loc>) -> Self {
-        let buckets = (map.capacity() / 7 * 8).max(1).next_power_of_two() as u64;
+impl<K> Binned<K> {
+    /// Bins for a map of `buckets` buckets (a power of two) whose home bucket for a key is
+    /// `home` (it must not grow before [`Self::insert_into`]).
+    fn new(buckets: u64, home: Box<dyn Fn(&K) -> u64 + Send + Sync>) -> Self {
         Self {
-            hasher: *map.hasher(),
-            mask: buckets - 1,
+            home,
             shift: buckets.trailing_zeros().saturating_sub(16),
             bins: (0..256).map(|_| Vec::new()).collect(),
             len: 0,
@@ -160,24 +154,44 @@ impl<K: std::hash::Hash + Eq> Binned<K> {
     }
 
     fn push(&mut self, key: K, loc: Loc) {
-        use std::hash::BuildHasher;
-        let slot = ((self.hasher.hash_one(&key) & self.mask) >> self.shift) as u16;
+        let slot = ((self.home)(&key) >> self.shift) as u16;
         self.bins[usize::from(slot >> 8)].push((slot, key, loc));
         self.len += 1;
     }
 
-    /// Inserts and removes every entry; false when a key was already in `map`.
-    fn insert_into(&mut self, map: &mut KeyMap<K, Loc>) -> bool {
-        map.reserve(self.len);
+    /// Hands every entry to `insert` (in bucket order) and forgets them; false when
+    /// `insert` said a key was already in the map.
+    fn insert_into(&mut self, mut insert: impl FnMut(K, Loc) -> bool) -> bool {
         let mut fresh = true;
         for bin in &mut self.bins {
             bin.sort_unstable_by_key(|e| e.0);
             for (_, k, loc) in bin.drain(..) {
-                fresh &= map.insert(k, loc).is_none();
+                fresh &= insert(k, loc);
             }
         }
         self.len = 0;
         fresh
+    }
+}
+
+impl Binned<Box<[u8]>> {
+    /// Bins for `map` as it is sized now.
+    fn for_map(map: &KeyMap<Box<[u8]>, Loc>) -> Self {
+        use std::hash::BuildHasher;
+        let buckets = (map.capacity() / 7 * 8).max(1).next_power_of_two() as u64;
+        let (hasher, mask) = (*map.hasher(), buckets - 1);
+        Self::new(buckets, Box::new(move |k| hasher.hash_one(k) & mask))
+    }
+}
+
+impl Binned<i64> {
+    /// Bins for `map` as it is sized now.
+    fn for_long_map(map: &LongMap) -> Self {
+        let slots = map.slots().max(1);
+        Self::new(
+            slots as u64,
+            Box::new(move |k| LongMap::home_in(*k, slots) as u64),
+        )
     }
 }
 
@@ -218,7 +232,7 @@ impl KeyIndex {
             files: Vec::new(),
             file_ids: HashMap::new(),
             locs: if long {
-                Locations::Long(KeyMap::default())
+                Locations::Long(LongMap::default())
             } else {
                 Locations::Rows(KeyMap::default())
             },
@@ -333,8 +347,14 @@ impl KeyIndex {
     /// in, so that inserting into a large map walks its memory once instead of at random.
     fn insert_pending(&mut self, table: &Table, pending: &mut Pending) -> Result<()> {
         let ok = match (&mut self.locs, pending) {
-            (Locations::Long(m), Pending::Long(p)) => p.insert_into(m),
-            (Locations::Rows(m), Pending::Rows(p)) => p.insert_into(m),
+            (Locations::Long(m), Pending::Long(p)) => {
+                m.reserve(p.len);
+                p.insert_into(|k, loc| m.insert(k, loc).is_none())
+            }
+            (Locations::Rows(m), Pending::Rows(p)) => {
+                m.reserve(p.len);
+                p.insert_into(|k, loc| m.insert(k, loc).is_none())
+            }
             _ => true,
         };
         ok.then_some(()).ok_or_else(|| duplicate_key(table))
@@ -344,7 +364,7 @@ impl KeyIndex {
     /// key `r` of `keys` (`rows`: the same keys encoded as rows).
     pub fn lookup(&self, keys: &Keys, rows: &Rows, r: usize) -> (Option<LiveRow>, Option<i64>) {
         let loc = match (&self.locs, keys) {
-            (Locations::Long(m), Keys::Long(k)) => m.get(&k.value(r)),
+            (Locations::Long(m), Keys::Long(k)) => m.get(k.value(r)),
             (Locations::Rows(m), Keys::Rows(k)) => m.get(k.row(r).as_ref()),
             _ => None,
         };
@@ -357,26 +377,37 @@ impl KeyIndex {
         (live, tomb)
     }
 
+    /// Starts loading the map slot of key `r` of `keys` (single integer keys only).
+    fn prefetch(&self, keys: &Keys, r: usize) {
+        if let (Locations::Long(m), Keys::Long(k)) = (&self.locs, keys) {
+            m.prefetch(k.value(r));
+        }
+    }
+
     /// [`Self::lookup`] of every key of `keys`, split over the cores for large batches
     /// (each lookup is a cache miss into a large map; two threads keep twice as many in
     /// flight).
     pub fn lookup_all(&self, keys: &Keys, rows: &Rows) -> Vec<(Option<LiveRow>, Option<i64>)> {
         let n = rows.num_rows();
         let threads = std::thread::available_parallelism().map_or(1, |p| p.get().min(4));
+        let run = |from: usize, to: usize| {
+            (from..to)
+                .map(|r| {
+                    if r + PREFETCH_AHEAD < to {
+                        self.prefetch(keys, r + PREFETCH_AHEAD);
+                    }
+                    self.lookup(keys, rows, r)
+                })
+                .collect::<Vec<_>>()
+        };
         if n < PARALLEL_LOOKUPS || threads < 2 {
-            return (0..n).map(|r| self.lookup(keys, rows, r)).collect();
+            return run(0, n);
         }
         let chunk = n.div_ceil(threads);
         std::thread::scope(|s| {
             let parts: Vec<_> = (0..n)
                 .step_by(chunk)
-                .map(|from| {
-                    s.spawn(move || {
-                        (from..(from + chunk).min(n))
-                            .map(|r| self.lookup(keys, rows, r))
-                            .collect::<Vec<_>>()
-                    })
-                })
+                .map(|from| s.spawn(move || run(from, (from + chunk).min(n))))
                 .collect();
             let mut found = Vec::with_capacity(n);
             for p in parts {
@@ -434,7 +465,7 @@ impl KeyIndex {
             }
             match (&mut self.locs, keys) {
                 (Locations::Long(m), Keys::Long(k)) => {
-                    m.remove(&k.value(r));
+                    m.remove(k.value(r));
                 }
                 (Locations::Rows(m), Keys::Rows(k)) => {
                     m.remove(k.row(r).as_ref());
@@ -497,6 +528,9 @@ impl KeyIndex {
                 let k = long_key(&keys[0])?;
                 m.reserve(k.len());
                 for r in 0..k.len() {
+                    if r + PREFETCH_AHEAD < k.len() {
+                        m.prefetch(k.value(r + PREFETCH_AHEAD));
+                    }
                     overwritten += usize::from(m.insert(k.value(r), loc(r)).is_some());
                 }
             }
@@ -537,7 +571,7 @@ mod tests {
 
     #[test]
     fn lookups_split_over_threads_match_one_by_one_lookups() {
-        let mut map: KeyMap<i64, Loc> = KeyMap::default();
+        let mut map = LongMap::default();
         for k in 0..50_000i64 {
             map.insert(k * 3, loc(k as u64));
         }
@@ -575,31 +609,44 @@ mod tests {
 
     #[test]
     fn binned_entries_all_reach_the_map_and_duplicates_are_found() {
-        let mut map: KeyMap<i64, Loc> = KeyMap::default();
+        let mut map = LongMap::default();
         map.try_reserve(100_000).unwrap();
-        let mut b = Binned::for_map(&map);
+        let mut b = Binned::for_long_map(&map);
         // Spread keys (a multiplicative shuffle of 0..n).
         let keys: Vec<i64> = (0..100_000i64).map(|i| (i * 7_919) % 100_003).collect();
         for (i, &k) in keys.iter().enumerate() {
             b.push(k, loc(i as u64));
         }
-        assert!(b.insert_into(&mut map));
+        let put = |m: &mut LongMap, b: &mut Binned<i64>| {
+            m.reserve(b.len);
+            b.insert_into(|k, l| m.insert(k, l).is_none())
+        };
+        assert!(put(&mut map, &mut b));
         assert_eq!(map.len(), keys.len());
         for (i, k) in keys.iter().enumerate() {
-            assert_eq!(map[k].pos, i as u64);
+            assert_eq!(map.get(*k).map(|l| l.pos), Some(i as u64));
         }
         // A second chunk holding a key already in the map is refused.
         b.push(keys[42], loc(7));
         b.push(-1, loc(8));
-        assert!(!b.insert_into(&mut map));
+        assert!(!put(&mut map, &mut b));
         assert_eq!(b.len, 0);
         // A map smaller than assumed still gets every entry.
-        let mut small: KeyMap<i64, Loc> = KeyMap::default();
-        let mut b = Binned::for_map(&small);
+        let mut small = LongMap::default();
+        let mut b = Binned::for_long_map(&small);
         for k in 0..1_000 {
             b.push(k, loc(k as u64));
         }
-        assert!(b.insert_into(&mut small));
+        assert!(put(&mut small, &mut b));
         assert_eq!(small.len(), 1_000);
+        // Encoded keys in a general map.
+        let mut rows: KeyMap<Box<[u8]>, Loc> = KeyMap::default();
+        rows.try_reserve(1_000).unwrap();
+        let mut b = Binned::for_map(&rows);
+        for k in 0..1_000u64 {
+            b.push(k.to_be_bytes().into(), loc(k));
+        }
+        assert!(b.insert_into(|k, l| rows.insert(k, l).is_none()));
+        assert_eq!(rows[&5u64.to_be_bytes()[..]].pos, 5);
     }
 }

@@ -33,6 +33,7 @@ pub mod debezium;
 mod evolve;
 mod fold;
 mod index;
+mod longmap;
 mod merge;
 mod readback;
 mod sketch;

@@ -222,7 +222,10 @@ pub(crate) fn fold(
         }
         deleted.push(flags);
     }
-    let all = arrow_select::concat::concat_batches(schema, parts.iter().map(|p| &p.batch))?;
+    let all = match parts {
+        [one] => one.batch.clone(),
+        _ => arrow_select::concat::concat_batches(schema, parts.iter().map(|p| &p.batch))?,
+    };
     let concat_bool = |v: &[BooleanArray]| -> Result<BooleanArray> {
         let refs: Vec<&dyn Array> = v.iter().map(|a| a as &dyn Array).collect();
         let a = arrow_select::concat::concat(&refs)?;
@@ -239,6 +242,14 @@ pub(crate) fn fold(
     let conv = key_converter(schema, &cols.key)?;
     let keys = key_rows(&conv, &all, &cols.key)?;
     let idx = latest_rows(&keys, all_versions.as_ref());
+    if idx.len() == all.num_rows() {
+        // Every key once: the rows, in order (the indexes are sorted and distinct).
+        return Ok(Folded {
+            rows: all,
+            versions: all_versions,
+            deleted: all_deleted,
+        });
+    }
     let take = |a: &dyn Array| arrow_select::take::take(a, &idx, None);
     let rows = arrow_select::take::take_record_batch(&all, &idx)?;
     let versions = match &all_versions {

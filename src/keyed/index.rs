@@ -30,6 +30,23 @@ enum Locations {
     Rows(KeyMap<Box<[u8]>, Loc>),
 }
 
+/// Tombstoned keys and their versions: single integer keys by value (in a [`LongMap`],
+/// the version in the location's `version`), others encoded as rows.
+#[derive(Debug)]
+enum Tombstones {
+    Long(LongMap),
+    Rows(KeyMap<Box<[u8]>, i64>),
+}
+
+/// A tombstone's entry in a [`LongMap`].
+fn tomb(version: i64) -> Loc {
+    Loc {
+        file: 0,
+        pos: 0,
+        version,
+    }
+}
+
 /// The keys of one batch, in the index's encoding.
 pub(crate) enum Keys<'a> {
     Long(Int64Array),
@@ -207,8 +224,8 @@ pub(crate) struct KeyIndex {
     files: Vec<String>,
     file_ids: HashMap<String, u32>,
     locs: Locations,
-    /// Versions of tombstoned keys (encoded as rows).
-    tombstones: KeyMap<Box<[u8]>, i64>,
+    /// Versions of tombstoned keys.
+    tombstones: Tombstones,
 }
 
 impl KeyIndex {
@@ -236,7 +253,11 @@ impl KeyIndex {
             } else {
                 Locations::Rows(KeyMap::default())
             },
-            tombstones: KeyMap::default(),
+            tombstones: if long {
+                Tombstones::Long(LongMap::default())
+            } else {
+                Tombstones::Rows(KeyMap::default())
+            },
         };
         let key_fields: Vec<_> = cols
             .key
@@ -245,12 +266,27 @@ impl KeyIndex {
             .collect();
         let stones =
             tombstones::load(table, &index.tombstone_list, &key_fields, conv, None).await?;
-        index.tombstones = stones
-            .records
-            .into_iter()
-            .filter(|(_, r)| r.deleted)
-            .map(|(k, r)| (k, r.version))
-            .collect();
+        match &mut index.tombstones {
+            Tombstones::Rows(m) => {
+                m.extend(
+                    stones
+                        .records
+                        .into_iter()
+                        .filter(|(_, r)| r.deleted)
+                        .map(|(k, r)| (k, r.version)),
+                );
+            }
+            Tombstones::Long(m) if !stones.key_rows.is_empty() => {
+                let keys = long_key(&stones.keys[0])?;
+                for (k, rec) in stones.records.iter().filter(|(_, r)| r.deleted) {
+                    let row = stones.key_rows.get(k).ok_or_else(|| {
+                        Error::io("a tombstone record has no key row (tombstone load)")
+                    })?;
+                    m.insert(keys.value(*row as usize), tomb(rec.version));
+                }
+            }
+            Tombstones::Long(_) => {}
+        }
         let Some(snapshot_id) = index.snapshot_id else {
             return Ok(index);
         };
@@ -369,10 +405,10 @@ impl KeyIndex {
             _ => None,
         };
         let live = loc.map(|l| (l.file, l.pos, (l.version != i64::MIN).then_some(l.version)));
-        let tomb = if self.tombstones.is_empty() {
-            None
-        } else {
-            self.tombstones.get(rows.row(r).as_ref()).copied()
+        let tomb = match (&self.tombstones, keys) {
+            (Tombstones::Long(m), Keys::Long(k)) => m.get(k.value(r)).map(|l| l.version),
+            (Tombstones::Rows(m), _) if !m.is_empty() => m.get(rows.row(r).as_ref()).copied(),
+            _ => None,
         };
         (live, tomb)
     }
@@ -474,11 +510,20 @@ impl KeyIndex {
             }
         }
         for &(r, deleted, version) in tombstones {
-            let k: Box<[u8]> = rows.row(r).as_ref().into();
-            if deleted {
-                self.tombstones.insert(k, version);
-            } else {
-                self.tombstones.remove(&k);
+            match (&mut self.tombstones, keys) {
+                (Tombstones::Long(m), Keys::Long(k)) if deleted => {
+                    m.insert(k.value(r), tomb(version));
+                }
+                (Tombstones::Long(m), Keys::Long(k)) => {
+                    m.remove(k.value(r));
+                }
+                (Tombstones::Rows(m), _) if deleted => {
+                    m.insert(rows.row(r).as_ref().into(), version);
+                }
+                (Tombstones::Rows(m), _) => {
+                    m.remove(rows.row(r).as_ref());
+                }
+                _ => {}
             }
         }
         let mut wanted = spec.key.clone();
@@ -582,7 +627,7 @@ mod tests {
             files: vec![],
             file_ids: HashMap::new(),
             locs: Locations::Long(map),
-            tombstones: KeyMap::default(),
+            tombstones: Tombstones::Long(LongMap::default()),
         };
         // Present and absent keys, more than one thread's share.
         let n = PARALLEL_LOOKUPS * 3 + 7;

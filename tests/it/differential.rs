@@ -1,7 +1,9 @@
 //! Differential testing of predicates: a seeded table of every primitive type floe writes
 //! (plus a struct, a list and a map), with nulls, NaN, ±0.0 and extremes, laid out in several
 //! files, row groups, partitions (identity, bucket on int and uuid, day, hour, truncate on a
-//! decimal) and sort orders; seeded random predicates over it. Each predicate
+//! decimal) and sort orders, a table clustered on a key (bucket + sort + bloom filters +
+//! small pages) and one z-ordered on two columns by a rewrite; seeded random predicates over
+//! it. Each predicate
 //! runs through the library's `Scan::filter`, a sample through `floe scan --where`, and
 //! through DELETE and UPDATE in copy-on-write and merge-on-read on v2 and v3 copies of the
 //! table; every answer is compared row for row with DuckDB over the same rows as plain
@@ -1164,6 +1166,8 @@ struct Layout {
     partition: &'static str,
     sort: &'static str,
     props: &'static [(&'static str, &'static str)],
+    /// `rewrite_data_files` options run after the appends (none when empty).
+    rewrite: &'static [(&'static str, &'static str)],
 }
 
 const SCAN_LAYOUTS: &[Layout] = &[
@@ -1183,6 +1187,7 @@ const SCAN_LAYOUTS: &[Layout] = &[
             ("write.parquet.bloom-filter-enabled.column.dt", "true"),
             ("write.parquet.bloom-filter-enabled.column.tz", "true"),
         ],
+        rewrite: &[],
     },
     Layout {
         name: "bucket_day_dec",
@@ -1190,6 +1195,7 @@ const SCAN_LAYOUTS: &[Layout] = &[
         partition: "bucket(3, i), day(ts)",
         sort: "d",
         props: &[],
+        rewrite: &[],
     },
     Layout {
         name: "flag_trunc_hour",
@@ -1197,6 +1203,7 @@ const SCAN_LAYOUTS: &[Layout] = &[
         partition: "flag, hour(tz)",
         sort: "",
         props: &[],
+        rewrite: &[],
     },
     Layout {
         name: "truncate_dec_bucket_uuid",
@@ -1204,6 +1211,41 @@ const SCAN_LAYOUTS: &[Layout] = &[
         partition: "truncate(1000000000, dec), bucket(2, u)",
         sort: "s",
         props: &[],
+        rewrite: &[],
+    },
+    // Clustered on a key: hashed into buckets, sorted within them (a sort rewrite makes each
+    // file one sorted run), bloom filters on the key, small row groups of small pages, so
+    // point and range predicates go through partition, file, row group, bloom and page
+    // pruning.
+    Layout {
+        name: "clustered_bucket_sorted",
+        version: FormatVersion::V3,
+        partition: "bucket(4, l)",
+        sort: "l",
+        props: &[
+            ("write.parquet.row-group-size-bytes", "16384"),
+            ("write.parquet.page-row-limit", "32"),
+            ("write.parquet.bloom-filter-enabled.column.l", "true"),
+            ("write.parquet.bloom-filter-enabled.column.i", "true"),
+        ],
+        rewrite: &[("strategy", "sort"), ("rewrite-all", "true")],
+    },
+    // Z-ordered on two columns by a rewrite (files and pages cover boxes of (i, d)).
+    Layout {
+        name: "zorder_i_d",
+        version: FormatVersion::V3,
+        partition: "",
+        sort: "",
+        props: &[
+            ("write.parquet.row-group-size-bytes", "16384"),
+            ("write.parquet.page-row-limit", "32"),
+        ],
+        rewrite: &[
+            ("strategy", "zorder"),
+            ("zorder-by", "i,d"),
+            ("rewrite-all", "true"),
+            ("target-file-size-bytes", "65536"),
+        ],
     },
 ];
 
@@ -1471,6 +1513,24 @@ async fn predicates_agree_with_duckdb_and_spark() {
             &data,
         )
         .await;
+        let t = if layout.rewrite.is_empty() {
+            t
+        } else {
+            let options = layout
+                .rewrite
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let r = floe::maintenance::rewrite_data_files(&cat, &t, None, &options, None)
+                .await
+                .unwrap();
+            assert!(
+                r.added_data_files_count > 0,
+                "{}: the rewrite ran",
+                layout.name
+            );
+            r.table.expect("a rewrite returns its table")
+        };
         for case in &cases {
             let got = floe_ids(&t, &case.floe, rows).await;
             bad.check(

@@ -232,7 +232,10 @@ async fn run_sequence(version: u8, seed: u64) {
             }
             // A cherry-pick of a staged snapshot (or of one already on main).
             _ => {
-                let ids: Vec<i64> = m.staged.keys().copied().collect();
+                // In staging order (snapshot ids are random: ordering by id would make the
+                // sequence differ from run to run under one seed).
+                let mut ids: Vec<i64> = m.staged.keys().copied().collect();
+                ids.sort_by_key(|id| m.staged[id].seq);
                 if ids.is_empty() {
                     continue;
                 }

@@ -89,6 +89,20 @@ impl LongMap {
             .next_power_of_two()
     }
 
+    /// Whether `entries` fit in the slots within the load bound.
+    fn fits(&self, entries: usize) -> bool {
+        entries.saturating_mul(MAX_LOAD_DEN) <= self.slots.len() * MAX_LOAD_NUM
+    }
+
+    /// Moves every entry into `slots` (all vacant).
+    fn rehash_into(&mut self, slots: Vec<Slot>) {
+        let old = std::mem::replace(&mut self.slots, slots);
+        self.len = 0;
+        for s in old.into_iter().filter(|s| s.loc.file != EMPTY) {
+            self.insert(s.key, s.loc);
+        }
+    }
+
     /// Makes room for `additional` more entries without growing; an error when the memory
     /// cannot be had (the map is unchanged).
     pub fn try_reserve(
@@ -96,17 +110,12 @@ impl LongMap {
         additional: usize,
     ) -> Result<(), std::collections::TryReserveError> {
         let want = self.len.saturating_add(additional);
-        if want * MAX_LOAD_DEN <= self.slots.len() * MAX_LOAD_NUM {
-            return Ok(());
-        }
-        let n = Self::slots_for(want);
-        let mut slots = Vec::new();
-        slots.try_reserve_exact(n)?;
-        slots.resize(n, VACANT);
-        let old = std::mem::replace(&mut self.slots, slots);
-        self.len = 0;
-        for s in old.into_iter().filter(|s| s.loc.file != EMPTY) {
-            self.insert(s.key, s.loc);
+        if !self.fits(want) {
+            let n = Self::slots_for(want);
+            let mut slots = Vec::new();
+            slots.try_reserve_exact(n)?;
+            slots.resize(n, VACANT);
+            self.rehash_into(slots);
         }
         Ok(())
     }
@@ -114,13 +123,8 @@ impl LongMap {
     /// [`Self::try_reserve`], aborting like a standard collection when out of memory.
     pub fn reserve(&mut self, additional: usize) {
         let want = self.len.saturating_add(additional);
-        if want * MAX_LOAD_DEN > self.slots.len() * MAX_LOAD_NUM {
-            let n = Self::slots_for(want);
-            let old = std::mem::replace(&mut self.slots, vec![VACANT; n]);
-            self.len = 0;
-            for s in old.into_iter().filter(|s| s.loc.file != EMPTY) {
-                self.insert(s.key, s.loc);
-            }
+        if !self.fits(want) {
+            self.rehash_into(vec![VACANT; Self::slots_for(want)]);
         }
     }
 

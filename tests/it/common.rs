@@ -439,3 +439,19 @@ pub async fn filtered_scan(t: &Table, filter: &str) -> (Vec<RecordBatch>, floe::
         .unwrap();
     (rows, counters.stats())
 }
+
+/// [`filtered_scan`]'s rows as the sorted values of their first column (a long), with the
+/// read counters.
+pub async fn filtered_first_longs(t: &Table, filter: &str) -> (Vec<i64>, floe::scan::ReadStats) {
+    let (rows, stats) = filtered_scan(t, filter).await;
+    let mut got: Vec<i64> = rows
+        .iter()
+        .flat_map(|b| {
+            arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(b.column(0))
+                .values()
+                .to_vec()
+        })
+        .collect();
+    got.sort_unstable();
+    (got, stats)
+}

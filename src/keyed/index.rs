@@ -12,7 +12,7 @@ use futures::StreamExt;
 use roaring::RoaringTreemap;
 
 use super::fold::{versions_of, Columns, KeyMap};
-use super::longmap::{Loc, LongMap};
+use super::longmap::{BulkLoad, Loc, LongMap, MAX_FILES, MAX_POS};
 use super::readback::read_back;
 use super::tombstones;
 use crate::error::{Error, Result};
@@ -71,27 +71,11 @@ fn long_key(col: &ArrayRef) -> Result<Int64Array> {
         .ok_or_else(|| Error::io("an integer key did not cast to a 64-bit integer"))
 }
 
-/// Entries a build read and has not yet inserted, binned by the map bucket they hash to
-/// (see [`Binned`]).
+/// Entries a build read and has not yet inserted: single integer keys all at once (a bulk
+/// load), others binned by the map bucket they hash to (see [`Binned`]).
 enum Pending {
-    Long(Binned<i64>),
+    Long(BulkLoad),
     Rows(Binned<Box<[u8]>>),
-}
-
-impl Pending {
-    fn for_locations(locs: &Locations) -> Self {
-        match locs {
-            Locations::Long(m) => Pending::Long(Binned::for_long_map(m)),
-            Locations::Rows(m) => Pending::Rows(Binned::for_map(m)),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Pending::Long(b) => b.len,
-            Pending::Rows(b) => b.len,
-        }
-    }
 }
 
 /// How many keys ahead a batch of lookups prefetches (enough to keep a core's outstanding
@@ -131,6 +115,17 @@ fn version_at(versions: &Option<Int64Array>, r: usize) -> i64 {
         Some(v) if v.is_valid(r) => v.value(r),
         _ => i64::MIN,
     }
+}
+
+/// A row position the index can hold (positions of one file ascend, so a batch's last
+/// is its largest).
+fn check_position(pos: u64) -> Result<()> {
+    if pos < MAX_POS {
+        return Ok(());
+    }
+    Err(Error::unsupported(format!(
+        "row position {pos} is past what the key index can address ({MAX_POS} rows per data file)"
+    )))
 }
 
 /// The error for a key found in two live rows of `table`.
@@ -198,17 +193,6 @@ impl Binned<Box<[u8]>> {
         let buckets = (map.capacity() / 7 * 8).max(1).next_power_of_two() as u64;
         let (hasher, mask) = (*map.hasher(), buckets - 1);
         Self::new(buckets, Box::new(move |k| hasher.hash_one(k) & mask))
-    }
-}
-
-impl Binned<i64> {
-    /// Bins for `map` as it is sized now.
-    fn for_long_map(map: &LongMap) -> Self {
-        let slots = map.slots().max(1);
-        Self::new(
-            slots as u64,
-            Box::new(move |k| LongMap::home_in(*k, slots) as u64),
-        )
     }
 }
 
@@ -301,16 +285,22 @@ impl KeyIndex {
             .iter()
             .map(|f| f.file.file_path().to_string())
             .collect();
-        let ids: Vec<u32> = paths.iter().map(|p| index.file_id(p)).collect();
-        // Sized once for the rows the plan may return (no rehashing of a large map); the
-        // counts come from manifests, so the hint is capped and may fail harmlessly.
+        let ids = paths
+            .iter()
+            .map(|p| index.file_id(table, p))
+            .collect::<Result<Vec<u32>>>()?;
+        // Sized once for the rows the plan may return (no rehashing of a large map, no
+        // regrowing of the collected entries); the counts come from manifests, so the hint
+        // is capped and may fail harmlessly.
         let rows: u64 = plan.files.iter().map(|f| f.file.record_count()).sum();
         let hint = rows.min(1 << 27) as usize;
-        let _ = match &mut index.locs {
-            Locations::Long(m) => m.try_reserve(hint),
-            Locations::Rows(m) => m.try_reserve(hint),
+        if let Locations::Rows(m) = &mut index.locs {
+            let _ = m.try_reserve(hint);
+        }
+        let mut pending = match &index.locs {
+            Locations::Rows(m) => Pending::Rows(Binned::for_map(m)),
+            Locations::Long(_) => Pending::Long(BulkLoad::with_capacity(hint)),
         };
-        let mut pending = Pending::for_locations(&index.locs);
         let mut stream = scan.read_positioned(plan, true)?;
         while let Some(item) = stream.next().await {
             let (j, (batch, positions)) = item?;
@@ -327,7 +317,7 @@ impl KeyIndex {
                 |r| positions.value(r),
                 &mut pending,
             )?;
-            if pending.len() >= PENDING_ROWS {
+            if matches!(&pending, Pending::Rows(p) if p.len >= PENDING_ROWS) {
                 index.insert_pending(table, &mut pending)?;
             }
         }
@@ -335,14 +325,24 @@ impl KeyIndex {
         Ok(index)
     }
 
-    fn file_id(&mut self, path: &str) -> u32 {
+    /// The id of data file `path`; an error past the ids a [`LongMap`] can hold.
+    fn file_id(&mut self, table: &Table, path: &str) -> Result<u32> {
         if let Some(id) = self.file_ids.get(path) {
-            return *id;
+            return Ok(*id);
         }
-        let id = self.files.len() as u32;
+        let id = u32::try_from(self.files.len())
+            .ok()
+            .filter(|&id| id < MAX_FILES)
+            .ok_or_else(|| {
+                Error::unsupported(format!(
+                    "the key index of table {} cannot address more than {MAX_FILES} data files; \
+                     compact the table (rewrite-data-files) first",
+                    table.name()
+                ))
+            })?;
         self.files.push(path.to_string());
         self.file_ids.insert(path.to_string(), id);
-        id
+        Ok(id)
     }
 
     /// Indexes the rows of `batch` (key columns and the version, by name) of file `file`
@@ -357,16 +357,19 @@ impl KeyIndex {
         pending: &mut Pending,
     ) -> Result<()> {
         let (keys, versions) = key_and_version(spec, batch)?;
+        if let Some(last) = batch.num_rows().checked_sub(1) {
+            check_position(position(last))?;
+        }
         let loc = |r: usize| Loc {
             file,
             pos: position(r),
             version: version_at(&versions, r),
         };
         match pending {
-            Pending::Long(p) => {
+            Pending::Long(bulk) => {
                 let k = long_key(&keys[0])?;
                 for r in 0..k.len() {
-                    p.push(k.value(r), loc(r));
+                    bulk.push(k.value(r), loc(r));
                 }
             }
             Pending::Rows(p) => {
@@ -383,13 +386,19 @@ impl KeyIndex {
     /// in, so that inserting into a large map walks its memory once instead of at random.
     fn insert_pending(&mut self, table: &Table, pending: &mut Pending) -> Result<()> {
         let ok = match (&mut self.locs, pending) {
-            (Locations::Long(m), Pending::Long(p)) => {
-                m.reserve(p.len);
-                p.insert_into(|k, loc| m.insert(k, loc).is_none())
-            }
             (Locations::Rows(m), Pending::Rows(p)) => {
                 m.reserve(p.len);
                 p.insert_into(|k, loc| m.insert(k, loc).is_none())
+            }
+            (Locations::Long(m), Pending::Long(bulk)) => {
+                let (loaded, unique) = LongMap::bulk_load(std::mem::take(bulk)).map_err(|e| {
+                    Error::io(format!(
+                        "no memory for the key index of table {}: {e}",
+                        table.name()
+                    ))
+                })?;
+                *m = loaded;
+                unique
             }
             _ => true,
         };
@@ -401,7 +410,7 @@ impl KeyIndex {
     pub fn lookup(&self, keys: &Keys, rows: &Rows, r: usize) -> (Option<LiveRow>, Option<i64>) {
         let loc = match (&self.locs, keys) {
             (Locations::Long(m), Keys::Long(k)) => m.get(k.value(r)),
-            (Locations::Rows(m), Keys::Rows(k)) => m.get(k.row(r).as_ref()),
+            (Locations::Rows(m), Keys::Rows(k)) => m.get(k.row(r).as_ref()).copied(),
             _ => None,
         };
         let live = loc.map(|l| (l.file, l.pos, (l.version != i64::MIN).then_some(l.version)));
@@ -530,7 +539,7 @@ impl KeyIndex {
         wanted.extend(spec.version.clone());
         let mut overwritten = 0usize;
         for path in added {
-            let file = self.file_id(path);
+            let file = self.file_id(table, path)?;
             // Only the key and version columns.
             let mut next = 0u64;
             for b in read_back(table, path, &wanted).await? {
@@ -562,6 +571,7 @@ impl KeyIndex {
         first: u64,
     ) -> Result<usize> {
         let (keys, versions) = key_and_version(spec, batch)?;
+        check_position(first + batch.num_rows() as u64)?;
         let loc = |r: usize| Loc {
             file,
             pos: first + r as u64,
@@ -654,44 +664,36 @@ mod tests {
 
     #[test]
     fn binned_entries_all_reach_the_map_and_duplicates_are_found() {
-        let mut map = LongMap::default();
-        map.try_reserve(100_000).unwrap();
-        let mut b = Binned::for_long_map(&map);
-        // Spread keys (a multiplicative shuffle of 0..n).
-        let keys: Vec<i64> = (0..100_000i64).map(|i| (i * 7_919) % 100_003).collect();
-        for (i, &k) in keys.iter().enumerate() {
-            b.push(k, loc(i as u64));
-        }
-        let put = |m: &mut LongMap, b: &mut Binned<i64>| {
+        let key = |k: i64| -> Box<[u8]> { k.to_be_bytes().into() };
+        let put = |m: &mut KeyMap<Box<[u8]>, Loc>, b: &mut Binned<Box<[u8]>>| {
             m.reserve(b.len);
             b.insert_into(|k, l| m.insert(k, l).is_none())
         };
+        let mut map: KeyMap<Box<[u8]>, Loc> = KeyMap::default();
+        map.try_reserve(100_000).unwrap();
+        let mut b = Binned::for_map(&map);
+        // Spread keys (a multiplicative shuffle of 0..n).
+        let keys: Vec<i64> = (0..100_000i64).map(|i| (i * 7_919) % 100_003).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            b.push(key(k), loc(i as u64));
+        }
         assert!(put(&mut map, &mut b));
         assert_eq!(map.len(), keys.len());
-        for (i, k) in keys.iter().enumerate() {
-            assert_eq!(map.get(*k).map(|l| l.pos), Some(i as u64));
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(map[&key(k)].pos, i as u64);
         }
         // A second chunk holding a key already in the map is refused.
-        b.push(keys[42], loc(7));
-        b.push(-1, loc(8));
+        b.push(key(keys[42]), loc(7));
+        b.push(key(-1), loc(8));
         assert!(!put(&mut map, &mut b));
         assert_eq!(b.len, 0);
         // A map smaller than assumed still gets every entry.
-        let mut small = LongMap::default();
-        let mut b = Binned::for_long_map(&small);
+        let mut small: KeyMap<Box<[u8]>, Loc> = KeyMap::default();
+        let mut b = Binned::for_map(&small);
         for k in 0..1_000 {
-            b.push(k, loc(k as u64));
+            b.push(key(k), loc(k as u64));
         }
         assert!(put(&mut small, &mut b));
         assert_eq!(small.len(), 1_000);
-        // Encoded keys in a general map.
-        let mut rows: KeyMap<Box<[u8]>, Loc> = KeyMap::default();
-        rows.try_reserve(1_000).unwrap();
-        let mut b = Binned::for_map(&rows);
-        for k in 0..1_000u64 {
-            b.push(k.to_be_bytes().into(), loc(k));
-        }
-        assert!(b.insert_into(|k, l| rows.insert(k, l).is_none()));
-        assert_eq!(rows[&5u64.to_be_bytes()[..]].pos, 5);
     }
 }

@@ -13,6 +13,7 @@ use arrow_schema::{DataType, Field, FieldRef, Schema as ArrowSchema, SchemaRef};
 use bytes::Bytes;
 
 use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
 
 use super::fold::{key_converter, key_fields, Columns, KeyMap};
 use crate::catalog::Catalog;
@@ -70,6 +71,61 @@ fn missing(table: &Table, path: &str, e: Error) -> Error {
     ))
 }
 
+/// One batch of a tombstone file's records.
+struct Records {
+    keys: Vec<ArrayRef>,
+    versions: Int64Array,
+    at_ms: Int64Array,
+    deleted: BooleanArray,
+}
+
+/// The records of tombstone file `path`, the key columns cast to `key_fields`' types.
+async fn read_records(table: &Table, path: &str, key_fields: &[FieldRef]) -> Result<Vec<Records>> {
+    let n_key = key_fields.len();
+    let bytes = table
+        .storage()
+        .get(path)
+        .await
+        .map_err(|e| missing(table, path, e))?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| missing(table, path, Error::corrupt(e.to_string())))?;
+    let mut out = Vec::new();
+    for b in reader {
+        let b = b.map_err(|e| missing(table, path, Error::corrupt(e.to_string())))?;
+        if b.num_columns() != n_key + 3 {
+            return Err(Error::corrupt(format!(
+                "tombstone file '{path}' of table {} has {} columns; the primary key has {n_key} (was it changed?)",
+                table.name(),
+                b.num_columns()
+            )));
+        }
+        let keys: Vec<ArrayRef> = (0..n_key)
+            .map(|i| arrow_cast::cast(b.column(i), key_fields[i].data_type()))
+            .collect::<std::result::Result<_, _>>()?;
+        let col = |i: usize| b.column(n_key + i).clone();
+        let versions = arrow_cast::cast(&col(0), &DataType::Int64)?;
+        let at = arrow_cast::cast(&col(1), &DataType::Int64)?;
+        let (Some(versions), Some(at_ms), Some(deleted)) = (
+            versions.as_any().downcast_ref::<Int64Array>().cloned(),
+            at.as_any().downcast_ref::<Int64Array>().cloned(),
+            col(2).as_any().downcast_ref::<BooleanArray>().cloned(),
+        ) else {
+            return Err(Error::corrupt(format!(
+                "tombstone file '{path}' of table {}: unexpected column types",
+                table.name()
+            )));
+        };
+        out.push(Records {
+            keys,
+            versions,
+            at_ms,
+            deleted,
+        });
+    }
+    Ok(out)
+}
+
 /// Reads the records of `list` (oldest file first) and folds them per key: the higher
 /// version wins, a later record on ties. With `wanted`, only those keys are kept.
 pub(crate) async fn load(
@@ -88,52 +144,18 @@ pub(crate) async fn load(
     let mut key_parts: Vec<Vec<ArrayRef>> = vec![Vec::new(); n_key];
     let mut next_row = 0u32;
     for f in &list.files {
-        let bytes = table
-            .storage()
-            .get(&f.path)
-            .await
-            .map_err(|e| missing(table, &f.path, e))?;
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
-            .map_err(|e| missing(table, &f.path, Error::corrupt(e.to_string())))?;
-        for b in reader {
-            let b = b.map_err(|e| missing(table, &f.path, Error::corrupt(e.to_string())))?;
-            if b.num_columns() != n_key + 3 {
-                return Err(Error::corrupt(format!(
-                    "tombstone file '{}' of table {} has {} columns; the primary key has {n_key} (was it changed?)",
-                    f.path,
-                    table.name(),
-                    b.num_columns()
-                )));
-            }
-            let keys: Vec<ArrayRef> = (0..n_key)
-                .map(|i| arrow_cast::cast(b.column(i), key_fields[i].data_type()))
-                .collect::<std::result::Result<_, _>>()?;
-            let rows = conv.convert_columns(&keys)?;
-            let col = |i: usize| b.column(n_key + i).clone();
-            let versions = arrow_cast::cast(&col(0), &DataType::Int64)?;
-            let at = arrow_cast::cast(&col(1), &DataType::Int64)?;
-            let (Some(versions), Some(at), Some(deleted)) = (
-                versions.as_any().downcast_ref::<Int64Array>(),
-                at.as_any().downcast_ref::<Int64Array>(),
-                col(2).as_any().downcast_ref::<BooleanArray>().cloned(),
-            ) else {
-                return Err(Error::corrupt(format!(
-                    "tombstone file '{}' of table {}: unexpected column types",
-                    f.path,
-                    table.name()
-                )));
-            };
+        for b in read_records(table, &f.path, key_fields).await? {
+            let rows = conv.convert_columns(&b.keys)?;
             let mut take = Vec::new();
-            for r in 0..b.num_rows() {
+            for r in 0..rows.num_rows() {
                 let k = rows.row(r);
                 if wanted.is_some_and(|w| !w.contains(k.as_ref())) {
                     continue;
                 }
                 let rec = Record {
-                    version: versions.value(r),
-                    at_ms: at.value(r),
-                    deleted: deleted.value(r),
+                    version: b.versions.value(r),
+                    at_ms: b.at_ms.value(r),
+                    deleted: b.deleted.value(r),
                 };
                 match out.records.get_mut(k.as_ref()) {
                     Some(old) if rec.version >= old.version => *old = rec,
@@ -148,19 +170,24 @@ pub(crate) async fn load(
             }
             let idx = UInt32Array::from(take);
             for (i, part) in key_parts.iter_mut().enumerate() {
-                part.push(arrow_select::take::take(&keys[i], &idx, None)?);
+                part.push(arrow_select::take::take(&b.keys[i], &idx, None)?);
             }
         }
     }
     for (i, part) in key_parts.into_iter().enumerate() {
-        let refs: Vec<&dyn Array> = part.iter().map(|a| a.as_ref()).collect();
-        out.keys.push(if refs.is_empty() {
-            arrow_array::new_empty_array(key_fields[i].data_type())
-        } else {
-            arrow_select::concat::concat(&refs)?
-        });
+        out.keys
+            .push(concat_or_empty(&part, key_fields[i].data_type())?);
     }
     Ok(out)
+}
+
+/// `parts` as one array (an empty one of `data_type` when there are none).
+fn concat_or_empty(parts: &[ArrayRef], data_type: &DataType) -> Result<ArrayRef> {
+    if parts.is_empty() {
+        return Ok(arrow_array::new_empty_array(data_type));
+    }
+    let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+    Ok(arrow_select::concat::concat(&refs)?)
 }
 
 /// Writes records (`keys`: the key columns; one version, time and flag per row) as a new
@@ -269,6 +296,11 @@ pub(crate) async fn rewrite(
 
 /// The records of `list` folded per key as one file: tombstones that `keep` accepts, and,
 /// with `revivals`, records that brought a key back.
+///
+/// Folded by sorting the records by key (a single integer key by value, others by their
+/// row encoding) rather than through a map of encoded keys: a merge folds every record of
+/// the files it merges, and the map's per-key allocations made that the slowest part of a
+/// keyed batch that merged a tier. The merged file is in key order.
 async fn merge(
     table: &Table,
     list: &TombstoneList,
@@ -277,33 +309,127 @@ async fn merge(
     revivals: bool,
     keep: impl Fn(&Record) -> bool,
 ) -> Result<TombstoneList> {
-    let all = load(table, list, key_fields, conv, None).await?;
-    let mut rows: Vec<(u32, Record)> = all
-        .records
-        .iter()
-        .filter(|(_, r)| (r.deleted || revivals) && keep(r))
-        .filter_map(|(k, r)| Some((*all.key_rows.get(k)?, *r)))
+    let mut batches = Vec::new();
+    for f in &list.files {
+        batches.extend(read_records(table, &f.path, key_fields).await?);
+    }
+    let keys = (0..key_fields.len())
+        .map(|i| {
+            let parts: Vec<ArrayRef> = batches.iter().map(|b| b.keys[i].clone()).collect();
+            concat_or_empty(&parts, key_fields[i].data_type())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let concat_of = |f: fn(&Records) -> ArrayRef| -> Result<ArrayRef> {
+        let parts: Vec<ArrayRef> = batches.iter().map(f).collect();
+        concat_or_empty(
+            &parts,
+            parts.first().map_or(&DataType::Int64, |a| a.data_type()),
+        )
+    };
+    let versions = concat_of(|b| Arc::new(b.versions.clone()))?;
+    let at_ms = concat_of(|b| Arc::new(b.at_ms.clone()))?;
+    let deleted = concat_of(|b| Arc::new(b.deleted.clone()))?;
+    let (versions, at_ms) = (
+        versions.as_primitive::<Int64Type>(),
+        at_ms.as_primitive::<Int64Type>(),
+    );
+    let deleted = deleted.as_boolean();
+    // Record indexes grouped by key, in file order within a key.
+    let n = versions.len() as u32;
+    let long = single_long_key(&keys)?;
+    let rows = match long {
+        Some(_) => None,
+        None => Some(conv.convert_columns(&keys)?),
+    };
+    let order: Vec<u32> = match (&long, &rows) {
+        (Some(k), _) => {
+            let mut o: Vec<(i64, u32)> = (0..n).map(|i| (k.value(i as usize), i)).collect();
+            o.sort_unstable();
+            o.into_iter().map(|(_, i)| i).collect()
+        }
+        (None, Some(rows)) => {
+            let mut o: Vec<u32> = (0..n).collect();
+            o.sort_unstable_by(|&a, &b| {
+                rows.row(a as usize)
+                    .cmp(&rows.row(b as usize))
+                    .then(a.cmp(&b))
+            });
+            o
+        }
+        (None, None) => Vec::new(),
+    };
+    let same_key = |a: u32, b: u32| match (&long, &rows) {
+        (Some(k), _) => k.value(a as usize) == k.value(b as usize),
+        (None, Some(rows)) => rows.row(a as usize) == rows.row(b as usize),
+        (None, None) => false,
+    };
+    let record = |i: u32| Record {
+        version: versions.value(i as usize),
+        at_ms: at_ms.value(i as usize),
+        deleted: deleted.value(i as usize),
+    };
+    let winners: Vec<u32> = latest_per_key(&order, same_key, |i| versions.value(i as usize))
+        .into_iter()
+        .filter(|&i| {
+            let r = record(i);
+            (r.deleted || revivals) && keep(&r)
+        })
         .collect();
-    rows.sort_unstable_by_key(|(i, _)| *i);
-    if rows.is_empty() {
+    if winners.is_empty() {
         return Ok(TombstoneList::default());
     }
-    let idx = UInt32Array::from_iter_values(rows.iter().map(|(i, _)| *i));
-    let keys = all
-        .keys
+    let idx = UInt32Array::from(winners);
+    let take = |a: &dyn Array| arrow_select::take::take(a, &idx, None);
+    let keys = keys
         .iter()
-        .map(|k| arrow_select::take::take(k, &idx, None))
+        .map(|k| take(k.as_ref()))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let f = write(
         table,
         key_fields,
         keys,
-        Int64Array::from_iter_values(rows.iter().map(|(_, r)| r.version)),
-        Int64Array::from_iter_values(rows.iter().map(|(_, r)| r.at_ms)),
-        BooleanArray::from_iter(rows.iter().map(|(_, r)| Some(r.deleted))),
+        take(versions)?.as_primitive::<Int64Type>().clone(),
+        take(at_ms)?.as_primitive::<Int64Type>().clone(),
+        take(deleted)?.as_boolean().clone(),
     )
     .await?;
     Ok(TombstoneList { files: vec![f] })
+}
+
+/// The latest record of each key, given record indexes grouped by key (`same_key`) and in
+/// arrival order within a key: the highest version, the later record on ties.
+fn latest_per_key(
+    order: &[u32],
+    same_key: impl Fn(u32, u32) -> bool,
+    version: impl Fn(u32) -> i64,
+) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut g = 0;
+    while g < order.len() {
+        let mut best = order[g];
+        let mut e = g + 1;
+        while e < order.len() && same_key(order[g], order[e]) {
+            if version(order[e]) >= version(best) {
+                best = order[e];
+            }
+            e += 1;
+        }
+        out.push(best);
+        g = e;
+    }
+    out
+}
+
+/// The key as 64-bit integers when it is a single integer column.
+fn single_long_key(keys: &[ArrayRef]) -> Result<Option<Int64Array>> {
+    match keys {
+        [k] if matches!(k.data_type(), DataType::Int64 | DataType::Int32) => Ok(Some(
+            arrow_cast::cast(k, &DataType::Int64)?
+                .as_primitive::<Int64Type>()
+                .clone(),
+        )),
+        _ => Ok(None),
+    }
 }
 
 /// A table's tombstones.
@@ -463,7 +589,46 @@ pub async fn expire_tombstones(
 
 #[cfg(test)]
 mod tests {
-    use super::merge_from;
+    use super::{latest_per_key, merge_from};
+
+    #[test]
+    fn latest_per_key_matches_a_map_fold() {
+        // Records (key, version) in arrival order, with repeated keys and tied versions.
+        let mut x = 0x9e37_79b9_u64;
+        let recs: Vec<(i64, i64)> = (0..5_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ((x % 300) as i64 - 150, ((x >> 20) % 4) as i64)
+            })
+            .collect();
+        let mut model: std::collections::HashMap<i64, (i64, u32)> = Default::default();
+        for (i, &(k, v)) in recs.iter().enumerate() {
+            match model.get(&k) {
+                Some(&(old, _)) if v < old => {}
+                _ => {
+                    model.insert(k, (v, i as u32));
+                }
+            }
+        }
+        let mut order: Vec<(i64, u32)> = recs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.0, i as u32))
+            .collect();
+        order.sort_unstable();
+        let order: Vec<u32> = order.into_iter().map(|o| o.1).collect();
+        let got = latest_per_key(
+            &order,
+            |a, b| recs[a as usize].0 == recs[b as usize].0,
+            |i| recs[i as usize].1,
+        );
+        assert_eq!(got.len(), model.len());
+        for i in got {
+            assert_eq!(model[&recs[i as usize].0].1, i);
+        }
+    }
 
     #[test]
     fn newest_files_merge_by_size_tier() {

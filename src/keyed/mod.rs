@@ -109,7 +109,7 @@ pub async fn upsert(
 /// It keeps an in-memory index of the table's keys (key → data file, position, version;
 /// tombstones) between batches, so a batch costs lookups of its own keys; the index is built
 /// by the first batch (one read of the key and version columns) and again whenever someone
-/// else changed the table. Memory: 43–85 bytes per live key for a single integer key (more
+/// else changed the table. Memory: 32–64 bytes per live key for a single integer key (more
 /// for other keys). With a merge engine that folds rows (`sum`, `aggregate`, `partial-update`,
 /// `first-row`) it keeps the table's current rows instead (their values, states included, and
 /// where they are stored), so a batch merges without reading the table. Clones share them.

@@ -85,7 +85,8 @@ const PREFETCH_AHEAD: usize = 16;
 /// Keys of a batch from which lookups are split over the cores.
 const PARALLEL_LOOKUPS: usize = 16_384;
 
-/// Entries a build collects before inserting them into the map.
+/// Encoded-key entries a build bins before inserting them into the map (integer keys are
+/// bulk-loaded once, at the end).
 const PENDING_ROWS: usize = 1 << 22;
 
 /// The key columns and the versions (if the table has a version column) of `batch`, by name.

@@ -590,6 +590,14 @@ impl Catalog {
                 }
             };
         }
+        // A keyed v2 table gets one position delete file per partition per commit (as Flink's
+        // upsert writers), not one per data file a batch touches: a batch of scattered keys
+        // touches most files. Readers apply both alike.
+        if !key.is_empty() && fv == FormatVersion::V2 {
+            props
+                .entry("write.delete.granularity".to_string())
+                .or_insert_with(|| "partition".to_string());
+        }
         if !creation.allow_unknown_properties {
             crate::spec::check_property_keys(&props)
                 .map_err(|e| e.context(format!("creating table {name}")))?;

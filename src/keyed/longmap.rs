@@ -323,14 +323,21 @@ impl BulkLoad {
 /// Radix passes sort by at most this many bits each.
 const RADIX_BITS: u32 = 8;
 
+/// A bulk load's sort first scatters entries into buckets by this many top bits of their
+/// home (1,024 buckets: a 10M-entry sort's bucket and its second buffer fit in L2).
+const BUCKET_BITS: u32 = 10;
+
+/// Entries below which a bulk load stays on one thread.
+const PARALLEL_ENTRIES: usize = 1 << 16;
+
 impl LongMap {
     /// A map of `bulk`'s entries, and whether every key was pushed once (when not, the map
-    /// holds one entry of each key).
+    /// holds the first entry pushed of each key).
     ///
     /// The entries are radix-sorted by their home slot and laid down in that order, each in
-    /// the first free slot from its home: one sequential pass over the map instead of one
+    /// the first free slot from its home: sequential passes over the map instead of one
     /// cache (and TLB) miss per insert, which is what made building a 10M-key index cost
-    /// over a second.
+    /// over a second. Sorting and laying down are split between two threads.
     pub fn bulk_load(bulk: BulkLoad) -> std::io::Result<(LongMap, bool)> {
         let mut entries = bulk.entries;
         let n_slots = Self::slots_for(entries.len());
@@ -338,73 +345,225 @@ impl LongMap {
             slots: Slots::new(n_slots)?,
             len: 0,
         };
-        let bits = n_slots.trailing_zeros();
         let home = |s: &Slot| Self::home_in(s.key, n_slots);
-        // LSD radix sort by home slot (stable, so a key's copies keep their order), with the
-        // map's own memory (more slots than entries) as the second buffer: no more fresh
-        // memory to fault in than the map itself.
-        let passes = bits.div_ceil(RADIX_BITS).max(1);
-        let width = bits.div_ceil(passes);
         let n = entries.len();
-        {
-            let scratch = &mut map.slots.get_mut()[..n];
-            for pass in 0..passes {
-                let shift = pass * width;
-                let digit = |s: &Slot| (home(s) >> shift) & ((1 << width) - 1);
-                let (from, to): (&[Slot], &mut [Slot]) = if pass % 2 == 0 {
-                    (&entries, &mut *scratch)
-                } else {
-                    (&*scratch, &mut entries)
-                };
-                let mut start = vec![0usize; 1 << width];
-                for s in from {
-                    start[digit(s)] += 1;
-                }
-                let mut sum = 0;
-                for c in start.iter_mut() {
-                    (*c, sum) = (sum, sum + *c);
-                }
-                for s in from {
-                    let d = digit(s);
-                    to[start[d]] = *s;
-                    start[d] += 1;
-                }
+        let parallel = n >= PARALLEL_ENTRIES;
+        // The map's own memory (more slots than entries) is the sort's second buffer: no
+        // more fresh memory to fault in than the map itself.
+        let bits = n_slots.trailing_zeros();
+        sort_by_home(
+            &mut entries,
+            &mut map.slots.get_mut()[..n],
+            bits,
+            &home,
+            parallel,
+        );
+        // Each half of the slots laid down from the entries whose home is in it; a run that
+        // would cross the half's end is inserted afterwards, as inserts do.
+        let split = if parallel { n_slots / 2 } else { n_slots };
+        let first_hi = entries.partition_point(|s| home(s) < split);
+        let (e_lo, e_hi) = entries.split_at(first_hi);
+        let (s_lo, s_hi) = map.slots.get_mut().split_at_mut(split);
+        let (lo, hi) = both(
+            parallel,
+            || lay_down(s_lo, 0, e_lo, n, &home),
+            || lay_down(s_hi, split, e_hi, n, &home),
+        );
+        map.len = lo.placed + hi.placed;
+        let mut unique = lo.unique && hi.unique;
+        for s in lo.overflow.into_iter().chain(hi.overflow) {
+            if map.find(s.key).is_ok() {
+                unique = false;
+            } else {
+                map.insert_slot(s);
             }
-            if passes % 2 == 1 {
-                entries.copy_from_slice(scratch);
-            }
-        }
-        map.slots.get_mut()[..n].fill(VACANT);
-        let mut unique = true;
-        let mut overflow = Vec::new();
-        {
-            let slots = map.slots.get_mut();
-            let (mut cursor, mut group, mut group_home) = (0usize, 0usize, usize::MAX);
-            for s in entries {
-                let h = home(&s);
-                if h != group_home {
-                    (group, group_home) = (h.max(cursor), h);
-                }
-                let p = h.max(cursor);
-                if p >= n_slots {
-                    overflow.push(s);
-                    continue;
-                }
-                // Copies of a key share a home, so they are in the current group.
-                if slots[group..p].iter().any(|o| o.key == s.key) {
-                    unique = false;
-                    continue;
-                }
-                slots[p] = s;
-                cursor = p + 1;
-                map.len += 1;
-            }
-        }
-        // Runs that reach the end wrap to the start, as inserts do.
-        for s in overflow {
-            unique &= map.insert_slot(s).is_none();
         }
         Ok((map, unique))
+    }
+}
+
+/// Runs `a` and `b`, on two threads when `parallel`.
+fn both<A: Send, B: Send>(
+    parallel: bool,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if !parallel {
+        return (a(), b());
+    }
+    std::thread::scope(|scope| {
+        let b = scope.spawn(b);
+        let a = a();
+        (a, b.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    })
+}
+
+/// What [`lay_down`] did.
+struct LaidDown {
+    placed: usize,
+    unique: bool,
+    /// Entries whose run would cross the end of the slots given.
+    overflow: Vec<Slot>,
+}
+
+/// Lays `entries` (sorted by home, every home in `base..base + slots.len()`) into `slots`
+/// (the map's slots from `base`; those below `scratch` held sort scratch and are cleared
+/// first), each in the first free slot from its home. A later copy of a key is dropped.
+fn lay_down(
+    slots: &mut [Slot],
+    base: usize,
+    entries: &[Slot],
+    scratch: usize,
+    home: &impl Fn(&Slot) -> usize,
+) -> LaidDown {
+    let used = scratch.saturating_sub(base).min(slots.len());
+    slots[..used].fill(VACANT);
+    let mut out = LaidDown {
+        placed: 0,
+        unique: true,
+        overflow: Vec::new(),
+    };
+    // Positions relative to `base`; `group` is where the current home's run starts.
+    let (mut cursor, mut group, mut group_home) = (0usize, 0usize, usize::MAX);
+    for s in entries {
+        let h = home(s) - base;
+        if h != group_home {
+            (group, group_home) = (h.max(cursor), h);
+        }
+        let p = h.max(cursor);
+        if p >= slots.len() {
+            out.overflow.push(*s);
+            continue;
+        }
+        // Copies of a key share a home, so they are in the current group.
+        if slots[group..p].iter().any(|o| o.key == s.key) {
+            out.unique = false;
+            continue;
+        }
+        slots[p] = *s;
+        cursor = p + 1;
+        out.placed += 1;
+    }
+    out
+}
+
+/// Sorts `entries` by `home` (a value of `bits` bits), stably, with `scratch` (as long as
+/// `entries`) as the second buffer: each half of the entries scattered into buckets by the
+/// top [`BUCKET_BITS`] (one thread each), then each bucket — its pieces from both halves, in
+/// order — radix-sorted by the remaining bits in the caches (the buckets split between two
+/// threads).
+fn sort_by_home(
+    entries: &mut [Slot],
+    scratch: &mut [Slot],
+    bits: u32,
+    home: &(impl Fn(&Slot) -> usize + Sync),
+    parallel: bool,
+) {
+    let n = entries.len();
+    let top = bits.min(BUCKET_BITS);
+    let low = bits - top;
+    let buckets = 1usize << top;
+    let bucket = |s: &Slot| home(s) >> low;
+    let half = if parallel { n / 2 } else { n };
+    let (in_a, in_b) = entries.split_at(half);
+    let (sc_a, sc_b) = scratch.split_at_mut(half);
+    // Bucket bounds within each half's scattered entries.
+    let scatter = |from: &[Slot], to: &mut [Slot]| {
+        let mut end = vec![0usize; buckets];
+        radix_pass(from.iter(), to, bucket, &mut end);
+        let mut bounds = vec![0usize];
+        bounds.extend(end);
+        bounds
+    };
+    let (ba, bb) = both(parallel, || scatter(in_a, sc_a), || scatter(in_b, sc_b));
+    let (sc_a, sc_b) = (&*sc_a, &*sc_b);
+    // Bucket d: sc_a[ba[d]..ba[d + 1]] then sc_b[bb[d]..bb[d + 1]], into
+    // entries[start(d)..start(d + 1)].
+    let start = |d: usize| ba[d] + bb[d];
+    let largest = (0..buckets)
+        .map(|d| start(d + 1) - start(d))
+        .max()
+        .unwrap_or(0);
+    let mid = (0..=buckets)
+        .min_by_key(|&d| start(d).abs_diff(n / 2))
+        .unwrap_or(0);
+    let sort_buckets = |out: &mut [Slot], range: std::ops::Range<usize>| {
+        let offset = start(range.start);
+        let mut tmp = vec![VACANT; largest];
+        let mut count = vec![0usize; 1 << RADIX_BITS];
+        for d in range {
+            let into = &mut out[start(d) - offset..start(d + 1) - offset];
+            let pieces = sc_a[ba[d]..ba[d + 1]].iter().chain(&sc_b[bb[d]..bb[d + 1]]);
+            sort_bucket(pieces, into, &mut tmp, low, home, &mut count);
+        }
+    };
+    let (out_lo, out_hi) = entries.split_at_mut(start(mid));
+    both(
+        parallel,
+        || sort_buckets(out_lo, 0..mid),
+        || sort_buckets(out_hi, mid..buckets),
+    );
+}
+
+/// Sorts the entries of `from` by the low `low` bits of `home` (stably) into `into`, with
+/// `tmp` (at least as long) as the second buffer.
+fn sort_bucket<'a>(
+    from: impl Iterator<Item = &'a Slot> + Clone,
+    into: &mut [Slot],
+    tmp: &mut [Slot],
+    low: u32,
+    home: &impl Fn(&Slot) -> usize,
+    count: &mut [usize],
+) {
+    let m = into.len();
+    if low == 0 {
+        for (to, s) in into.iter_mut().zip(from) {
+            *to = *s;
+        }
+        return;
+    }
+    let tmp = &mut tmp[..m];
+    let passes = low.div_ceil(RADIX_BITS);
+    let width = low.div_ceil(passes);
+    let mask = (1usize << width) - 1;
+    let digit = |pass: u32| move |s: &Slot| (home(s) >> (pass * width)) & mask;
+    let count = &mut count[..1 << width];
+    // The destinations alternate so that the last pass writes `into`.
+    let into_first = passes % 2 == 1;
+    if into_first {
+        radix_pass(from, into, digit(0), count);
+    } else {
+        radix_pass(from, tmp, digit(0), count);
+    }
+    for pass in 1..passes {
+        if (pass % 2 == 0) == into_first {
+            radix_pass(tmp.iter(), into, digit(pass), count);
+        } else {
+            radix_pass(into.iter(), tmp, digit(pass), count);
+        }
+    }
+}
+
+/// One stable counting-sort pass of `from` into `to` by `digit` (below `count.len()`);
+/// leaves in `count` each digit's end in `to`.
+fn radix_pass<'a>(
+    from: impl Iterator<Item = &'a Slot> + Clone,
+    to: &mut [Slot],
+    digit: impl Fn(&Slot) -> usize,
+    count: &mut [usize],
+) {
+    count.fill(0);
+    for s in from.clone() {
+        count[digit(s)] += 1;
+    }
+    let mut sum = 0;
+    for c in count.iter_mut() {
+        (*c, sum) = (sum, sum + *c);
+    }
+    for s in from {
+        let d = digit(s);
+        to[count[d]] = *s;
+        count[d] += 1;
     }
 }
 
@@ -457,6 +616,7 @@ mod tests {
             (1_000, 1),
             (50_000, 7_919),
             (3_000, 1 << 40),
+            (300_000, 104_729),
         ] {
             let mut bulk = BulkLoad::with_capacity(n);
             let mut model = HashMap::new();
@@ -489,6 +649,61 @@ mod tests {
         let (m, unique) = LongMap::bulk_load(bulk).unwrap();
         assert!(!unique);
         assert_eq!((m.len(), m.get(5)), (3, Some(loc(5))));
+    }
+
+    #[test]
+    fn sorting_by_home_is_a_stable_sort() {
+        // Few bits (no second stage), the two-thread threshold either side, skewed homes,
+        // buckets sorted in three passes.
+        for (n, bits, skew) in [
+            (100, 6, 1),
+            (5_000, 13, 1),
+            (200_000, 19, 1),
+            (200_000, 18, 9),
+            (70_000, 27, 1),
+        ] {
+            let mut x = 0x9e37_79b9_u64;
+            let mut entries: Vec<Slot> = (0..n as u64)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // The key carries the home; the position, the order pushed.
+                    let home = (x % (1 << bits)) / skew * skew;
+                    Slot::new(home as i64, loc(i))
+                })
+                .collect();
+            let mut want = entries.clone();
+            want.sort_by_key(|s| s.key);
+            let mut scratch = vec![VACANT; n];
+            sort_by_home(
+                &mut entries,
+                &mut scratch,
+                bits,
+                &|s: &Slot| s.key as usize,
+                n >= PARALLEL_ENTRIES,
+            );
+            let got: Vec<_> = entries.iter().map(|s| (s.key, s.at)).collect();
+            let want: Vec<_> = want.iter().map(|s| (s.key, s.at)).collect();
+            assert!(got == want, "n {n}, {bits} bits");
+        }
+    }
+
+    #[test]
+    fn a_bulk_load_keeps_the_first_copy_of_each_key() {
+        let n = 150_000i64;
+        let mut bulk = BulkLoad::default();
+        for copy in 0..2u64 {
+            for k in 0..n {
+                bulk.push(k * 31, loc(k as u64 * 2 + copy));
+            }
+        }
+        let (m, unique) = LongMap::bulk_load(bulk).unwrap();
+        assert!(!unique);
+        assert_eq!(m.len(), n as usize);
+        for k in 0..n {
+            assert_eq!(m.get(k * 31), Some(loc(k as u64 * 2)), "key {k}");
+        }
     }
 
     #[test]

@@ -515,7 +515,20 @@ async fn keyed_table(
     if let Some(p) = partition {
         c = c.with_partition_spec(floe::spec::parse_partition_spec(p, &schema).unwrap());
     }
-    cat.create_table(ident, c).await.unwrap()
+    // Keyed v2 tables default to partition-scoped position deletes; a table named
+    // `*_file_deletes` keeps Java's default of one delete file per data file.
+    if ident.name().ends_with("_file_deletes") {
+        c = c.with_property("write.delete.granularity", "file");
+    }
+    let t = cat.create_table(ident, c).await.unwrap();
+    let granularity = t.metadata().properties().get("write.delete.granularity");
+    let want = match fv {
+        FormatVersion::V2 if !ident.name().ends_with("_file_deletes") => Some("partition"),
+        FormatVersion::V2 => Some("file"),
+        _ => None,
+    };
+    assert_eq!(granularity.map(String::as_str), want, "{ident}");
+    t
 }
 
 impl Run {
@@ -1546,7 +1559,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             chdb_final: true,
         },
         Config {
-            label: "random_v2_mor",
+            label: "random_v2_mor_file_deletes",
             fv: v2,
             mode: mor,
             partition: None,

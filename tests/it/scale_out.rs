@@ -243,13 +243,13 @@ async fn distributed_compaction_on_s3_and_postgres() {
         .create_table(&parse_ident("db.frag").unwrap(), c)
         .await
         .unwrap();
-    // 8 appends x 5 partitions: 40 small files, 8 per partition; partition `big` has 10x
+    // 8 appends x 5 partitions: 40 small files, 8 per partition; partition `big` has 30x
     // the rows of the others (the group whose worker is killed mid-task).
     let mut written = Vec::new();
     for i in 0..8i64 {
         let small = rows(i * 4_000..(i + 1) * 4_000);
         let big = rows_in(
-            1_000_000 + i * 40_000..1_000_000 + (i + 1) * 40_000,
+            1_000_000 + i * 120_000..1_000_000 + (i + 1) * 120_000,
             Some("big"),
         );
         written.extend([small.clone(), big.clone()]);

@@ -3,6 +3,7 @@
 //! checkpoint; plan again after a concurrent commit.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::{ArrayRef, BooleanArray, Int64Array, RecordBatch};
@@ -245,13 +246,13 @@ async fn apply_once(
         h.state = None;
         &mut h.index
     });
-    let prep = prepare(table, changes, options)?;
+    let prep = Arc::new(prepare(table, changes, options)?);
     result.added_columns = prep.added_columns.clone();
     result.keys = prep.folded.rows.num_rows() as u64;
     let list = TombstoneList::of(table.metadata(), &table.name())?;
     // Steps 1 and 2: find the stored rows of the batch's keys, decide every change, stage
     // its files; the tombstones, checkpoint and schema change that go with the commit.
-    let (decided, extras) = match index.as_deref_mut() {
+    let (mut decided, extras) = match index.as_deref_mut() {
         Some(slot) => decide_by_index(table, &prep, &list, sink, slot, &mut result.lookup).await?,
         None => {
             let decided = decide_by_scan(table, &prep, &list).await?;
@@ -273,15 +274,36 @@ async fn apply_once(
     if let Some((_, n)) = sink {
         result.committed_checkpoint = Some(n);
     }
-    // Step 3: commit; a key index follows the table to its new state.
+    // Step 3: commit. A key index follows the batch while the commit is under way (the
+    // added files are read back for their rows' positions); it is kept only if the commit
+    // lands. Copy-on-write moved rows, so an index cannot follow it: the next batch
+    // rebuilds it.
     let added: Vec<String> = decided
         .staged
         .added_data_files()
         .iter()
         .map(|f| f.file_path().to_string())
         .collect();
-    let rewrites = decided.staged.rewrites_files();
-    let r = decided.staged.commit(catalog, table, extras).await?;
+    let followed = match index.as_deref_mut() {
+        Some(slot) if !decided.staged.rewrites_files() => slot.take(),
+        Some(slot) => {
+            *slot = None;
+            None
+        }
+        None => None,
+    };
+    let changes =
+        !(added.is_empty() && decided.replaced.is_empty() && decided.tombstones.is_empty());
+    let follow = follow(
+        followed,
+        table.clone(),
+        prep.clone(),
+        std::mem::take(&mut decided.replaced),
+        added,
+        std::mem::take(&mut decided.tombstones),
+    );
+    let (r, followed) = tokio::join!(decided.staged.commit(catalog, table, extras), follow);
+    let r = r?;
     result.snapshot_id = r.snapshot_id;
     result.table = r.table;
     result.added_data_files = r.added_data_files;
@@ -289,27 +311,15 @@ async fn apply_once(
     result.written_bytes += r.written_bytes;
     if result.snapshot_id.is_none() {
         result.committed_checkpoint = committed;
-        return Ok(result);
     }
     if let Some(slot) = index {
-        // Copy-on-write moved rows, and an index that cannot follow is stale: either way the
-        // next batch rebuilds it.
-        let followed = match slot.as_mut() {
-            Some(idx) if !rewrites => follow(
-                idx,
-                &result.table,
-                &prep,
-                &decided.replaced,
-                &added,
-                &decided.tombstones,
-            )
-            .await
-            .is_ok(),
-            _ => false,
+        // Nothing committed: the index still holds the table's state if the batch changed
+        // nothing in it.
+        *slot = match (followed, result.snapshot_id) {
+            (Some(mut idx), Some(_)) => idx.settle(&result.table).ok().map(|()| idx),
+            (Some(idx), None) if !changes => Some(idx),
+            _ => None,
         };
-        if !followed {
-            *slot = None;
-        }
     }
     Ok(result)
 }
@@ -625,27 +635,36 @@ async fn apply_merge_once(
     Ok(result)
 }
 
-/// Brings `idx` to `table`'s state after the batch committed.
+/// Brings `idx` (if any) to the state the batch's commit leaves (see
+/// [`KeyIndex::apply_batch`]): the added files read back, then the index updated on a
+/// blocking thread, so that the commit proceeds meanwhile. `None` when it cannot follow.
 async fn follow(
-    idx: &mut KeyIndex,
-    table: &Table,
-    prep: &Prepared,
-    replaced: &[usize],
-    added: &[String],
-    tombstones: &[(usize, bool, i64)],
-) -> Result<()> {
-    let key_cols = prep.key_columns();
-    let keys = Keys::of(idx, &key_cols, &prep.rows)?;
-    idx.apply_commit(
-        table,
-        &prep.spec,
-        &prep.conv,
-        &keys,
-        &prep.rows,
-        replaced,
-        &prep.folded.deleted,
-        added,
-        tombstones,
-    )
-    .await
+    idx: Option<KeyIndex>,
+    table: Table,
+    prep: Arc<Prepared>,
+    replaced: Vec<usize>,
+    added: Vec<String>,
+    tombstones: Vec<(usize, bool, i64)>,
+) -> Option<KeyIndex> {
+    let mut idx = idx?;
+    let added = KeyIndex::read_added(&table, &prep.spec, &added)
+        .await
+        .ok()?;
+    let update = move || {
+        let key_cols = prep.key_columns();
+        let keys = Keys::of(&idx, &key_cols, &prep.rows)?;
+        idx.apply_batch(
+            &table,
+            &prep.spec,
+            &prep.conv,
+            &keys,
+            &prep.rows,
+            &replaced,
+            &prep.folded.deleted,
+            &added,
+            &tombstones,
+        )?;
+        Ok::<_, crate::Error>(idx)
+    };
+    tokio::task::spawn_blocking(update).await.ok()?.ok()
 }

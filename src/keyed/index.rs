@@ -483,15 +483,33 @@ impl KeyIndex {
             .collect()
     }
 
-    /// Brings the index to the state a committed batch left: `gone` keys (replaced or
-    /// deleted rows) removed or overwritten, the rows of `added` data files indexed,
-    /// tombstones set and cleared. `deleted[r]`: folded row `r` deletes its key.
+    /// The key and version columns of the data files a batch added, by path (read back
+    /// from storage: floe wrote them, so their rows' positions are known only this way).
+    pub async fn read_added(
+        table: &Table,
+        spec: &KeyedSpec,
+        added: &[String],
+    ) -> Result<Vec<(String, Vec<RecordBatch>)>> {
+        let mut wanted = spec.key.clone();
+        wanted.extend(spec.version.clone());
+        let mut out = Vec::with_capacity(added.len());
+        for path in added {
+            out.push((path.clone(), read_back(table, path, &wanted).await?));
+        }
+        Ok(out)
+    }
+
+    /// Brings the index to the state a batch's commit leaves: `gone` keys (replaced or
+    /// deleted rows) removed or overwritten, the rows of the `added` data files (from
+    /// [`Self::read_added`]) indexed, tombstones set and cleared. `deleted[r]`: folded row
+    /// `r` deletes its key. It may run while the commit is under way; [`Self::settle`]
+    /// then marks the committed state (a caller whose commit failed drops the index).
     ///
     /// A replaced key that is written again is overwritten in place, not removed and
     /// inserted: a removal leaves a deleted marker in the map, and markers add up until the
     /// whole map is rehashed (hundreds of ms at 10M keys, every few batches).
     #[allow(clippy::too_many_arguments)]
-    pub async fn apply_commit(
+    pub fn apply_batch(
         &mut self,
         table: &Table,
         spec: &KeyedSpec,
@@ -500,7 +518,7 @@ impl KeyIndex {
         rows: &Rows,
         gone: &[usize],
         deleted: &arrow_array::BooleanArray,
-        added: &[String],
+        added: &[(String, Vec<RecordBatch>)],
         tombstones: &[(usize, bool, i64)],
     ) -> Result<()> {
         let mut rewritten = 0usize;
@@ -536,17 +554,14 @@ impl KeyIndex {
                 _ => {}
             }
         }
-        let mut wanted = spec.key.clone();
-        wanted.extend(spec.version.clone());
         let mut overwritten = 0usize;
-        for path in added {
+        for (path, batches) in added {
             let file = self.file_id(table, path)?;
-            // Only the key and version columns.
             let mut next = 0u64;
-            for b in read_back(table, path, &wanted).await? {
+            for b in batches {
                 let first = next;
                 next += b.num_rows() as u64;
-                overwritten += self.put_rows(spec, conv, &b, file, first)?;
+                overwritten += self.put_rows(spec, conv, b, file, first)?;
             }
         }
         // Every replaced key that was not deleted is in the added files once, and no other
@@ -554,6 +569,12 @@ impl KeyIndex {
         if overwritten != rewritten {
             return Err(duplicate_key(table));
         }
+        Ok(())
+    }
+
+    /// Marks the index as reflecting `table`, the state its last [`Self::apply_batch`]
+    /// committed.
+    pub fn settle(&mut self, table: &Table) -> Result<()> {
         self.snapshot_id = table.current_snapshot().map(|s| s.snapshot_id());
         self.tombstone_list = TombstoneList::of(table.metadata(), &table.name())?;
         self.schema_id = table.metadata().current_schema_id();

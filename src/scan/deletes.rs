@@ -7,12 +7,15 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::row::{RowConverter, SortField};
-use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, DictionaryArray, Int64Array, RecordBatch, StringArray,
+};
 use arrow_schema::DataType;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{DataContentType, DataFileFormat};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use roaring::RoaringTreemap;
 
 use super::delete_index::{canonical_path, DeleteEntry};
@@ -346,47 +349,82 @@ pub fn decode_dv(
 }
 
 /// The positions a position delete file's bytes delete, by canonical data file path.
+///
+/// `file_path` is read as a dictionary where the file has one (the usual case: a
+/// partition-scoped file repeats a few paths over many rows), so each run of one path costs an
+/// integer comparison per row, not a string's decoding and comparison.
 #[doc(hidden)]
 pub fn decode_position_deletes(
     bytes: Bytes,
     path: &str,
 ) -> Result<HashMap<String, RoaringTreemap>> {
     let mut m: HashMap<String, RoaringTreemap> = HashMap::new();
-    // Rows are sorted by file path: collect each file's run before looking it up.
-    let mut cur: Option<(String, RoaringTreemap)> = None;
-    for b in parquet_batches(bytes, path)? {
+    for b in read_batches_with(bytes, path, Some(FILE_PATH_FIELD_ID))? {
         let files =
             column_by_field_id(&b, FILE_PATH_FIELD_ID).or_else(|_| by_name(&b, "file_path"))?;
-        let files = arrow_cast::cast(&files, &DataType::Utf8)?;
-        let files = files
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| bad_pos(path))?;
         let pos = column_by_field_id(&b, POS_FIELD_ID).or_else(|_| by_name(&b, "pos"))?;
         let pos = pos
             .as_any()
             .downcast_ref::<Int64Array>()
             .ok_or_else(|| bad_pos(path))?;
-        for i in 0..b.num_rows() {
-            if files.is_null(i) || pos.is_null(i) || pos.value(i) < 0 {
-                return Err(bad_pos(path));
-            }
-            let fp = canonical_path(files.value(i));
-            if cur.as_ref().map(|(f, _)| f.as_str()) != Some(fp) {
-                if let Some((f, bm)) = cur.take() {
-                    *m.entry(f).or_default() |= bm;
+        if files.null_count() > 0 || pos.null_count() > 0 || pos.values().iter().any(|p| *p < 0) {
+            return Err(bad_pos(path));
+        }
+        let pos = pos.values();
+        // Rows are sorted by file path: each run of one path becomes one bitmap.
+        for (run, file) in path_runs(&files, path)? {
+            let run = &pos[run];
+            let positions = if run.is_sorted() {
+                RoaringTreemap::from_sorted_iter(run.iter().map(|p| *p as u64)).unwrap_or_default()
+            } else {
+                run.iter().map(|p| *p as u64).collect()
+            };
+            let fp = canonical_path(&file);
+            match m.get_mut(fp) {
+                Some(bm) => *bm |= positions,
+                None => {
+                    m.insert(fp.to_string(), positions);
                 }
-                cur = Some((fp.to_string(), RoaringTreemap::new()));
-            }
-            if let Some((_, bm)) = &mut cur {
-                bm.insert(pos.value(i) as u64);
             }
         }
     }
-    if let Some((f, bm)) = cur.take() {
-        *m.entry(f).or_default() |= bm;
-    }
     Ok(m)
+}
+
+/// The runs of rows of one path in a position delete file's `file_path` column (a
+/// dictionary or plain strings, no nulls), each with its path.
+fn path_runs(files: &ArrayRef, path: &str) -> Result<Vec<(Range<usize>, String)>> {
+    let mut runs: Vec<(Range<usize>, String)> = Vec::new();
+    let mut push = |i: usize, same: bool, value: &str| match runs.last_mut() {
+        Some(last) if same => last.0.end = i + 1,
+        _ => runs.push((i..i + 1, value.to_string())),
+    };
+    if let Some(d) = files.as_any().downcast_ref::<DictionaryArray<Int32Type>>() {
+        let values = d
+            .values()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad_pos(path))?;
+        let keys = d.keys().values();
+        for (i, k) in keys.iter().enumerate() {
+            let k = usize::try_from(*k)
+                .ok()
+                .filter(|k| *k < values.len())
+                .ok_or_else(|| bad_pos(path))?;
+            push(i, i > 0 && keys[i - 1] == keys[i], values.value(k));
+        }
+    } else {
+        let files = arrow_cast::cast(files, &DataType::Utf8)?;
+        let files = files
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad_pos(path))?;
+        for i in 0..files.len() {
+            let same = i > 0 && files.value(i - 1) == files.value(i);
+            push(i, same, files.value(i));
+        }
+    }
+    Ok(runs)
 }
 
 fn bad_pos(path: &str) -> Error {
@@ -419,14 +457,24 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 /// the decoders (parquet, or arrow-ipc reading the embedded Arrow schema) still becomes a
 /// corrupt-file error.
 fn parquet_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
-    std::panic::catch_unwind(|| read_batches(bytes, path)).unwrap_or_else(|_| {
+    read_batches_with(bytes, path, None)
+}
+
+/// [`parquet_batches`], the string column of field id `dictionary` (if any) read as a
+/// dictionary where its pages are dictionary-encoded.
+fn read_batches_with(
+    bytes: Bytes,
+    path: &str,
+    dictionary: Option<i32>,
+) -> Result<Vec<RecordBatch>> {
+    std::panic::catch_unwind(|| read_batches(bytes, path, dictionary)).unwrap_or_else(|_| {
         Err(Error::corrupt(format!(
             "delete file '{path}' is malformed: the Parquet decoder failed on it"
         )))
     })
 }
 
-fn read_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
+fn read_batches(bytes: Bytes, path: &str, dictionary: Option<i32>) -> Result<Vec<RecordBatch>> {
     let corrupt = |e: parquet::errors::ParquetError| {
         Error::corrupt(format!("delete file '{path}' cannot be read: {e}"))
     };
@@ -455,12 +503,51 @@ fn read_batches(bytes: Bytes, path: &str) -> Result<Vec<RecordBatch>> {
             })?;
         }
     }
+    let builder = match dictionary.and_then(|id| dictionary_hint(builder.schema(), id)) {
+        Some(schema) => {
+            let options = ArrowReaderOptions::new().with_schema(schema);
+            ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
+                .map_err(corrupt)?
+        }
+        None => builder,
+    };
     builder
         .with_batch_size(65536)
         .build()
         .map_err(corrupt)?
         .map(|b| b.map_err(|e| Error::corrupt(format!("delete file '{path}': {e}"))))
         .collect::<Result<Vec<_>>>()
+}
+
+/// `schema` with its top-level string column of field id `id` read as a dictionary of
+/// strings; `None` when there is no such column.
+fn dictionary_hint(schema: &arrow_schema::SchemaRef, id: i32) -> Option<arrow_schema::SchemaRef> {
+    let is_id = |f: &arrow_schema::Field| {
+        f.metadata()
+            .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)
+            .is_some_and(|v| v.parse() == Ok(id))
+            || (id == FILE_PATH_FIELD_ID && f.name() == "file_path")
+    };
+    let at = schema
+        .fields()
+        .iter()
+        .position(|f| is_id(f) && f.data_type() == &DataType::Utf8)?;
+    let fields: Vec<_> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if i != at {
+                return f.clone();
+            }
+            let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+            Arc::new(f.as_ref().clone().with_data_type(dict))
+        })
+        .collect();
+    Some(Arc::new(arrow_schema::Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )))
 }
 
 #[cfg(test)]
@@ -477,6 +564,76 @@ mod tests {
         }
         assert!(dv_range("p", None, Some(1)).is_err());
         assert!(decode_dv(&[0; 3], 0..4, 0, "p").is_err());
+    }
+
+    /// A position delete file of `rows` (path, pos), with or without dictionary pages.
+    fn position_delete_file(rows: &[(&str, i64)], dictionary: bool) -> Bytes {
+        use std::collections::HashMap as Map;
+        let id = |n: i32| Map::from([("PARQUET:field_id".to_string(), n.to_string())]);
+        let schema = Arc::new(arrow_schema::Schema::new(vec![
+            arrow_schema::Field::new("file_path", DataType::Utf8, false)
+                .with_metadata(id(FILE_PATH_FIELD_ID)),
+            arrow_schema::Field::new("pos", DataType::Int64, false).with_metadata(id(POS_FIELD_ID)),
+        ]));
+        let b = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            ],
+        )
+        .unwrap();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_dictionary_enabled(dictionary)
+            .set_max_row_group_row_count(Some(7))
+            .build();
+        let mut out = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        Bytes::from(out)
+    }
+
+    #[test]
+    fn position_deletes_decode_alike_from_dictionaries_and_plain_strings() {
+        let mut x = 7u64;
+        let paths = ["file:/w/a.parquet", "/w/b.parquet", "s3://b/c.parquet"];
+        let mut rows = Vec::new();
+        for _ in 0..500 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Runs of one path, sorted positions or not, paths repeated out of order.
+            let path = paths[(x % 3) as usize];
+            for j in 0..(x % 9) as i64 {
+                let pos = if x % 2 == 0 { j * 3 } else { 40 - j };
+                rows.push((path, pos + (x % 1000) as i64));
+            }
+        }
+        let mut want: HashMap<String, RoaringTreemap> = HashMap::new();
+        for (p, pos) in &rows {
+            want.entry(canonical_path(p).to_string())
+                .or_default()
+                .insert(*pos as u64);
+        }
+        for dictionary in [true, false] {
+            let file = position_delete_file(&rows, dictionary);
+            // The path column is read as a dictionary (either way: plain pages are gathered
+            // into one).
+            let b = read_batches_with(file.clone(), "d", Some(FILE_PATH_FIELD_ID)).unwrap();
+            assert!(matches!(
+                b[0].column(0).data_type(),
+                DataType::Dictionary(..)
+            ));
+            let got = decode_position_deletes(file, "d").unwrap();
+            assert_eq!(got, want, "dictionary {dictionary}");
+        }
+        // A negative position is refused either way.
+        for dictionary in [true, false] {
+            let bad =
+                position_delete_file(&[("/w/a.parquet", 1), ("/w/a.parquet", -1)], dictionary);
+            assert!(decode_position_deletes(bad, "d").is_err());
+        }
     }
 
     #[test]

@@ -374,11 +374,10 @@ pub fn decode_position_deletes(
         // Rows are sorted by file path: each run of one path becomes one bitmap.
         for (run, file) in path_runs(&files, path)? {
             let run = &pos[run];
-            let positions = if run.is_sorted() {
-                RoaringTreemap::from_sorted_iter(run.iter().map(|p| *p as u64)).unwrap_or_default()
-            } else {
-                run.iter().map(|p| *p as u64).collect()
-            };
+            // Sorted runs in bulk; unsorted ones, or ones repeating a position, one by one.
+            let each = || run.iter().map(|p| *p as u64);
+            let positions =
+                RoaringTreemap::from_sorted_iter(each()).unwrap_or_else(|_| each().collect());
             let fp = canonical_path(&file);
             match m.get_mut(fp) {
                 Some(bm) => *bm |= positions,
@@ -606,7 +605,12 @@ mod tests {
             // Runs of one path, sorted positions or not, paths repeated out of order.
             let path = paths[(x % 3) as usize];
             for j in 0..(x % 9) as i64 {
-                let pos = if x % 2 == 0 { j * 3 } else { 40 - j };
+                // Ascending, descending, or repeating a position.
+                let pos = match x % 3 {
+                    0 => j * 3,
+                    1 => 40 - j,
+                    _ => j / 2,
+                };
                 rows.push((path, pos + (x % 1000) as i64));
             }
         }

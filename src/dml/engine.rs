@@ -472,7 +472,7 @@ fn scan_at(table: &Table, snapshot_id: Option<i64>) -> Scan {
 /// `known` removed positions, only the deletes the decision needs are read: those of
 /// removed-from files under v3 (the new deletion vector holds the old positions) or
 /// copy-on-write, and under v2 merge-on-read those of files that could lose their last live
-/// row (their delete files' record counts bound what they already lost).
+/// row (their file-scoped delete files' record counts bound what they already lost).
 async fn plan(
     table: &Table,
     kind: RowLevelKind,
@@ -515,9 +515,14 @@ async fn plan(
                 None => false,
                 Some(_) if !v2_merge_on_read => true,
                 Some(r) => {
+                    // Only the file's own delete files count: a partition-scoped one's
+                    // records are spread over the partition's files, so it bounds nothing,
+                    // and a file that loses its last live row that way keeps position
+                    // deletes for all its rows (as Spark leaves it) until a compaction.
                     let lost_at_most: u64 = f
                         .deletes
                         .iter()
+                        .filter(|d| crate::scan::is_file_scoped(&d.file))
                         .map(|d| d.file.record_count())
                         .fold(0, u64::saturating_add);
                     r.len().saturating_add(lost_at_most) >= f.file.record_count()

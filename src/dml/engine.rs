@@ -372,31 +372,27 @@ async fn stage_with(
     filter: Option<Predicate>,
     mut locator: Locate<'_>,
 ) -> Result<Staged> {
-    let nothing = ReadsNothing;
-    let changer_for_plan: &dyn RowChanger = match &locator {
-        Locate::Scan(c) => &**c,
-        Locate::Known { .. } => &nothing,
-    };
-    let known = match &locator {
-        Locate::Known { removed, .. } => Some(removed),
-        Locate::Scan(_) => None,
-    };
-    let mut p = plan(table, kind, filter.as_ref(), changer_for_plan, known).await?;
     let mut data = DataWriter::new(table)?;
-    if p.version == FormatVersion::V3 {
+    if table.metadata().format_version() == FormatVersion::V3 {
         // Rows copied by copy-on-write keep their lineage; new and updated rows get new row
         // ids (their lineage columns are NULL, so they inherit the new file's).
         data = data.with_row_lineage(table)?;
     }
     let mut deletes = DeleteFileWriter::new(table)?;
     let staged = async {
+        // Known rows are encoded (on the writer's lanes) while the plan loads deletes.
+        if let Locate::Known { rows, .. } = &mut locator {
+            write_all(&mut data, std::mem::take(rows)).await?;
+        }
+        let nothing = ReadsNothing;
+        let (changer_for_plan, known): (&dyn RowChanger, _) = match &locator {
+            Locate::Scan(c) => (&**c, None),
+            Locate::Known { removed, .. } => (&nothing, Some(removed)),
+        };
+        let mut p = plan(table, kind, filter.as_ref(), changer_for_plan, known).await?;
         let states = match &mut locator {
             Locate::Scan(changer) => locate(&mut p, &mut **changer, &mut data).await?,
-            Locate::Known { removed, rows } => {
-                let states = known_states(&p, std::mem::take(removed), table)?;
-                write_all(&mut data, std::mem::take(rows)).await?;
-                states
-            }
+            Locate::Known { removed, .. } => known_states(&p, std::mem::take(removed), table)?,
         };
         let mut d = decide(&p.files, &p.dropped, states, p.mode);
         let rewritten_rows = rewrite_files(table, &p, &d.rewrite, &mut data).await?;
@@ -404,10 +400,10 @@ async fn stage_with(
         let granularity = table.properties()?.delete_granularity;
         let added_deletes =
             write_deletes(&p, granularity, positions, &mut deletes, &mut d.removed).await?;
-        Ok::<_, Error>((d, rewritten_rows, added_deletes))
+        Ok::<_, Error>((p.mode, p.isolation, d, rewritten_rows, added_deletes))
     }
     .await;
-    let (d, rewritten_rows, added_deletes) = match staged {
+    let (mode, isolation, d, rewritten_rows, added_deletes) = match staged {
         Ok(s) => s,
         Err(e) => {
             data.abort(table.storage()).await;
@@ -434,7 +430,7 @@ async fn stage_with(
     let result = RowLevelResult {
         table: table.clone(),
         snapshot_id: None,
-        mode: p.mode,
+        mode,
         removed_rows: d.removed_rows,
         written_rows,
         rewritten_rows,
@@ -451,7 +447,7 @@ async fn stage_with(
     Ok(Staged {
         result,
         filter,
-        isolation: p.isolation,
+        isolation,
         decision: d,
         added_data,
         added_deletes,

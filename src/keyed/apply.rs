@@ -30,8 +30,54 @@ use crate::write::Conformer;
 /// or the current rows (engines that fold rows), each of one state of the table.
 #[derive(Debug, Default)]
 pub(super) struct Held {
-    index: Option<KeyIndex>,
+    index: IndexSlot,
     state: Option<MergeState>,
+}
+
+impl Held {
+    /// Forgets what is held, once an index still following a batch is done with (so that
+    /// a rebuild does not hold two indexes at once).
+    async fn clear(&mut self) {
+        self.index.take().await;
+        self.state = None;
+    }
+}
+
+/// The key index between batches, following the last committed batch on its own task (the
+/// next batch prepares meanwhile and waits for it before its lookups).
+#[derive(Debug, Default)]
+enum IndexSlot {
+    #[default]
+    Empty,
+    Following(tokio::task::JoinHandle<Option<KeyIndex>>, Settle),
+}
+
+/// What a followed index reflects once its task is done.
+#[derive(Debug)]
+enum Settle {
+    /// The batch committed this table state.
+    On(Box<Table>),
+    /// Nothing was committed and the batch changed nothing: the index is as it was.
+    Unchanged,
+    /// Nothing was committed although the batch changed rows: the index is stale.
+    Drop,
+}
+
+impl IndexSlot {
+    /// The index, once it reflects a committed state; the slot is left empty.
+    async fn take(&mut self) -> Option<KeyIndex> {
+        match std::mem::take(self) {
+            IndexSlot::Empty => None,
+            IndexSlot::Following(task, settle) => {
+                let mut idx = task.await.ok()??;
+                match settle {
+                    Settle::On(table) => idx.settle(&table).ok().map(|()| idx),
+                    Settle::Unchanged => Some(idx),
+                    Settle::Drop => None,
+                }
+            }
+        }
+    }
 }
 
 /// Plans and commits the batch, planning again after each conflict within `commit.retry.*`.
@@ -58,7 +104,7 @@ pub(super) async fn apply_with_retries(
             }
             Err(e) => {
                 if let Some(h) = held.as_deref_mut() {
-                    *h = Held::default();
+                    h.clear().await;
                 }
                 if e.kind() != ErrorKind::Conflict {
                     return Err(e);
@@ -236,13 +282,16 @@ async fn apply_once(
         }
     }
     if KeyedSpec::of(table.metadata(), &table.name())?.engine != MergeEngine::Replace {
-        let state = held.map(|h| {
-            h.index = None;
-            &mut h.state
-        });
+        let state = match held {
+            Some(h) => {
+                h.index.take().await;
+                Some(&mut h.state)
+            }
+            None => None,
+        };
         return apply_merge_once(catalog, table, changes, options, sink, result, state).await;
     }
-    let mut index = held.map(|h| {
+    let mut slot = held.map(|h| {
         h.state = None;
         &mut h.index
     });
@@ -250,9 +299,15 @@ async fn apply_once(
     result.added_columns = prep.added_columns.clone();
     result.keys = prep.folded.rows.num_rows() as u64;
     let list = TombstoneList::of(table.metadata(), &table.name())?;
+    // The held index, once it has followed the previous batch (which it did while this
+    // one was prepared).
+    let mut index = match slot.as_deref_mut() {
+        Some(s) => Some(s.take().await),
+        None => None,
+    };
     // Steps 1 and 2: find the stored rows of the batch's keys, decide every change, stage
     // its files; the tombstones, checkpoint and schema change that go with the commit.
-    let (mut decided, extras) = match index.as_deref_mut() {
+    let (mut decided, extras) = match index.as_mut() {
         Some(slot) => decide_by_index(table, &prep, &list, sink, slot, &mut result.lookup).await?,
         None => {
             let decided = decide_by_scan(table, &prep, &list).await?;
@@ -274,35 +329,41 @@ async fn apply_once(
     if let Some((_, n)) = sink {
         result.committed_checkpoint = Some(n);
     }
-    // Step 3: commit. A key index follows the batch while the commit is under way (the
-    // added files are read back for their rows' positions); it is kept only if the commit
-    // lands. Copy-on-write moved rows, so an index cannot follow it: the next batch
-    // rebuilds it.
+    // Step 3: commit. A key index follows the batch on its own task from here (the added
+    // files are read back for their rows' positions, then the index is updated), through
+    // the commit and the next batch's preparation; it is kept only if the commit lands.
+    // Copy-on-write moved rows, so an index cannot follow it: the next batch rebuilds it.
     let added: Vec<String> = decided
         .staged
         .added_data_files()
         .iter()
         .map(|f| f.file_path().to_string())
         .collect();
-    let followed = match index.as_deref_mut() {
-        Some(slot) if !decided.staged.rewrites_files() => slot.take(),
-        Some(slot) => {
-            *slot = None;
-            None
-        }
-        None => None,
+    let followed = match index.as_mut() {
+        Some(idx) if !decided.staged.rewrites_files() => idx.take(),
+        _ => None,
     };
     let changes =
         !(added.is_empty() && decided.replaced.is_empty() && decided.tombstones.is_empty());
-    let follow = follow(
-        followed,
-        table.clone(),
-        prep.clone(),
-        std::mem::take(&mut decided.replaced),
-        added,
-        std::mem::take(&mut decided.tombstones),
-    );
-    let (r, followed) = tokio::join!(decided.staged.commit(catalog, table, extras), follow);
+    let follow = followed.map(|idx| {
+        tokio::spawn(follow(
+            idx,
+            table.clone(),
+            prep.clone(),
+            std::mem::take(&mut decided.replaced),
+            added,
+            std::mem::take(&mut decided.tombstones),
+        ))
+    });
+    let r = decided.staged.commit(catalog, table, extras).await;
+    if let (Some(slot), Some(task)) = (slot, follow) {
+        let settle = match &r {
+            Ok(r) if r.snapshot_id.is_some() => Settle::On(Box::new(r.table.clone())),
+            Ok(_) if !changes => Settle::Unchanged,
+            _ => Settle::Drop,
+        };
+        *slot = IndexSlot::Following(task, settle);
+    }
     let r = r?;
     result.snapshot_id = r.snapshot_id;
     result.table = r.table;
@@ -311,15 +372,6 @@ async fn apply_once(
     result.written_bytes += r.written_bytes;
     if result.snapshot_id.is_none() {
         result.committed_checkpoint = committed;
-    }
-    if let Some(slot) = index {
-        // Nothing committed: the index still holds the table's state if the batch changed
-        // nothing in it.
-        *slot = match (followed, result.snapshot_id) {
-            (Some(mut idx), Some(_)) => idx.settle(&result.table).ok().map(|()| idx),
-            (Some(idx), None) if !changes => Some(idx),
-            _ => None,
-        };
     }
     Ok(result)
 }
@@ -635,18 +687,17 @@ async fn apply_merge_once(
     Ok(result)
 }
 
-/// Brings `idx` (if any) to the state the batch's commit leaves (see
-/// [`KeyIndex::apply_batch`]): the added files read back, then the index updated on a
-/// blocking thread, so that the commit proceeds meanwhile. `None` when it cannot follow.
+/// Brings `idx` to the state the batch's commit leaves (see [`KeyIndex::apply_batch`]):
+/// the added files read back, then the index updated on a blocking thread. `None` when it
+/// cannot follow.
 async fn follow(
-    idx: Option<KeyIndex>,
+    mut idx: KeyIndex,
     table: Table,
     prep: Arc<Prepared>,
     replaced: Vec<usize>,
     added: Vec<String>,
     tombstones: Vec<(usize, bool, i64)>,
 ) -> Option<KeyIndex> {
-    let mut idx = idx?;
     let added = KeyIndex::read_added(&table, &prep.spec, &added)
         .await
         .ok()?;

@@ -211,6 +211,8 @@ pub(crate) struct KeyIndex {
     locs: Locations,
     /// Versions of tombstoned keys.
     tombstones: Tombstones,
+    /// Some key has both a live row and a tombstone (see [`Self::find_shadowed`]).
+    shadowed: bool,
 }
 
 impl KeyIndex {
@@ -243,6 +245,7 @@ impl KeyIndex {
             } else {
                 Tombstones::Rows(KeyMap::default())
             },
+            shadowed: false,
         };
         let key_fields: Vec<_> = cols
             .key
@@ -323,6 +326,7 @@ impl KeyIndex {
             }
         }
         index.insert_pending(table, &mut pending)?;
+        index.shadowed = index.find_shadowed();
         Ok(index)
     }
 
@@ -408,25 +412,59 @@ impl KeyIndex {
 
     /// The live row (its file path and position, and version) and the tombstone version of
     /// key `r` of `keys` (`rows`: the same keys encoded as rows).
+    #[cfg(test)]
     pub fn lookup(&self, keys: &Keys, rows: &Rows, r: usize) -> (Option<LiveRow>, Option<i64>) {
+        let live = self.live(keys, r);
+        let tomb = if live.is_none() || self.shadowed {
+            self.tombstone(keys, rows, r)
+        } else {
+            None
+        };
+        (live, tomb)
+    }
+
+    /// The live row of key `r` of `keys`.
+    fn live(&self, keys: &Keys, r: usize) -> Option<LiveRow> {
         let loc = match (&self.locs, keys) {
             (Locations::Long(m), Keys::Long(k)) => m.get(k.value(r)),
             (Locations::Rows(m), Keys::Rows(k)) => m.get(k.row(r).as_ref()).copied(),
             _ => None,
         };
-        let live = loc.map(|l| (l.file, l.pos, (l.version != i64::MIN).then_some(l.version)));
-        let tomb = match (&self.tombstones, keys) {
+        loc.map(|l| (l.file, l.pos, (l.version != i64::MIN).then_some(l.version)))
+    }
+
+    /// The tombstone version of key `r` of `keys` (`rows`: the same keys encoded as rows).
+    fn tombstone(&self, keys: &Keys, rows: &Rows, r: usize) -> Option<i64> {
+        match (&self.tombstones, keys) {
             (Tombstones::Long(m), Keys::Long(k)) => m.get(k.value(r)).map(|l| l.version),
             (Tombstones::Rows(m), _) if !m.is_empty() => m.get(rows.row(r).as_ref()).copied(),
             _ => None,
-        };
-        (live, tomb)
+        }
     }
 
-    /// Starts loading the map slot of key `r` of `keys` (single integer keys only).
-    fn prefetch(&self, keys: &Keys, r: usize) {
+    /// Starts loading the live-row map slot of key `r` of `keys` (single integer keys only).
+    fn prefetch_live(&self, keys: &Keys, r: usize) {
         if let (Locations::Long(m), Keys::Long(k)) = (&self.locs, keys) {
             m.prefetch(k.value(r));
+        }
+    }
+
+    /// Starts loading the tombstone map slot of key `r` of `keys` (single integer keys only).
+    fn prefetch_tombstone(&self, keys: &Keys, r: usize) {
+        if let (Tombstones::Long(m), Keys::Long(k)) = (&self.tombstones, keys) {
+            m.prefetch(k.value(r));
+        }
+    }
+
+    /// Whether some key has both a live row and a tombstone. floe never leaves one so (a
+    /// delete that wins removes the row, a row that wins clears the tombstone), but another
+    /// engine may write a row for a tombstoned key; lookups then read tombstones for live
+    /// keys too.
+    fn find_shadowed(&self) -> bool {
+        match (&self.locs, &self.tombstones) {
+            (Locations::Long(live), Tombstones::Long(t)) => t.keys().any(|k| live.get(k).is_some()),
+            (Locations::Rows(live), Tombstones::Rows(t)) => t.keys().any(|k| live.contains_key(k)),
+            _ => true,
         }
     }
 
@@ -437,14 +475,26 @@ impl KeyIndex {
         let n = rows.num_rows();
         let threads = std::thread::available_parallelism().map_or(1, |p| p.get().min(4));
         let run = |from: usize, to: usize| {
-            (from..to)
+            let mut found: Vec<_> = (from..to)
                 .map(|r| {
                     if r + PREFETCH_AHEAD < to {
-                        self.prefetch(keys, r + PREFETCH_AHEAD);
+                        self.prefetch_live(keys, r + PREFETCH_AHEAD);
                     }
-                    self.lookup(keys, rows, r)
+                    (self.live(keys, r), None)
                 })
-                .collect::<Vec<_>>()
+                .collect();
+            // Tombstones of the keys that need them, in a second pass (prefetched among
+            // themselves).
+            let need: Vec<usize> = (from..to)
+                .filter(|&r| self.shadowed || found[r - from].0.is_none())
+                .collect();
+            for (i, &r) in need.iter().enumerate() {
+                if let Some(&ahead) = need.get(i + PREFETCH_AHEAD) {
+                    self.prefetch_tombstone(keys, ahead);
+                }
+                found[r - from].1 = self.tombstone(keys, rows, r);
+            }
+            found
         };
         if n < PARALLEL_LOOKUPS || threads < 2 {
             return run(0, n);
@@ -648,40 +698,60 @@ mod tests {
 
     #[test]
     fn lookups_split_over_threads_match_one_by_one_lookups() {
-        let mut map = LongMap::default();
-        for k in 0..50_000i64 {
-            map.insert(k * 3, loc(k as u64));
+        // Live rows: multiples of 3. Tombstones: keys ≡ 1 (mod 5), none live; then also
+        // some live keys (≡ 0 mod 15), which another engine may have written.
+        for shadow in [false, true] {
+            let mut map = LongMap::default();
+            for k in 0..50_000i64 {
+                map.insert(k * 3, loc(k as u64));
+            }
+            let tombstoned =
+                |k: i64| (k % 5 == 1 && k % 3 != 0) || (shadow && k % 15 == 0 && k < 150_000);
+            let mut stones = LongMap::default();
+            for k in (0..150_001i64).filter(|&k| tombstoned(k)) {
+                stones.insert(k, tomb(-k));
+            }
+            let mut idx = KeyIndex {
+                snapshot_id: None,
+                tombstone_list: TombstoneList::default(),
+                schema_id: 0,
+                files: vec![],
+                file_ids: HashMap::new(),
+                locs: Locations::Long(map),
+                tombstones: Tombstones::Long(stones),
+                shadowed: false,
+            };
+            idx.shadowed = idx.find_shadowed();
+            assert_eq!(idx.shadowed, shadow);
+            // Present and absent keys, more than one thread's share.
+            let n = PARALLEL_LOOKUPS * 3 + 7;
+            let keys: Vec<i64> = (0..n as i64).map(|i| (i * 7_919) % 150_001).collect();
+            let col: ArrayRef = std::sync::Arc::new(Int64Array::from(keys.clone()));
+            let conv = RowConverter::new(vec![arrow::row::SortField::new(
+                arrow_schema::DataType::Int64,
+            )])
+            .unwrap();
+            let rows = conv.convert_columns(std::slice::from_ref(&col)).unwrap();
+            let k = Keys::Long(long_key(&col).unwrap());
+            let all = idx.lookup_all(&k, &rows);
+            assert_eq!(all.len(), n);
+            let (mut hits, mut stone_hits, mut both) = (0, 0, 0);
+            for (r, &key) in keys.iter().enumerate() {
+                let live = (key % 3 == 0 && key / 3 < 50_000).then_some((
+                    0,
+                    (key / 3) as u64,
+                    Some(key / 3),
+                ));
+                let stone = tombstoned(key).then_some(-key);
+                assert_eq!(all[r], (live, stone), "key {key}");
+                assert_eq!(idx.lookup(&k, &rows, r), (live, stone));
+                hits += usize::from(live.is_some());
+                stone_hits += usize::from(stone.is_some());
+                both += usize::from(live.is_some() && stone.is_some());
+            }
+            assert!(hits > 0 && hits < n && stone_hits > 0);
+            assert_eq!(both > 0, shadow);
         }
-        let idx = KeyIndex {
-            snapshot_id: None,
-            tombstone_list: TombstoneList::default(),
-            schema_id: 0,
-            files: vec![],
-            file_ids: HashMap::new(),
-            locs: Locations::Long(map),
-            tombstones: Tombstones::Long(LongMap::default()),
-        };
-        // Present and absent keys, more than one thread's share.
-        let n = PARALLEL_LOOKUPS * 3 + 7;
-        let keys: Vec<i64> = (0..n as i64).map(|i| (i * 7_919) % 150_001).collect();
-        let col: ArrayRef = std::sync::Arc::new(Int64Array::from(keys.clone()));
-        let conv = RowConverter::new(vec![arrow::row::SortField::new(
-            arrow_schema::DataType::Int64,
-        )])
-        .unwrap();
-        let rows = conv.convert_columns(std::slice::from_ref(&col)).unwrap();
-        let k = Keys::Long(long_key(&col).unwrap());
-        let all = idx.lookup_all(&k, &rows);
-        assert_eq!(all.len(), n);
-        let mut hits = 0;
-        for (r, key) in keys.iter().enumerate() {
-            let want =
-                (key % 3 == 0 && key / 3 < 50_000).then(|| (0, (key / 3) as u64, Some(key / 3)));
-            assert_eq!(all[r].0, want, "key {key}");
-            assert_eq!(idx.lookup(&k, &rows, r).0, want);
-            hits += usize::from(want.is_some());
-        }
-        assert!(hits > 0 && hits < n);
     }
 
     #[test]

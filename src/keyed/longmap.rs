@@ -223,6 +223,15 @@ impl LongMap {
         }
     }
 
+    /// Every key held, in slot order.
+    pub fn keys(&self) -> impl Iterator<Item = i64> + '_ {
+        self.slots
+            .get()
+            .iter()
+            .filter(|s| !s.vacant())
+            .map(|s| s.key)
+    }
+
     /// `key`'s location.
     pub fn get(&self, key: i64) -> Option<Loc> {
         if self.len == 0 {

@@ -653,3 +653,75 @@ async fn keyed_futures_can_be_spawned() {
     });
     assert_eq!(sql.await.unwrap().unwrap().removed_rows, 1);
 }
+
+/// A row another engine appended for a tombstoned key (floe itself never leaves a key both
+/// live and tombstoned): a key index built afterwards still weighs the tombstone, so a change
+/// between the row's version and the tombstone's is ignored, and one above both replaces
+/// the row and clears the tombstone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_index_weighs_tombstones_of_keys_another_engine_wrote() {
+    let d = tempfile::tempdir().unwrap();
+    let cat = floe::Catalog::open(None, d.path().join("wh").to_str(), None).unwrap();
+    let schema = floe::spec::parse_schema(DDL).unwrap();
+    let c = floe::TableCreation::new(schema)
+        .with_primary_key(&["user_id".to_string()])
+        .with_format_version(floe::spec::FormatVersion::V3)
+        .with_property("write.merge.mode", "merge-on-read")
+        .with_property("floe.merge.version-column", "ver")
+        .with_property("floe.merge.delete-column", "is_deleted");
+    let ident = floe::table::parse_ident("db.t").unwrap();
+    cat.create_table(&ident, c).await.unwrap();
+    let w = floe::keyed::KeyedWriter::new(&cat, ident.clone());
+    let up = |k: i64, p: &str, v: i64| (k, p.to_string(), v, 0);
+    w.apply([change_batch(&[up(1, "a", 1), up(2, "a", 1)])], None)
+        .await
+        .unwrap();
+    // Key 1 deleted at version 5: its tombstone.
+    let r = w
+        .apply([change_batch(&[(1, String::new(), 5, 1)])], None)
+        .await
+        .unwrap();
+    assert_eq!(r.deleted, 1, "{r:?}");
+    // Another engine appends a row for key 1 at version 2 (below the tombstone).
+    let t = cat.load_table(&ident).await.unwrap();
+    floe::txn::append(&cat, &t, vec![Ok(change_batch(&[up(1, "foreign", 2)]))])
+        .await
+        .unwrap();
+    let foreign = vec![(1, "foreign".to_string(), 2), (2, "a".to_string(), 1)];
+    assert_eq!(live_rows(&cat, "db.t").await, foreign);
+    // Version 3 is above the row but below the tombstone: ignored, by the index (rebuilt
+    // after the foreign commit) as by a one-shot upsert.
+    let r = w
+        .apply([change_batch(&[up(1, "b", 3), up(2, "b", 3)])], None)
+        .await
+        .unwrap();
+    assert_eq!((r.ignored, r.updated), (1, 1), "{r:?}");
+    let after = vec![(1, "foreign".to_string(), 2), (2, "b".to_string(), 3)];
+    assert_eq!(live_rows(&cat, "db.t").await, after);
+    // The index now follows floe's own batches: still ignored.
+    let r = w
+        .apply([change_batch(&[up(1, "c", 4)])], None)
+        .await
+        .unwrap();
+    assert_eq!(r.ignored, 1, "{r:?}");
+    assert_eq!(live_rows(&cat, "db.t").await, after);
+    // Version 6 is above both: it replaces the row and clears the tombstone, so a later
+    // version 5 is ignored only because the row's version is higher.
+    let r = w
+        .apply([change_batch(&[up(1, "d", 6)])], None)
+        .await
+        .unwrap();
+    assert_eq!(r.updated, 1, "{r:?}");
+    let r = w
+        .apply([change_batch(&[up(1, "e", 5)])], None)
+        .await
+        .unwrap();
+    assert_eq!(r.ignored, 1, "{r:?}");
+    assert_eq!(
+        live_rows(&cat, "db.t").await,
+        vec![(1, "d".to_string(), 6), (2, "b".to_string(), 3)]
+    );
+    let t = cat.load_table(&ident).await.unwrap();
+    let stones = floe::keyed::tombstones(&t, false).await.unwrap();
+    assert_eq!(stones.count, 0, "{stones:?}");
+}

@@ -130,6 +130,11 @@ impl Column {
 }
 
 impl Gather {
+    /// The schema of the rows gathered.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
     /// Empty buffers for batches of `schema`.
     pub(crate) fn new(schema: SchemaRef) -> Self {
         let columns = schema

@@ -18,6 +18,7 @@ use super::failed::write_failed;
 use super::gather::{BufferPool, Gather};
 use super::metrics::finish_data_file;
 use super::parquet_props::writer_properties_sized;
+use super::runs::{SortKeys, SpilledRuns};
 use crate::error::{Error, Result};
 use crate::spec::{SchemaRef, TableProperties};
 use crate::storage::{join, Storage};
@@ -123,9 +124,9 @@ struct PartitionWriter {
     buffered_rows: usize,
     buffered_bytes: usize,
     files: Vec<DataFile>,
-    /// The open file holds rows of more than one sorted run: it is not sorted end to end, so
-    /// it records no sort order.
-    mixed_runs: bool,
+    /// Sorted runs spilled before the partition's last rows came (a sorted table whose
+    /// partition outgrew the buffer or the lane's budget); merged when the lane finishes.
+    runs: Option<SpilledRuns>,
 }
 
 impl PartitionWriter {
@@ -140,7 +141,7 @@ impl PartitionWriter {
             buffered_rows: 0,
             buffered_bytes: 0,
             files: Vec::new(),
-            mixed_runs: false,
+            runs: None,
         }
     }
 
@@ -232,12 +233,12 @@ pub(super) async fn run_lane(
                 let pw = &mut writers[w];
                 if pw.buffered_rows >= limit {
                     lane_bytes -= pw.buffered_bytes;
-                    flush_buffer(&s, &mut ls, pw).await?;
+                    flush_buffer(&s, &mut ls, pw, false).await?;
                 }
             }
             if lane_bytes > s.row_budget {
                 for pw in writers.iter_mut() {
-                    flush_buffer(&s, &mut ls, pw).await?;
+                    flush_buffer(&s, &mut ls, pw, false).await?;
                 }
                 lane_bytes = 0;
             }
@@ -248,7 +249,7 @@ pub(super) async fn run_lane(
     .await;
     result?;
     for i in 0..writers.len() {
-        flush_buffer(&s, &mut ls, &mut writers[i]).await?;
+        flush_buffer(&s, &mut ls, &mut writers[i], true).await?;
         keep_row_groups_in_budget(&s, &mut writers).await?;
     }
     // Close every open file at once: their final writes overlap instead of queueing.
@@ -319,47 +320,84 @@ fn gather_slab(
     Ok(added)
 }
 
-async fn flush_buffer(s: &Settings, ls: &mut LaneState, pw: &mut PartitionWriter) -> Result<()> {
+/// Writes the partition's pending rows. When rows are ordered (a sort order, or z-order),
+/// rows that are not the partition's `last` are sorted and spilled as a run; the last are
+/// merged with the spilled runs (if any) into the partition's files, which are then in
+/// order end to end.
+async fn flush_buffer(
+    s: &Settings,
+    ls: &mut LaneState,
+    pw: &mut PartitionWriter,
+    last: bool,
+) -> Result<()> {
     let pieces = pw.take_pending()?;
-    if pieces.is_empty() {
+    if pieces.is_empty() && !(last && pw.runs.is_some()) {
         return Ok(());
     }
-    match (s.sort.as_deref(), s.zorder.as_deref()) {
-        (None, Some(columns)) => {
-            let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
-            pieces.into_iter().for_each(|p| ls.pool.recycle(p));
-            let sorted = super::zorder::sort_by_zorder(&batch, columns)?;
-            ls.pool.recycle(batch);
-            write_rolling(s, ls, pw, &sorted).await?;
-            ls.pool.recycle(sorted);
-        }
-        (Some(order), _) => {
-            // A second run into an open file leaves it sorted only run by run.
-            pw.mixed_runs |= pw.current.is_some();
-            let batch = arrow_select::concat::concat_batches(&pieces[0].schema(), &pieces)?;
-            pieces.into_iter().for_each(|p| ls.pool.recycle(p));
-            let sorted = sort_batch(&batch, order, &s.schema)?;
-            ls.pool.recycle(batch);
-            write_rolling(s, ls, pw, &sorted).await?;
-            ls.pool.recycle(sorted);
-        }
-        // Unsorted: the pieces go to the writer as they are (no extra copy).
+    let keys: Box<SortKeys<'_>> = match (s.sort.as_deref(), s.zorder.as_deref()) {
+        (Some(order), _) => Box::new(move |b: &RecordBatch| sort_columns(b, order, &s.schema)),
+        (None, Some(columns)) => Box::new(move |b: &RecordBatch| {
+            Ok(vec![SortColumn {
+                values: Arc::new(super::zorder::zorder_values(b, columns)?),
+                options: None,
+            }])
+        }),
+        // Unordered: the pieces go to the writer as they are (no extra copy).
         (None, None) => {
             for b in pieces {
                 write_rolling(s, ls, pw, &b).await?;
                 ls.pool.recycle(b);
             }
+            return Ok(());
+        }
+    };
+    let schema = match pieces.first() {
+        Some(p) => p.schema(),
+        None => pw.gather.schema().clone(),
+    };
+    let batch = arrow_select::concat::concat_batches(&schema, &pieces)?;
+    pieces.into_iter().for_each(|p| ls.pool.recycle(p));
+    let sorted = sort_by_keys(&batch, &keys)?;
+    ls.pool.recycle(batch);
+    if !last {
+        pw.runs
+            .get_or_insert_with(|| SpilledRuns::new(schema))
+            .spill(&sorted)?;
+        ls.pool.recycle(sorted);
+        return Ok(());
+    }
+    match pw.runs.take() {
+        Some(runs) => {
+            let mut merge = runs.merge(sorted, &keys)?;
+            while let Some(b) = merge.next_chunk(&keys)? {
+                write_rolling(s, ls, pw, &b).await?;
+            }
+        }
+        None => {
+            write_rolling(s, ls, pw, &sorted).await?;
+            ls.pool.recycle(sorted);
         }
     }
     Ok(())
 }
 
-/// Sorts a batch by a sort order (transforms applied to top-level source columns).
-fn sort_batch(
+/// `batch` sorted by its key columns under `keys`.
+fn sort_by_keys(batch: &RecordBatch, keys: &SortKeys<'_>) -> Result<RecordBatch> {
+    let cols = keys(batch)?;
+    if cols.is_empty() {
+        return Ok(batch.clone());
+    }
+    let idx = lexsort_to_indices(&cols, None)?;
+    Ok(arrow_select::take::take_record_batch(batch, &idx)?)
+}
+
+/// A batch's sort key columns under a sort order: each field's transform applied to its
+/// top-level source column, with the field's direction and null order.
+fn sort_columns(
     batch: &RecordBatch,
     order: &SortOrder,
     schema: &iceberg::spec::Schema,
-) -> Result<RecordBatch> {
+) -> Result<Vec<SortColumn>> {
     let mut cols = Vec::new();
     for f in &order.fields {
         let name = schema.name_by_field_id(f.source_id).ok_or_else(|| {
@@ -382,16 +420,7 @@ fn sort_batch(
             }),
         });
     }
-    if cols.is_empty() {
-        return Ok(batch.clone());
-    }
-    let idx = lexsort_to_indices(&cols, None)?;
-    let columns = batch
-        .columns()
-        .iter()
-        .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(batch.schema(), columns)?)
+    Ok(cols)
 }
 
 /// Fewest rows handed to the Parquet writer at a time; the roll check runs between chunks.
@@ -448,7 +477,6 @@ async fn write_chunk(
         pw.current = Some(w);
         pw.current_path = path;
         pw.row_group_cap = cap;
-        pw.mixed_runs = false;
     }
     let Some(w) = pw.current.as_mut() else {
         return Err(Error::io("data file writer was not opened"));
@@ -478,7 +506,7 @@ async fn close_current(s: &Settings, pw: &mut PartitionWriter) -> Result<()> {
             Some(k) => fb.partition(k.data().clone()),
             None => fb.partition(iceberg::spec::Struct::empty()),
         };
-        if let Some(id) = s.sort_order_id.filter(|_| !pw.mixed_runs) {
+        if let Some(id) = s.sort_order_id {
             fb.sort_order_id(id);
         }
         let f = fb

@@ -10,6 +10,7 @@ mod lane;
 mod metrics;
 mod parquet_props;
 mod partition;
+mod runs;
 mod zorder;
 
 pub use conform::Conformer;

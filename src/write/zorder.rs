@@ -149,18 +149,6 @@ pub(crate) fn zorder_values(batch: &RecordBatch, columns: &[usize]) -> Result<Bi
     ))
 }
 
-/// `batch` ordered by the z-value of the columns at `columns`.
-pub(crate) fn sort_by_zorder(batch: &RecordBatch, columns: &[usize]) -> Result<RecordBatch> {
-    let z = zorder_values(batch, columns)?;
-    let idx = arrow_ord::sort::sort_to_indices(&z, None, None)?;
-    let out = batch
-        .columns()
-        .iter()
-        .map(|c| arrow_select::take::take(c.as_ref(), &idx, None))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new(batch.schema(), out)?)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -168,6 +156,13 @@ mod tests {
     use arrow_array::{Int64Array, StringArray};
 
     use super::*;
+
+    /// `batch` ordered by the z-value of the columns at `columns`.
+    fn sort_by_zorder(batch: &RecordBatch, columns: &[usize]) -> Result<RecordBatch> {
+        let z = zorder_values(batch, columns)?;
+        let idx = arrow_ord::sort::sort_to_indices(&z, None, None)?;
+        Ok(arrow_select::take::take_record_batch(batch, &idx)?)
+    }
 
     #[test]
     fn ordered_bytes_sort_as_the_values() {

@@ -781,9 +781,10 @@ fn explain_counts_each_pruning_stage() {
     assert!(text.contains("rows returned: 0"), "{text}");
 }
 
-/// A file that records the table's sort order is sorted end to end: when a writer's memory
-/// budget makes it write a partition's rows in several sorted runs into one file, that file
-/// records no sort order (it is sorted run by run only).
+/// A file that records the table's sort order is sorted end to end: when a partition's rows
+/// outgrow the writer's memory (a small budget, or more rows than one sorted run holds),
+/// the writer spills sorted runs to local files and merges them, so every file is stamped
+/// and sorted, the partition's files hold consecutive ranges, and no row is lost or doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_files_sorted_end_to_end_record_the_sort_order() {
     use arrow::array::{AsArray, Int64Array, RecordBatch};
@@ -797,19 +798,18 @@ async fn only_files_sorted_end_to_end_record_the_sort_order() {
         .await
         .unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-    // A small budget (each run in its own file) and a partition of more rows than one run
-    // holds (1M: runs meet in one file).
-    for (budget, batches, batch_rows, expect_mixed) in [
-        (64usize << 10, 20, 5000, false),
-        (256 << 20, 22, 100_000, true),
-    ] {
+    // A small budget (a run spilled per batch) and a partition of more rows than one run
+    // holds (1M rows).
+    for (budget, batches, batch_rows) in [(64usize << 10, 20, 5000), (256 << 20, 22, 100_000)] {
         let mut w = floe::write::DataWriter::with_lanes(&t, 1)
             .unwrap()
             .with_memory_budget(budget);
+        let mut written = Vec::new();
         for _ in 0..batches {
             let ids: Vec<i64> = (0..batch_rows)
                 .map(|_| rng.gen_range(0..1_000_000))
                 .collect();
+            written.extend_from_slice(&ids);
             let b = RecordBatch::try_from_iter([
                 (
                     "id",
@@ -821,7 +821,9 @@ async fn only_files_sorted_end_to_end_record_the_sort_order() {
             w.write(b).await.unwrap();
         }
         let files = w.close().await.unwrap();
-        let mut unstamped = 0;
+        // The files in the order the lane wrote them: each sorted, each starting where the
+        // one before ended.
+        let mut all = Vec::new();
         for f in &files {
             let path = f.file_path().trim_start_matches("file://");
             let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
@@ -838,19 +840,23 @@ async fn only_files_sorted_end_to_end_record_the_sort_order() {
                         .as_primitive::<arrow::datatypes::Int64Type>()
                         .values(),
                 );
+                assert_eq!(
+                    b.column(0).as_ref(),
+                    b.column(1).as_ref(),
+                    "rows kept whole"
+                );
             }
-            let sorted = ids.windows(2).all(|w| w[0] <= w[1]);
-            match f.sort_order_id() {
-                Some(_) => assert!(sorted, "{path} records the sort order but is not sorted"),
-                None => unstamped += 1,
-            }
+            assert_eq!(f.sort_order_id(), Some(1), "{path} records no sort order");
+            assert_eq!(f.record_count(), ids.len() as u64, "{path}");
+            all.extend(ids);
         }
-        assert_eq!(
-            unstamped > 0,
-            expect_mixed,
-            "budget {budget}: {unstamped} of {}",
+        assert!(
+            all.windows(2).all(|w| w[0] <= w[1]),
+            "budget {budget}: {} files are not sorted end to end, one after the other",
             files.len()
         );
+        written.sort_unstable();
+        assert_eq!(all, written, "budget {budget}: rows lost or doubled");
     }
     // Files written by a sort rewrite of this table's small files are stamped and sorted.
     let t = cat

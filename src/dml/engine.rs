@@ -22,8 +22,8 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::scan::{PlannedFile, Scan, ScanPlan, SnapshotSelector};
 use crate::spec::{
-    DataContentType, DataFile, DeleteGranularity, FormatVersion, IsolationLevel, PartitionSpec,
-    Struct, WriteMode,
+    DataContentType, DataFile, DeleteGranularity, DistributionMode, FormatVersion, IsolationLevel,
+    PartitionSpec, Struct, WriteMode,
 };
 use crate::table::Table;
 use crate::txn::{
@@ -372,7 +372,7 @@ async fn stage_with(
     filter: Option<Predicate>,
     mut locator: Locate<'_>,
 ) -> Result<Staged> {
-    let mut data = DataWriter::new(table)?;
+    let mut data = DataWriter::new(table)?.with_distribution(distribution(table, kind)?);
     if table.metadata().format_version() == FormatVersion::V3 {
         // Rows copied by copy-on-write keep their lineage; new and updated rows get new row
         // ids (their lineage columns are NULL, so they inherit the new file's).
@@ -452,6 +452,22 @@ async fn stage_with(
         added_data,
         added_deletes,
         written,
+    })
+}
+
+/// How the rows a row-level operation writes are spread over the writer's lanes
+/// (`write.{delete,update,merge}.distribution-mode`, Iceberg Spark's defaults).
+fn distribution(table: &Table, kind: RowLevelKind) -> Result<DistributionMode> {
+    let props = table.properties()?;
+    let md = table.metadata();
+    Ok(match kind {
+        RowLevelKind::Delete => props.delete_distribution,
+        RowLevelKind::Update => props.update_distribution,
+        RowLevelKind::Merge => props.merge_distribution(
+            props.merge_mode,
+            !md.default_partition_spec().is_unpartitioned(),
+            !md.default_sort_order().fields.is_empty(),
+        ),
     })
 }
 

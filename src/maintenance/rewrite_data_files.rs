@@ -353,6 +353,11 @@ async fn rewrite_group(
     if let Some(cols) = &zorder {
         w = w.with_zorder(cols, table)?;
     }
+    if task.sort_order.is_some() {
+        // Sorted as one range, like Spark's sort and z-order rewriters (a group's files hold
+        // consecutive ranges).
+        w = w.with_distribution(crate::spec::DistributionMode::Range);
+    }
     let run = async {
         let mut rows = scan.read(sub)?;
         while let Some(b) = rows.next().await {

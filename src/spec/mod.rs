@@ -18,7 +18,9 @@ pub use ddl::{arrow_schema, parse_schema, schema_from_arrow, with_primary_key};
 pub(crate) use layout::{check_layout, check_transform};
 pub use layout::{parse_partition_spec, parse_sort_order};
 pub use names::{resolve_column, resolve_field};
-pub use properties::{DeleteGranularity, IsolationLevel, MetricsMode, TableProperties, WriteMode};
+pub use properties::{
+    DeleteGranularity, DistributionMode, IsolationLevel, MetricsMode, TableProperties, WriteMode,
+};
 pub use property_keys::check_property_keys;
 
 pub use iceberg::spec::{

@@ -80,6 +80,23 @@ pub enum DeleteGranularity {
     Partition,
 }
 
+/// How a write spreads rows over its writers (`write.distribution-mode`,
+/// `write.{delete,update,merge}.distribution-mode`; Spark's names). floe's writers are lanes,
+/// one per core: `none` sends each incoming batch to the least loaded lane (a partition may
+/// be written by every lane), `hash` gives each partition to one lane, `range` also gives
+/// each partition to one lane and, for an unpartitioned ordered table, the whole table to
+/// one lane — so that a partition's files hold consecutive ranges of the sort order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DistributionMode {
+    /// No clustering before writing.
+    None,
+    /// Clustered by partition.
+    Hash,
+    /// Ordered by partition and sort order.
+    Range,
+}
+
 /// The properties floe honours, parsed once.
 #[derive(Debug, Clone)]
 pub struct TableProperties {
@@ -125,6 +142,15 @@ pub struct TableProperties {
     pub merge_isolation: IsolationLevel,
     /// `write.delete.granularity`.
     pub delete_granularity: DeleteGranularity,
+    /// `write.distribution-mode` (unset: Java's default by table layout, see
+    /// [`Self::write_distribution`]).
+    pub write_distribution: Option<DistributionMode>,
+    /// `write.delete.distribution-mode` (hash).
+    pub delete_distribution: DistributionMode,
+    /// `write.update.distribution-mode` (hash).
+    pub update_distribution: DistributionMode,
+    /// `write.merge.distribution-mode` (unset: see [`Self::merge_distribution`]).
+    pub merge_distribution: Option<DistributionMode>,
     /// `history.expire.max-snapshot-age-ms` (5 days).
     pub expire_max_snapshot_age_ms: i64,
     /// `history.expire.min-snapshots-to-keep` (1).
@@ -174,6 +200,18 @@ fn isolation(p: &HashMap<String, String>, k: &str) -> Result<IsolationLevel> {
         Some("snapshot") => Ok(IsolationLevel::Snapshot),
         Some(v) => Err(Error::invalid(format!(
             "table property {k}='{v}': expected serializable or snapshot"
+        ))),
+    }
+}
+
+fn distribution(p: &HashMap<String, String>, k: &str) -> Result<Option<DistributionMode>> {
+    match p.get(k).map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None => Ok(None),
+        Some("none") => Ok(Some(DistributionMode::None)),
+        Some("hash") => Ok(Some(DistributionMode::Hash)),
+        Some("range") => Ok(Some(DistributionMode::Range)),
+        Some(v) => Err(Error::invalid(format!(
+            "table property {k}='{v}': expected none, hash or range"
         ))),
     }
 }
@@ -265,6 +303,12 @@ impl TableProperties {
             update_isolation: isolation(p, "write.update.isolation-level")?,
             merge_isolation: isolation(p, "write.merge.isolation-level")?,
             delete_granularity: granularity(p)?,
+            write_distribution: distribution(p, "write.distribution-mode")?,
+            delete_distribution: distribution(p, "write.delete.distribution-mode")?
+                .unwrap_or(DistributionMode::Hash),
+            update_distribution: distribution(p, "write.update.distribution-mode")?
+                .unwrap_or(DistributionMode::Hash),
+            merge_distribution: distribution(p, "write.merge.distribution-mode")?,
             expire_max_snapshot_age_ms: num(p, "history.expire.max-snapshot-age-ms", 432_000_000)?,
             expire_min_snapshots_to_keep: num(p, "history.expire.min-snapshots-to-keep", 1)?,
             manifest_target_size_bytes: num(p, "commit.manifest.target-size-bytes", 8 << 20)?,
@@ -283,6 +327,37 @@ impl TableProperties {
         })
     }
 
+    /// The distribution of an append or rewrite into a table `partitioned` and/or `sorted`
+    /// (Iceberg Spark's rules): `write.distribution-mode` if set — `range` without a sort
+    /// order or partitions, and `hash` without partitions, mean `none` — else `range` for a
+    /// sorted table, `hash` for a partitioned one, `none` otherwise.
+    pub fn write_distribution(&self, partitioned: bool, sorted: bool) -> DistributionMode {
+        match self.write_distribution {
+            Some(m) => adjusted(m, partitioned, sorted),
+            None if sorted => DistributionMode::Range,
+            None if partitioned => DistributionMode::Hash,
+            None => DistributionMode::None,
+        }
+    }
+
+    /// The distribution of the rows a MERGE writes: `write.merge.distribution-mode` (adjusted
+    /// as for appends under copy-on-write); unset, `hash` under merge-on-read or for a
+    /// partitioned table, else the append's.
+    pub fn merge_distribution(
+        &self,
+        mode: WriteMode,
+        partitioned: bool,
+        sorted: bool,
+    ) -> DistributionMode {
+        match (self.merge_distribution, mode) {
+            (Some(m), WriteMode::CopyOnWrite) => adjusted(m, partitioned, sorted),
+            (Some(m), WriteMode::MergeOnRead) => m,
+            (None, WriteMode::MergeOnRead) => DistributionMode::Hash,
+            (None, WriteMode::CopyOnWrite) if partitioned => DistributionMode::Hash,
+            (None, WriteMode::CopyOnWrite) => self.write_distribution(partitioned, sorted),
+        }
+    }
+
     /// The metrics mode of a top-level or nested column (by full name).
     pub(crate) fn metrics_mode(&self, column: &str, column_index: usize) -> MetricsMode {
         if let Some(m) = self.metrics_columns.get(column) {
@@ -297,9 +372,70 @@ impl TableProperties {
     }
 }
 
+/// An explicit append distribution where the layout cannot use it: `none`.
+fn adjusted(m: DistributionMode, partitioned: bool, sorted: bool) -> DistributionMode {
+    match m {
+        DistributionMode::Range if !partitioned && !sorted => DistributionMode::None,
+        DistributionMode::Hash if !partitioned => DistributionMode::None,
+        m => m,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn props(kv: &[(&str, &str)]) -> Result<TableProperties> {
+        TableProperties::parse(
+            &kv.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn distribution_modes_follow_iceberg_sparks_rules() {
+        use DistributionMode::{Hash, None as No, Range};
+        use WriteMode::{CopyOnWrite as Cow, MergeOnRead as Mor};
+        let d = props(&[]).unwrap();
+        // (partitioned, sorted) -> default append distribution
+        assert_eq!(d.write_distribution(false, false), No);
+        assert_eq!(d.write_distribution(true, false), Hash);
+        assert_eq!(d.write_distribution(false, true), Range);
+        assert_eq!(d.write_distribution(true, true), Range);
+        assert_eq!((d.delete_distribution, d.update_distribution), (Hash, Hash));
+        assert_eq!(d.merge_distribution(Mor, false, true), Hash);
+        assert_eq!(d.merge_distribution(Cow, true, true), Hash);
+        assert_eq!(d.merge_distribution(Cow, false, true), Range);
+        assert_eq!(d.merge_distribution(Cow, false, false), No);
+        // Explicit values, adjusted to the layout for appends and copy-on-write merges.
+        let r = props(&[
+            ("write.distribution-mode", "RANGE"),
+            ("write.merge.distribution-mode", "hash"),
+        ])
+        .unwrap();
+        assert_eq!(r.write_distribution(false, false), No);
+        assert_eq!(r.write_distribution(true, false), Range);
+        assert_eq!(r.merge_distribution(Cow, false, true), No);
+        assert_eq!(r.merge_distribution(Mor, false, true), Hash);
+        let h = props(&[("write.distribution-mode", "hash")]).unwrap();
+        assert_eq!(h.write_distribution(false, true), No);
+        assert_eq!(h.write_distribution(true, true), Hash);
+        let n = props(&[("write.update.distribution-mode", "none")]).unwrap();
+        assert_eq!(n.update_distribution, No);
+        for k in [
+            "write.distribution-mode",
+            "write.delete.distribution-mode",
+            "write.update.distribution-mode",
+            "write.merge.distribution-mode",
+        ] {
+            let e = props(&[(k, "round-robin")]).unwrap_err();
+            assert!(
+                e.to_string().contains(k) && e.to_string().contains("none, hash or range"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn defaults_and_overrides() {

@@ -16,6 +16,7 @@ use super::lane::{run_lane, Settings, Slab, SlabPart};
 use super::parquet_props::{high_cardinality_columns, writer_properties};
 use super::partition::Partitioner;
 use crate::error::{Error, Result};
+use crate::spec::DistributionMode;
 use crate::storage::{join, Storage};
 use crate::table::Table;
 
@@ -47,6 +48,10 @@ pub struct DataWriter {
     orphans: Vec<DataFile>,
     /// Batches held back until there are enough rows to choose encodings from.
     early: Vec<RecordBatch>,
+    /// How rows are spread over the lanes.
+    distribution: DistributionMode,
+    /// Files are sorted (by a sort order or z-order); known once the lanes start.
+    ordered: bool,
 }
 
 /// Rows the encoding choice samples (see `high_cardinality_columns`).
@@ -69,6 +74,10 @@ impl DataWriter {
         let schema = md.current_schema().clone();
         let sort = md.default_sort_order();
         let sort = (!sort.fields.is_empty()).then(|| sort.clone());
+        let distribution = props.write_distribution(
+            !md.default_partition_spec().is_unpartitioned(),
+            sort.is_some(),
+        );
         let data_path = props
             .data_path
             .clone()
@@ -95,6 +104,8 @@ impl DataWriter {
             conformer: Conformer::new(&schema, &table.name())?,
             pending: Some(settings),
             early: Vec::new(),
+            distribution,
+            ordered: false,
             lane_count: lanes.max(1),
             lanes: Vec::new(),
             partitioner: None,
@@ -178,6 +189,13 @@ impl DataWriter {
         self
     }
 
+    /// Spreads rows over the lanes by `mode` instead of the table's append distribution
+    /// (see [`DistributionMode`]; row-level operations and rewrites have their own rules).
+    pub fn with_distribution(mut self, mode: DistributionMode) -> Self {
+        self.distribution = mode;
+        self
+    }
+
     /// Rolls files at `bytes` instead of the table's `write.target-file-size-bytes`
     /// (before the first write).
     pub fn with_target_file_size(mut self, bytes: u64) -> Self {
@@ -215,6 +233,7 @@ impl DataWriter {
         if !settings.spec.is_unpartitioned() {
             self.partitioner = Some(Partitioner::new(&settings.spec, settings.schema.clone())?);
         }
+        self.ordered = settings.sort.is_some() || settings.zorder.is_some();
         let settings = Arc::new(settings);
         self.lanes = (0..self.lane_count)
             .map(|i| {
@@ -268,18 +287,26 @@ impl DataWriter {
 
     async fn dispatch(&mut self, batch: RecordBatch) -> Result<()> {
         let mut per_lane: Vec<Option<Slab>> = (0..self.lanes.len()).map(|_| None).collect();
+        // The lane with the fewest rows so far (lane 0 alone for small appends).
+        let least = if self.rows <= SINGLE_LANE_ROWS {
+            0
+        } else {
+            (0..self.lane_rows.len())
+                .min_by_key(|l| self.lane_rows[*l])
+                .unwrap_or(0)
+        };
+        if self.partitioner.is_none() || self.distribution == DistributionMode::None {
+            self.lane_rows[least] += batch.num_rows() as u64;
+        }
         match &self.partitioner {
             None => {
                 let n = batch.num_rows();
-                // The lane with the fewest rows so far (lane 0 alone for small appends).
-                let lane = if self.rows <= SINGLE_LANE_ROWS {
-                    0
-                } else {
-                    (0..self.lane_rows.len())
-                        .min_by_key(|l| self.lane_rows[*l])
-                        .unwrap_or(0)
+                // Range over an ordered table: one lane, whose files are then consecutive
+                // ranges (a partition's rows are merge-sorted by its lane).
+                let lane = match self.distribution {
+                    DistributionMode::Range if self.ordered => 0,
+                    _ => least,
                 };
-                self.lane_rows[lane] += n as u64;
                 per_lane[lane] = Some(Slab {
                     batch,
                     rows: None,
@@ -298,10 +325,15 @@ impl DataWriter {
                 for (key, r) in groups.parts {
                     let id = key.to_path();
                     let n = self.partition_lanes.len();
-                    let lane = *self
-                        .partition_lanes
-                        .entry(id.clone())
-                        .or_insert(n % per_lane.len());
+                    // `none`: the whole batch to one lane, whatever its partitions; else each
+                    // partition owned by one lane.
+                    let lane = match self.distribution {
+                        DistributionMode::None => least,
+                        _ => *self
+                            .partition_lanes
+                            .entry(id.clone())
+                            .or_insert(n % per_lane.len()),
+                    };
                     match &groups.order {
                         Some(order) => rows[lane].extend_from_slice(&order[r.clone()]),
                         None => rows[lane].extend(r.start as u32..r.end as u32),

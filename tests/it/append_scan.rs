@@ -868,3 +868,112 @@ async fn only_files_sorted_end_to_end_record_the_sort_order() {
         "nothing committed by the writer alone"
     );
 }
+
+/// Each data file `files` lists, read back: (lane that wrote it, partition directory, its
+/// `id` values).
+fn files_by_lane(files: &[floe::spec::DataFile]) -> Vec<(String, String, Vec<i64>)> {
+    use arrow::array::AsArray;
+    files
+        .iter()
+        .map(|f| {
+            let path = f.file_path().trim_start_matches("file://");
+            let (dir, name) = path.rsplit_once('/').unwrap();
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                std::fs::File::open(path).unwrap(),
+            )
+            .unwrap()
+            .build()
+            .unwrap();
+            let mut ids = Vec::new();
+            for b in reader {
+                let b = b.unwrap();
+                let c = b.column(b.schema().index_of("id").unwrap());
+                ids.extend_from_slice(c.as_primitive::<arrow::datatypes::Int64Type>().values());
+            }
+            (name[..5].to_string(), dir.to_string(), ids)
+        })
+        .collect()
+}
+
+/// `write.distribution-mode` as Iceberg Spark applies it, with two writer lanes: an ordered
+/// unpartitioned table is written as one range by default (its files hold disjoint,
+/// consecutive ranges) and as overlapping per-lane files under `none`; a partitioned table
+/// keeps each partition in one lane's files under `hash` (its default) and spreads them over
+/// the lanes under `none`. No row is lost or doubled either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_spread_rows_by_the_distribution_mode() {
+    use arrow::array::{Int64Array, RecordBatch};
+    use rand::{Rng, SeedableRng};
+    let (_d, cat) = fs_catalog();
+    let schema = parse_schema("id long, v long").unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    // (table, partitioned, distribution property, expect range / partitions kept in a lane)
+    let cases = [
+        ("sorted_default", false, None, true),
+        ("sorted_none", false, Some("none"), false),
+        ("bucketed_default", true, None, true),
+        ("bucketed_none", true, Some("none"), false),
+    ];
+    for (name, partitioned, mode, clustered) in cases {
+        let mut c = TableCreation::new(schema.clone());
+        if partitioned {
+            c.partition_spec = parse_partition_spec("bucket(4, id)", &schema).unwrap();
+        } else {
+            c.sort_order = Some(parse_sort_order("id", &schema).unwrap());
+        }
+        if let Some(m) = mode {
+            c = c.with_property("write.distribution-mode", m);
+        }
+        let t = cat
+            .create_table(&parse_ident(&format!("db.{name}")).unwrap(), c)
+            .await
+            .unwrap();
+        // Beyond one lane's share of a small append, files of ~256 KB.
+        let mut w = floe::write::DataWriter::with_lanes(&t, 2)
+            .unwrap()
+            .with_target_file_size(256 << 10);
+        let mut written = Vec::new();
+        for _ in 0..30 {
+            let ids: Vec<i64> = (0..10_000).map(|_| rng.gen_range(0..1_000_000)).collect();
+            written.extend_from_slice(&ids);
+            let b = RecordBatch::try_from_iter([
+                (
+                    "id",
+                    std::sync::Arc::new(Int64Array::from(ids.clone())) as _,
+                ),
+                ("v", std::sync::Arc::new(Int64Array::from(ids)) as _),
+            ])
+            .unwrap();
+            w.write(b).await.unwrap();
+        }
+        let files = files_by_lane(&w.close().await.unwrap());
+        let mut all: Vec<i64> = files.iter().flat_map(|f| f.2.clone()).collect();
+        all.sort_unstable();
+        written.sort_unstable();
+        assert_eq!(all, written, "{name}: rows lost or doubled");
+        if partitioned {
+            let mut lanes_of: HashMap<&str, std::collections::HashSet<&str>> = HashMap::new();
+            for (lane, dir, _) in &files {
+                lanes_of.entry(dir).or_default().insert(lane);
+            }
+            let spread = lanes_of.values().filter(|l| l.len() > 1).count();
+            assert_eq!(
+                spread == 0,
+                clustered,
+                "{name}: lanes per partition {lanes_of:?}"
+            );
+        } else {
+            let lanes: std::collections::HashSet<&str> =
+                files.iter().map(|f| f.0.as_str()).collect();
+            let mut ranges: Vec<(i64, i64)> = files
+                .iter()
+                .map(|f| (*f.2.iter().min().unwrap(), *f.2.iter().max().unwrap()))
+                .collect();
+            ranges.sort_unstable();
+            let disjoint = ranges.windows(2).all(|r| r[0].1 <= r[1].0);
+            assert!(files.len() > 2, "{name}: {} files", files.len());
+            assert_eq!(disjoint, clustered, "{name}: {ranges:?}");
+            assert_eq!(lanes.len() == 1, clustered, "{name}: lanes {lanes:?}");
+        }
+    }
+}

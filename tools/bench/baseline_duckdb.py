@@ -12,6 +12,9 @@ with `SET threads=N`, after one untimed warm-up run, best (minimum) of --repeat
 runs (wall time of execute + fetchall, one result row). The row count comes from
 an untimed `SELECT count(*) FROM iceberg_scan(PATH)`.
 
+With `--where COND` (the clustering benchmark's lookups) the query is instead
+`SELECT count(*), sum(id) FROM iceberg_scan(PATH) WHERE COND`, and `rows` is its count.
+
 The avro and iceberg extensions are loaded by path from the pinned
 duckdb-extension-avro / duckdb-extension-iceberg wheels (avro first), on a
 connection with autoinstall/autoload of known extensions disabled: nothing is
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metadata", required=True, help="path (or file:// URI) of the table's *.metadata.json")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="timed runs after the warm-up; best is reported")
+    ap.add_argument("--where", help="a filter: time SELECT count(*), sum(id) ... WHERE it instead")
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.threads < 1:
         ap.error("--repeat and --threads must be >= 1")
@@ -84,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
 
     con = connect(args.threads)
     src = f"iceberg_scan({sql_str(path)})"
-    query = "SELECT " + ",".join(f"max({c})" for c in QUERY_COLS) + f" FROM {src}"
+    if args.where:
+        query = f"SELECT count(*), sum(id) FROM {src} WHERE {args.where}"
+    else:
+        query = "SELECT " + ",".join(f"max({c})" for c in QUERY_COLS) + f" FROM {src}"
 
     t0 = time.perf_counter()
     result = con.execute(query).fetchall()
@@ -98,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         cpu_runs.append(time.process_time() - c0)
         print(f"[baseline_duckdb] scan: {runs[-1]:.3f}s", file=sys.stderr, flush=True)
 
-    rows = con.execute(f"SELECT count(*) FROM {src}").fetchone()[0]
+    if args.where:
+        rows = result[0][0]
+    else:
+        rows = con.execute(f"SELECT count(*) FROM {src}").fetchone()[0]
 
     out = {
         "duckdb_scan_s": round(min(runs), 4),

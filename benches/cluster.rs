@@ -1,0 +1,335 @@
+//! floe's clustering benchmark: the same rows (the core shape plus a random 64-bit `key`)
+//! written twice — unclustered (unpartitioned, unsorted) and clustered (`bucket(64, key)`
+//! partitions, sorted by `key`, a bloom filter on `key`) — then point lookups (`key = X`) and
+//! `key IN (100 values)` on both: time, data files, row groups, pages and bytes read (the
+//! scan's own counters), and DuckDB `iceberg_scan` with the same filter on the same tables;
+//! the tables' sizes. Ratios in the same run.
+//!
+//! Settings (environment):
+//! * `FLOE_BENCH_ROWS` — rows (default 20,000,000);
+//! * `FLOE_BENCH_LOOKUPS` — point lookups timed (default 10);
+//! * `FLOE_BENCH_NO_BASELINE=1` — floe only;
+//! * `FLOE_BENCH_DIR` — scratch (default `~/.cache/floe/bench`);
+//! * `FLOE_PEERS_PYTHON` — the peers venv python.
+//!
+//! Baseline: `tools/bench/baseline_duckdb.py --where`.
+//!
+//! Run: `CARGO_TARGET_DIR=~/.cache/floe-target-bench cargo bench --bench cluster`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{
+    Date32Array, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use futures::StreamExt;
+use rand::{Rng, SeedableRng};
+
+use common::{mb, python, run_json, settle, verdict};
+use floe::expr::parse_expr;
+use floe::scan::Scan;
+use floe::spec::{parse_partition_spec, parse_schema, parse_sort_order};
+use floe::table::parse_ident;
+use floe::{Catalog, Table, TableCreation};
+
+const DDL: &str = "id long, k long, a double, b double, s1 string, s2 string, ts timestamp, \
+                   d date, key long not null";
+const BATCH_ROWS: usize = 500_000;
+const SEED: u64 = 0x5eed_c1a5;
+
+fn num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The `key` of every row, in row order (random, distinct with overwhelming probability).
+fn keys(rows: usize) -> Vec<i64> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
+    (0..rows).map(|_| rng.gen::<i64>()).collect()
+}
+
+/// Rows `from..from + n` of the data set: the core benchmark's distributions
+/// (`tools/bench/gen_data.py`: `id` sequential, `k` uniform below 1M, `a` in [0, 1000), `b` in
+/// [-1, 1), `s1` 9–15 random alphanumerics, `s2` one of 100 values, `ts` and `d` uniform over
+/// 30 days), generated here, plus the random `key`.
+fn batch(from: usize, n: usize, key: &[i64]) -> RecordBatch {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(SEED ^ from as u64);
+    const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let s1: Vec<String> = (0..n)
+        .map(|_| {
+            let len = rng.gen_range(9..=15);
+            (0..len)
+                .map(|_| ALNUM[rng.gen_range(0..ALNUM.len())] as char)
+                .collect()
+        })
+        .collect();
+    let day0_us = 1_704_067_200_000_000i64;
+    let span_us = 30 * 86_400 * 1_000_000i64;
+    RecordBatch::try_from_iter([
+        (
+            "id",
+            Arc::new(Int64Array::from_iter_values(from as i64..(from + n) as i64)) as _,
+        ),
+        (
+            "k",
+            Arc::new(Int64Array::from_iter_values(
+                (0..n).map(|_| rng.gen_range(0..1_000_000)),
+            )) as _,
+        ),
+        (
+            "a",
+            Arc::new(Float64Array::from_iter_values(
+                (0..n).map(|_| rng.gen_range(0.0..1000.0)),
+            )) as _,
+        ),
+        (
+            "b",
+            Arc::new(Float64Array::from_iter_values(
+                (0..n).map(|_| rng.gen_range(-1.0..1.0)),
+            )) as _,
+        ),
+        ("s1", Arc::new(StringArray::from_iter_values(s1)) as _),
+        (
+            "s2",
+            Arc::new(StringArray::from_iter_values(
+                (0..n).map(|_| format!("category-{:02}", rng.gen_range(0..100))),
+            )) as _,
+        ),
+        (
+            "ts",
+            Arc::new(TimestampMicrosecondArray::from_iter_values(
+                (0..n).map(|_| day0_us + rng.gen_range(0..span_us)),
+            )) as _,
+        ),
+        (
+            "d",
+            Arc::new(Date32Array::from_iter_values(
+                (0..n).map(|_| 19723 + rng.gen_range(0..30)),
+            )) as _,
+        ),
+        (
+            "key",
+            Arc::new(Int64Array::from(key[from..from + n].to_vec())) as _,
+        ),
+    ])
+    .unwrap()
+}
+
+/// Creates table `name` and appends every row (untimed set-up); returns it and its data
+/// bytes.
+async fn write(cat: &Catalog, name: &str, clustered: bool, key: &[i64]) -> (Table, u64) {
+    let schema = parse_schema(DDL).unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    if clustered {
+        c.partition_spec = parse_partition_spec("bucket(64, key)", &schema).unwrap();
+        c.sort_order = Some(parse_sort_order("key", &schema).unwrap());
+        c = c.with_property("write.parquet.bloom-filter-enabled.column.key", "true");
+    }
+    let t = cat
+        .create_table(&parse_ident(&format!("bench.{name}")).unwrap(), c)
+        .await
+        .unwrap();
+    let rows = key.len();
+    let batches = (0..rows)
+        .step_by(BATCH_ROWS)
+        .map(|from| Ok(batch(from, BATCH_ROWS.min(rows - from), key)));
+    let r = floe::txn::append(cat, &t, batches).await.unwrap();
+    (r.table, r.added_bytes)
+}
+
+/// What one filtered read cost.
+#[derive(Default, Clone, Copy)]
+struct Read {
+    secs: f64,
+    rows: u64,
+    files: usize,
+    row_groups: u64,
+    pages: u64,
+    bytes: u64,
+}
+
+/// Reads the rows of `t` matching `filter` (all columns), best of two, with that read's
+/// counters.
+async fn read(t: &Table, filter: &str) -> Read {
+    let mut best = Read {
+        secs: f64::MAX,
+        ..Read::default()
+    };
+    for _ in 0..2 {
+        let t0 = Instant::now();
+        let scan = Scan::new(t).filter(parse_expr(filter).unwrap());
+        let plan = scan.plan().await.unwrap();
+        let files = plan.files.len();
+        let counters = plan.read_counters();
+        let mut stream = scan.read(plan).unwrap();
+        let mut rows = 0;
+        while let Some(b) = stream.next().await {
+            rows += b.unwrap().num_rows() as u64;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let s = counters.stats();
+        let r = Read {
+            secs,
+            rows,
+            files,
+            row_groups: s.row_groups - s.row_groups_pruned,
+            pages: s.pages - s.pages_pruned,
+            bytes: s.row_group_bytes_read,
+        };
+        if secs < best.secs {
+            best = r;
+        }
+    }
+    best
+}
+
+/// DuckDB's best time for the same filter, and its row count.
+fn duckdb(py: &Option<PathBuf>, t: &Table, filter: &str) -> Option<(f64, u64)> {
+    let py = py.as_ref()?;
+    let metadata = t
+        .metadata_location()
+        .trim_start_matches("file://")
+        .to_string();
+    let v = run_json(
+        py,
+        &[
+            "tools/bench/baseline_duckdb.py",
+            "--metadata",
+            &metadata,
+            "--where",
+            filter,
+            "--threads",
+            "2",
+        ],
+    )?;
+    Some((v["duckdb_scan_s"].as_f64()?, v["rows"].as_u64()?))
+}
+
+/// Sums of the per-lookup reads.
+fn total(rs: &[Read]) -> Read {
+    rs.iter().fold(Read::default(), |a, r| Read {
+        secs: a.secs + r.secs,
+        rows: a.rows + r.rows,
+        files: a.files + r.files,
+        row_groups: a.row_groups + r.row_groups,
+        pages: a.pages + r.pages,
+        bytes: a.bytes + r.bytes,
+    })
+}
+
+fn main() {
+    let rows = num("FLOE_BENCH_ROWS", 20_000_000);
+    let lookups = num("FLOE_BENCH_LOOKUPS", 10).max(1);
+    let py = if std::env::var("FLOE_BENCH_NO_BASELINE").as_deref() == Ok("1") {
+        None
+    } else {
+        python()
+    };
+    let dir = std::env::var("FLOE_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/floe/bench"))
+        .join(format!("cluster-{rows}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let wh = dir.join("wh");
+        let cat = Catalog::open(None, wh.to_str(), None).unwrap();
+        let key = keys(rows);
+        eprintln!("[cluster bench] writing {rows} rows twice (untimed)");
+        let t0 = Instant::now();
+        let (plain, plain_bytes) = write(&cat, "plain", false, &key).await;
+        let plain_s = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let (clustered, clustered_bytes) = write(&cat, "clustered", true, &key).await;
+        let clustered_s = t0.elapsed().as_secs_f64();
+        settle();
+        // Lookups of keys spread over the rows; the IN list: 100 of them.
+        let point: Vec<i64> = (0..lookups).map(|i| key[i * rows / lookups]).collect();
+        let in_keys: Vec<String> = (0..100)
+            .map(|i| key[(i * rows / 100 + 7) % rows].to_string())
+            .collect();
+        let in_filter = format!("key IN ({})", in_keys.join(", "));
+        let mut out = Vec::new();
+        for (what, t) in [("unclustered", &plain), ("clustered", &clustered)] {
+            let mut reads = Vec::new();
+            for k in &point {
+                let r = read(t, &format!("key = {k}")).await;
+                assert_eq!(r.rows, 1, "{what}: key = {k}");
+                reads.push(r);
+            }
+            let point_r = total(&reads);
+            let in_r = read(t, &in_filter).await;
+            assert_eq!(in_r.rows, 100, "{what}: IN");
+            let duck_point = duckdb(&py, t, &format!("key = {}", point[0]));
+            let duck_in = duckdb(&py, t, &in_filter);
+            if let Some((_, n)) = duck_point {
+                assert_eq!(n, 1, "DuckDB {what}: key = {}", point[0]);
+            }
+            if let Some((_, n)) = duck_in {
+                assert_eq!(n, 100, "DuckDB {what}: IN");
+            }
+            out.push((what, point_r, in_r, duck_point, duck_in));
+        }
+        let n = lookups as f64;
+        let show = |r: &Read, per: f64| {
+            format!(
+                "{:.1} ms, {:.1} files, {:.1} row groups, {:.1} pages, {:.3} MB read",
+                r.secs * 1000.0 / per,
+                r.files as f64 / per,
+                r.row_groups as f64 / per,
+                r.pages as f64 / per,
+                mb(r.bytes) / per
+            )
+        };
+        println!("\n==== summary: clustering, {rows} rows, 2 cores ====");
+        println!(
+            "tables: unclustered {:.1} MB (written in {plain_s:.1} s) | clustered (bucket(64, key), sorted by key, bloom on key) {:.1} MB ({clustered_s:.1} s) = {:.1}% smaller (target >= 10%) {}",
+            mb(plain_bytes),
+            mb(clustered_bytes),
+            100.0 * (1.0 - clustered_bytes as f64 / plain_bytes as f64),
+            verdict(clustered_bytes as f64 <= 0.9 * plain_bytes as f64)
+        );
+        for (what, p, i, dp, di) in &out {
+            println!("{what}: key = X (per lookup, {lookups}): {}", show(p, n));
+            println!("{what}: key IN (100): {}", show(i, 1.0));
+            if let (Some(dp), Some(di)) = (dp, di) {
+                println!(
+                    "{what}: DuckDB iceberg_scan: key = X {:.1} ms, IN {:.1} ms",
+                    dp.0 * 1000.0,
+                    di.0 * 1000.0
+                );
+            }
+        }
+        let (u, c) = (&out[0], &out[1]);
+        let ratio = |a: f64, b: f64| a / b.max(1e-9);
+        let bytes_x = ratio(u.1.bytes as f64, c.1.bytes as f64);
+        let time_x = ratio(u.1.secs, c.1.secs);
+        println!(
+            "point lookup clustered vs unclustered: {bytes_x:.0}x fewer bytes (target >= 50x) {}, {time_x:.1}x faster (target >= 10x) {}",
+            verdict(bytes_x >= 50.0),
+            verdict(time_x >= 10.0)
+        );
+        println!(
+            "IN (100) clustered vs unclustered: {:.0}x fewer bytes, {:.1}x faster",
+            ratio(u.2.bytes as f64, c.2.bytes as f64),
+            ratio(u.2.secs, c.2.secs)
+        );
+        if let (Some(dp), Some(di)) = (c.3, c.4) {
+            println!(
+                "clustered table, floe vs DuckDB iceberg_scan: key = X {:.1}x, IN {:.1}x (DuckDB time / floe time)",
+                ratio(dp.0, c.1.secs / n),
+                ratio(di.0, c.2.secs)
+            );
+        }
+    });
+}

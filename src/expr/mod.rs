@@ -7,6 +7,7 @@ mod bind;
 mod columns;
 mod eval;
 mod literal;
+mod narrow;
 mod prune;
 mod row_groups;
 mod sql;
@@ -17,6 +18,7 @@ pub use bind::BoundExpr;
 pub(crate) use columns::{column_by_field_id, literal_array};
 pub(crate) use eval::cast_to;
 pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
+pub(crate) use narrow::narrow_to_partition;
 pub(crate) use prune::field_ids;
 pub(crate) use prune::{
     file_may_match, manifest_may_match, may_match, partition_matches, project_to_partition,

@@ -37,7 +37,7 @@ use read_file::FileRead;
 use crate::error::{Error, ErrorKind, Result};
 use crate::expr::Expr;
 use crate::spec::{resolve_column, resolve_field};
-use crate::spec::{SchemaRef, Snapshot};
+use crate::spec::{PartitionSpec, SchemaRef, Snapshot, Struct};
 use crate::table::Table;
 
 /// Expands run-end-encoded columns (the iceberg reader uses them for constant partition
@@ -299,8 +299,31 @@ pub struct Scan {
 #[derive(Debug)]
 pub(crate) struct RowGroupFilter {
     pub predicate: BoundPredicate,
+    /// The predicate before binding (narrowed per file, see [`Self::for_file`]).
+    pub unbound: Predicate,
     pub schema: SchemaRef,
     pub counters: Arc<ReadCounters>,
+}
+
+impl RowGroupFilter {
+    /// The filter for one data file of `partition` (of `spec`): IN / NOT IN values its
+    /// bucket partition values rule out are dropped (`crate::expr::narrow_to_partition`).
+    fn for_file(self: &Arc<Self>, spec: &PartitionSpec, partition: &Struct) -> Arc<Self> {
+        let narrowed =
+            crate::expr::narrow_to_partition(&self.unbound, &self.schema, spec, partition);
+        if narrowed == self.unbound {
+            return self.clone();
+        }
+        match narrowed.clone().bind(self.schema.clone(), false) {
+            Ok(b) => Arc::new(RowGroupFilter {
+                predicate: b.rewrite_not(),
+                unbound: narrowed,
+                schema: self.schema.clone(),
+                counters: self.counters.clone(),
+            }),
+            Err(_) => self.clone(),
+        }
+    }
 }
 
 /// Counters of what reading a plan's files pruned below the file level (shared by the
@@ -750,6 +773,7 @@ impl Scan {
             Some(p) => match p.clone().bind(schema.clone(), false) {
                 Ok(b) => Some(Arc::new(RowGroupFilter {
                     predicate: b.rewrite_not(),
+                    unbound: p.clone(),
                     schema: schema.clone(),
                     counters: counters.clone(),
                 })),
@@ -985,6 +1009,11 @@ impl Scan {
                     .then_some((f.first_row_id, f.sequence_number))
             })
             .collect();
+        let parts: Vec<(Arc<PartitionSpec>, Struct)> = plan
+            .files
+            .iter()
+            .map(|f| (f.spec.clone(), f.partition.clone()))
+            .collect();
         for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
             let deletes = deletes.ok_or_else(|| {
                 Error::io(format!(
@@ -1053,7 +1082,11 @@ impl Scan {
                     lineage,
                     batch_size: self.batch_size.unwrap_or(32768),
                     table: name.clone(),
-                    row_groups: plan.row_filter.as_ref().and(plan.row_groups.clone()),
+                    row_groups: plan
+                        .row_filter
+                        .as_ref()
+                        .and(plan.row_groups.as_ref())
+                        .map(|rg| rg.for_file(&parts[i].0, &parts[i].1)),
                 })),
             ));
         }

@@ -840,8 +840,8 @@ fn explain_counts_each_pruning_stage() {
 /// and sorted, the partition's files hold consecutive ranges, and no row is lost or doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_files_sorted_end_to_end_record_the_sort_order() {
-    use arrow::array::{AsArray, Int64Array, RecordBatch};
-    use rand::{Rng, SeedableRng};
+    use arrow::array::AsArray;
+    use rand::SeedableRng;
     let (_d, cat) = fs_catalog();
     let schema = parse_schema("id long, v long").unwrap();
     let mut c = TableCreation::new(schema.clone());
@@ -857,22 +857,7 @@ async fn only_files_sorted_end_to_end_record_the_sort_order() {
         let mut w = floe::write::DataWriter::with_lanes(&t, 1)
             .unwrap()
             .with_memory_budget(budget);
-        let mut written = Vec::new();
-        for _ in 0..batches {
-            let ids: Vec<i64> = (0..batch_rows)
-                .map(|_| rng.gen_range(0..1_000_000))
-                .collect();
-            written.extend_from_slice(&ids);
-            let b = RecordBatch::try_from_iter([
-                (
-                    "id",
-                    std::sync::Arc::new(Int64Array::from(ids.clone())) as _,
-                ),
-                ("v", std::sync::Arc::new(Int64Array::from(ids)) as _),
-            ])
-            .unwrap();
-            w.write(b).await.unwrap();
-        }
+        let mut written = write_random_ids(&mut w, &mut rng, batches, batch_rows).await;
         let files = w.close().await.unwrap();
         // The files in the order the lane wrote them: each sorted, each starting where the
         // one before ended.
@@ -922,6 +907,32 @@ async fn only_files_sorted_end_to_end_record_the_sort_order() {
     );
 }
 
+/// Writes `batches` batches of `rows` random ids (below 1M) as both `id` and `v`; returns the
+/// ids written.
+async fn write_random_ids(
+    w: &mut floe::write::DataWriter,
+    rng: &mut impl rand::Rng,
+    batches: usize,
+    rows: usize,
+) -> Vec<i64> {
+    use arrow::array::{Int64Array, RecordBatch};
+    let mut written = Vec::new();
+    for _ in 0..batches {
+        let ids: Vec<i64> = (0..rows).map(|_| rng.gen_range(0..1_000_000)).collect();
+        written.extend_from_slice(&ids);
+        let b = RecordBatch::try_from_iter([
+            (
+                "id",
+                std::sync::Arc::new(Int64Array::from(ids.clone())) as _,
+            ),
+            ("v", std::sync::Arc::new(Int64Array::from(ids)) as _),
+        ])
+        .unwrap();
+        w.write(b).await.unwrap();
+    }
+    written
+}
+
 /// Each data file `files` lists, read back: (lane that wrote it, partition directory, its
 /// `id` values).
 fn files_by_lane(files: &[floe::spec::DataFile]) -> Vec<(String, String, Vec<i64>)> {
@@ -955,8 +966,7 @@ fn files_by_lane(files: &[floe::spec::DataFile]) -> Vec<(String, String, Vec<i64
 /// the lanes under `none`. No row is lost or doubled either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_spread_rows_by_the_distribution_mode() {
-    use arrow::array::{Int64Array, RecordBatch};
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
     let (_d, cat) = fs_catalog();
     let schema = parse_schema("id long, v long").unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);
@@ -985,20 +995,7 @@ async fn writers_spread_rows_by_the_distribution_mode() {
         let mut w = floe::write::DataWriter::with_lanes(&t, 2)
             .unwrap()
             .with_target_file_size(256 << 10);
-        let mut written = Vec::new();
-        for _ in 0..30 {
-            let ids: Vec<i64> = (0..10_000).map(|_| rng.gen_range(0..1_000_000)).collect();
-            written.extend_from_slice(&ids);
-            let b = RecordBatch::try_from_iter([
-                (
-                    "id",
-                    std::sync::Arc::new(Int64Array::from(ids.clone())) as _,
-                ),
-                ("v", std::sync::Arc::new(Int64Array::from(ids)) as _),
-            ])
-            .unwrap();
-            w.write(b).await.unwrap();
-        }
+        let mut written = write_random_ids(&mut w, &mut rng, 30, 10_000).await;
         let files = files_by_lane(&w.close().await.unwrap());
         let mut all: Vec<i64> = files.iter().flat_map(|f| f.2.clone()).collect();
         all.sort_unstable();

@@ -840,7 +840,6 @@ fn explain_counts_each_pruning_stage() {
 /// and sorted, the partition's files hold consecutive ranges, and no row is lost or doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_files_sorted_end_to_end_record_the_sort_order() {
-    use arrow::array::AsArray;
     use rand::SeedableRng;
     let (_d, cat) = fs_catalog();
     let schema = parse_schema("id long, v long").unwrap();
@@ -862,30 +861,14 @@ async fn only_files_sorted_end_to_end_record_the_sort_order() {
         // The files in the order the lane wrote them: each sorted, each starting where the
         // one before ended.
         let mut all = Vec::new();
-        for f in &files {
-            let path = f.file_path().trim_start_matches("file://");
-            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-                std::fs::File::open(path).unwrap(),
-            )
-            .unwrap()
-            .build()
-            .unwrap();
-            let mut ids = Vec::new();
-            for b in reader {
-                let b = b.unwrap();
-                ids.extend_from_slice(
-                    b.column(0)
-                        .as_primitive::<arrow::datatypes::Int64Type>()
-                        .values(),
-                );
-                assert_eq!(
-                    b.column(0).as_ref(),
-                    b.column(1).as_ref(),
-                    "rows kept whole"
-                );
-            }
-            assert_eq!(f.sort_order_id(), Some(1), "{path} records no sort order");
-            assert_eq!(f.record_count(), ids.len() as u64, "{path}");
+        for (f, (_, _, ids)) in files.iter().zip(files_by_lane(&files)) {
+            assert_eq!(
+                f.sort_order_id(),
+                Some(1),
+                "{} records no sort order",
+                f.file_path()
+            );
+            assert_eq!(f.record_count(), ids.len() as u64, "{}", f.file_path());
             all.extend(ids);
         }
         assert!(
@@ -934,7 +917,7 @@ async fn write_random_ids(
 }
 
 /// Each data file `files` lists, read back: (lane that wrote it, partition directory, its
-/// `id` values).
+/// `id` values); every row's `v` equals its `id` (rows were written whole).
 fn files_by_lane(files: &[floe::spec::DataFile]) -> Vec<(String, String, Vec<i64>)> {
     use arrow::array::AsArray;
     files
@@ -952,6 +935,8 @@ fn files_by_lane(files: &[floe::spec::DataFile]) -> Vec<(String, String, Vec<i64
             for b in reader {
                 let b = b.unwrap();
                 let c = b.column(b.schema().index_of("id").unwrap());
+                let v = b.column(b.schema().index_of("v").unwrap());
+                assert_eq!(c.as_ref(), v.as_ref(), "{path}: rows kept whole (v = id)");
                 ids.extend_from_slice(c.as_primitive::<arrow::datatypes::Int64Type>().values());
             }
             (name[..5].to_string(), dir.to_string(), ids)

@@ -29,6 +29,73 @@ impl BoundExpr {
     pub fn data_type(&self) -> &DataType {
         &self.node.ty
     }
+
+    /// The top-level columns the expression reads, ascending.
+    pub(crate) fn columns(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        self.node.clone().visit_mut(&mut |n| {
+            if let Kind::Column(i) = n.kind {
+                out.push(i);
+            }
+        });
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The same expression over batches that hold only `columns` of the bound schema, in
+    /// that order; `None` when it reads a column not among them.
+    pub(crate) fn over_columns(&self, columns: &[usize]) -> Option<BoundExpr> {
+        let mut out = self.clone();
+        let mut missing = false;
+        out.node.visit_mut(&mut |n| {
+            if let Kind::Column(i) = &mut n.kind {
+                match columns.iter().position(|c| c == i) {
+                    Some(at) => *i = at,
+                    None => missing = true,
+                }
+            }
+        });
+        (!missing).then_some(out)
+    }
+}
+
+impl Node {
+    /// The direct children of this node, mutably.
+    fn children_mut(&mut self) -> Vec<&mut Node> {
+        match &mut self.kind {
+            Kind::Column(_) | Kind::Scalar(_) => Vec::new(),
+            Kind::Cast(x)
+            | Kind::Neg(x)
+            | Kind::Not(x)
+            | Kind::IsNull(x, _)
+            | Kind::Upper(x)
+            | Kind::Lower(x)
+            | Kind::Length(x)
+            | Kind::Abs(x)
+            | Kind::IsNan(x)
+            | Kind::Field(x, _)
+            | Kind::InSet(x, _) => vec![x],
+            Kind::Arith(_, l, r) | Kind::Cmp(_, l, r) | Kind::And(l, r) | Kind::Or(l, r) => {
+                vec![l, r]
+            }
+            Kind::Like { expr, pattern, .. } => vec![expr, pattern],
+            Kind::Case(branches, els) => branches
+                .iter_mut()
+                .flat_map(|(w, t)| [w, t])
+                .chain([&mut **els])
+                .collect(),
+            Kind::Coalesce(args) | Kind::Concat(args) => args.iter_mut().collect(),
+        }
+    }
+
+    /// Calls `f` on this node and every node below it, mutably.
+    fn visit_mut(&mut self, f: &mut impl FnMut(&mut Node)) {
+        f(self);
+        for c in self.children_mut() {
+            c.visit_mut(f);
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -91,6 +158,8 @@ pub(crate) enum Kind {
     IsNan(Box<Node>),
     /// A field of a struct value, by index.
     Field(Box<Node>, usize),
+    /// `x IN (…)` of many non-null literals, probed in a set.
+    InSet(Box<Node>, super::in_list::InSetRef),
 }
 
 impl Expr {
@@ -628,7 +697,11 @@ impl Binder<'_> {
                     .iter()
                     .map(|item| self.comparison(BinaryOp::Eq, expr, item, e))
                     .collect::<Result<Vec<_>>>()?;
-                not_if(balanced_or(eqs), *negated)
+                let n = match in_set(&eqs)? {
+                    Some(n) => n,
+                    None => balanced_or(eqs),
+                };
+                not_if(n, *negated)
             }
             Expr::Between {
                 expr,
@@ -793,6 +866,41 @@ impl Binder<'_> {
             ty,
         })
     }
+}
+
+/// Equalities `x = v1`, …, `x = vn` of one operand `x` with non-null literals, as one set
+/// probe (`None`: too few of them, or a type or shape a set does not compare exactly).
+fn in_set(eqs: &[Node]) -> Result<Option<Node>> {
+    if eqs.len() < super::in_list::MIN_SET_VALUES {
+        return Ok(None);
+    }
+    let mut operand: Option<(&Node, String)> = None;
+    let mut values = Vec::with_capacity(eqs.len());
+    for n in eqs {
+        let Kind::Cmp(BinaryOp::Eq, l, r) = &n.kind else {
+            return Ok(None);
+        };
+        let Kind::Scalar(v) = &r.kind else {
+            return Ok(None);
+        };
+        let shape = format!("{:?}", l);
+        match &operand {
+            Some((_, s)) if *s != shape => return Ok(None),
+            Some(_) => {}
+            None => operand = Some((l, shape)),
+        }
+        values.push(v.clone());
+    }
+    let Some((x, _)) = operand else {
+        return Ok(None);
+    };
+    if matches!(x.kind, Kind::Scalar(_)) {
+        return Ok(None);
+    }
+    Ok(super::in_list::InSet::new(&x.ty, &values)?.map(|set| Node {
+        kind: Kind::InSet(Box::new(x.clone()), Arc::new(set)),
+        ty: DataType::Boolean,
+    }))
 }
 
 /// `nodes` OR-ed as a balanced tree (an IN list of thousands of values stays shallow).

@@ -186,6 +186,11 @@ impl BoundExpr {
                 };
                 Val::wrap(Arc::new(out), scalar)
             }
+            Kind::InSet(x, set) => {
+                let v = self.eval(x, batch)?;
+                let out = set.contains(v.array()).map_err(|e| self.err(e))?;
+                Val::wrap(Arc::new(out), v.is_scalar())
+            }
             Kind::IsNull(x, negated) => {
                 let v = self.eval(x, batch)?;
                 let a = v.array();
@@ -569,6 +574,66 @@ mod tests {
         );
         assert_eq!(pred("name LIKE 'a%'"), vec![true, false, false, false]);
         assert_eq!(pred("name ILIKE 'c_'"), vec![false, true, false, false]);
+    }
+
+    /// Long IN lists are probed in a set: the answers (three-valued, under NOT too) equal
+    /// the OR of the equalities, for every column type and for lists mixing literal types.
+    #[test]
+    fn long_in_lists_answer_like_or_chains() {
+        let b = batch();
+        let lists = [
+            ("id", "1, 3, 5, 7, 9, 11, 13, 4"),
+            ("id", "1, 3, 5, 7, 9, 11, 13, 4.0"),
+            ("id", "1, 3, 5, 7, 9, 11, 13, 4.5"),
+            ("id", "1, 3, 5, 7, 9, 11, 13, NULL"),
+            ("n", "10, -3, 1, 2, 3, 4, 5, 6, 7"),
+            ("n + 1", "11, -2, 1, 2, 3, 4, 5, 6, 7"),
+            ("name", "'ab', 'é', 'x', 'y', 'z', 'w', 'v', 'u'"),
+            ("name", "'AB', 'cd', 'x', 'y', 'z', 'w', 'v', 'u'"),
+            ("price", "1.5, 0.05, 1, 2, 3, 4, 5, 6"),
+            ("price", "1.50, 19.990, 1, 2, 3, 4, 5, 6"),
+            ("x", "0.5, -1.5, 1, 2, 3, 4, 5, 6, -0.0"),
+            (
+                "d",
+                "DATE '2023-12-31', DATE '2024-01-02', DATE '2000-01-01', DATE '2000-01-02', \
+                 DATE '2000-01-03', DATE '2000-01-04', DATE '2000-01-05', DATE '2000-01-06'",
+            ),
+            (
+                "ts",
+                "TIMESTAMP '2024-01-01 00:00:00', TIMESTAMP '2024-01-02 00:00:00', \
+                 TIMESTAMP '2000-01-01 00:00:00', TIMESTAMP '2000-01-02 00:00:00', \
+                 TIMESTAMP '2000-01-03 00:00:00', TIMESTAMP '2000-01-04 00:00:00', \
+                 TIMESTAMP '2000-01-05 00:00:00', TIMESTAMP '2000-01-06 00:00:00'",
+            ),
+        ];
+        for (x, list) in lists {
+            let ors: Vec<String> = list.split(", ").map(|v| format!("{x} = {v}")).collect();
+            for (set, chain) in [
+                (
+                    format!("{x} IN ({list})"),
+                    format!("({})", ors.join(" OR ")),
+                ),
+                (
+                    format!("{x} NOT IN ({list})"),
+                    format!("NOT ({})", ors.join(" OR ")),
+                ),
+            ] {
+                let set_bound = parse_expr(&set).unwrap().bind(&b.schema()).unwrap();
+                let got: Vec<Option<bool>> = set_bound
+                    .evaluate(&b)
+                    .unwrap()
+                    .as_boolean()
+                    .iter()
+                    .collect();
+                assert_eq!(got, bools(&chain), "{set}");
+            }
+        }
+        // The integer list does take the set path.
+        let e = parse_expr("id IN (1, 3, 5, 7, 9, 11, 13, 4)")
+            .unwrap()
+            .bind(&b.schema())
+            .unwrap();
+        assert!(matches!(e.node.kind, Kind::InSet(..)), "{e:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod ast;
 mod bind;
 mod columns;
 mod eval;
+mod in_list;
 mod literal;
 mod narrow;
 mod prune;

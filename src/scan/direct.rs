@@ -13,6 +13,7 @@ use roaring::RoaringTreemap;
 
 use super::adapt::{self, Adapt};
 use crate::error::{Error, Result};
+use crate::expr::BoundExpr;
 use crate::storage::Storage;
 
 /// Field ids at or above this are Iceberg's reserved metadata columns (row lineage): a file
@@ -368,33 +369,116 @@ fn column_bytes_read(
     (dictionary + pages).min(whole)
 }
 
-/// A direct read: its batches, and the position ranges of the row groups it left out.
-pub(super) type DirectRead = (
-    futures::stream::BoxStream<'static, Result<RecordBatch>>,
-    Vec<(u64, u64)>,
-);
+/// A direct read: its batches (with their rows' positions when the filter ran in the decoder
+/// and positions were asked for), the position ranges of the row groups and pages it left
+/// out, and whether the row filter was applied while decoding.
+pub(super) struct DirectRead {
+    pub batches: futures::stream::BoxStream<'static, Result<Positioned>>,
+    pub pruned: Vec<(u64, u64)>,
+    /// The batches hold only the rows the filter keeps (late materialization: its columns
+    /// were decoded first, the others only for the rows it kept).
+    pub filtered: bool,
+}
+
+/// A batch in the target shape, and its rows' positions in the file when the reader returns
+/// them.
+pub(super) type Positioned = (RecordBatch, Option<arrow_array::UInt64Array>);
 
 /// How a file is read, decided from its footer: the configured reader builder, where each
 /// target column comes from, the projected file columns in file order, and the position
 /// ranges of the row groups left out.
 struct Configured<T> {
     builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
-    sources: Vec<Source>,
-    roots: Vec<usize>,
+    shaping: Shaping,
     pruned: Vec<(u64, u64)>,
 }
 
-/// Configures a reader of the file (projection, row groups, pages, deleted rows), or `None`
-/// when it needs the general reader.
+/// The first error the row filter met while decoding (arrow-rs carries it only as text).
+type FilterError = std::sync::Arc<std::sync::Mutex<Option<Error>>>;
+
+/// The row filter as an arrow-rs [`RowFilter`](parquet::arrow::arrow_reader::RowFilter):
+/// the file columns it reads are decoded first, adapted to the target types and the filter
+/// evaluated on them; the other projected columns are then decoded only for the rows it
+/// keeps. `None` when that cannot help: the filter reads a column the file lacks (filled
+/// with a default) or every projected column.
+fn row_filter(
+    filter: &BoundExpr,
+    sources: &[Source],
+    roots: &[usize],
+    o: &DirectOptions,
+    parquet_schema: &parquet::schema::types::SchemaDescriptor,
+    error: FilterError,
+) -> Option<parquet::arrow::arrow_reader::RowFilter> {
+    use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
+    let columns = filter.columns();
+    let mut read = Vec::with_capacity(columns.len());
+    for &c in &columns {
+        match sources.get(c)? {
+            Source::Column(root, _) => read.push(*root),
+            Source::Fill(_) => return None,
+        }
+    }
+    read.sort_unstable();
+    read.dedup();
+    if read.len() >= roots.len() {
+        return None;
+    }
+    let over = filter.over_columns(&columns)?;
+    let fields: Vec<arrow_schema::FieldRef> = columns
+        .iter()
+        .map(|&c| o.target.fields()[c].clone())
+        .collect();
+    let predicate_schema = std::sync::Arc::new(arrow_schema::Schema::new(fields));
+    let adapts: Vec<(usize, Adapt)> = columns
+        .iter()
+        .filter_map(|&c| match &sources[c] {
+            Source::Column(root, a) => Some((read.iter().position(|r| r == root)?, a.clone())),
+            Source::Fill(_) => None,
+        })
+        .collect();
+    let schema = o.schema.clone();
+    let mask = ProjectionMask::roots(parquet_schema, read.iter().copied());
+    let evaluate = move |b: RecordBatch| -> std::result::Result<
+        arrow_array::BooleanArray,
+        arrow_schema::ArrowError,
+    > {
+        let cols = adapts
+            .iter()
+            .zip(predicate_schema.fields())
+            .map(|((at, a), f)| adapt::apply(b.column(*at), a, f.data_type(), &schema))
+            .collect::<Result<Vec<_>>>()
+            .and_then(|cols| {
+                let opts =
+                    arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+                Ok(RecordBatch::try_new_with_options(
+                    predicate_schema.clone(),
+                    cols,
+                    &opts,
+                )?)
+            })
+            .and_then(|batch| over.evaluate_predicate(&batch));
+        cols.map_err(|e| {
+            let text = e.to_string();
+            if let Ok(mut slot) = error.lock() {
+                slot.get_or_insert(e);
+            }
+            arrow_schema::ArrowError::ComputeError(text)
+        })
+    };
+    Some(RowFilter::new(vec![Box::new(ArrowPredicateFn::new(
+        mask, evaluate,
+    ))]))
+}
+
+/// Configures a reader of the file (projection, row groups, pages, deleted rows, the row
+/// filter), or `None` when it needs the general reader.
 fn configure<T>(
     builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
-    target: &ArrowSchemaRef,
-    schema: &iceberg::spec::Schema,
+    o: &DirectOptions,
     deleted: Option<RoaringTreemap>,
-    row_groups: Option<&super::RowGroupFilter>,
     blooms: &Blooms,
-    batch_size: usize,
 ) -> Option<Configured<T>> {
+    let (target, schema, row_groups) = (&o.target, &*o.schema, o.row_groups.as_deref());
     let sources = sources_for(builder.schema(), target, schema)?;
     let mut roots = file_roots(&sources);
     roots.sort_unstable();
@@ -418,22 +502,107 @@ fn configure<T>(
         builder = builder.with_row_selection(super::ranges::selection_in(&read, &absent));
     }
     let pruned = super::ranges::merge_ranges(pruned, pages_pruned);
+    let filter_error = FilterError::default();
+    let filter = o.filter.as_ref().and_then(|f| {
+        row_filter(
+            f,
+            &sources,
+            &roots,
+            o,
+            builder.parquet_schema(),
+            filter_error.clone(),
+        )
+    });
+    let filtered = filter.is_some();
+    if let Some(f) = filter {
+        builder = builder.with_row_filter(f);
+    }
     Some(Configured {
-        builder: builder.with_projection(mask).with_batch_size(batch_size),
-        sources,
-        roots,
+        builder: builder.with_projection(mask).with_batch_size(o.batch_size),
+        shaping: Shaping {
+            sources,
+            roots,
+            numbered: filtered && numbered(o),
+            filter_error: filtered.then_some(filter_error),
+        },
         pruned,
     })
 }
 
-/// Reader options: the page index is loaded when a filter can use it.
-fn reader_options(o: &DirectOptions) -> parquet::arrow::arrow_reader::ArrowReaderOptions {
+/// The row-number virtual column: each row's position in the file.
+fn row_number_field() -> arrow_schema::FieldRef {
+    std::sync::Arc::new(
+        arrow_schema::Field::new("_pos", arrow_schema::DataType::Int64, false)
+            .with_extension_type(parquet::arrow::RowNumber),
+    )
+}
+
+/// The positions of a decoded batch's rows: its trailing row-number column.
+fn positions(b: &RecordBatch) -> Option<arrow_array::UInt64Array> {
+    use arrow_array::Array;
+    let rows = b
+        .columns()
+        .last()?
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()?;
+    Some(rows.unary(|p| p as u64))
+}
+
+/// A decoded batch in the target shape, with its rows' positions when the reader returns
+/// them (the filter ran in the decoder and positions were asked for).
+fn output(b: &RecordBatch, c: &Shaping, o: &DirectOptions, path: &str) -> Result<Positioned> {
+    let batch = shape(b, &c.sources, &c.roots, &o.target, &o.schema, path)?;
+    let pos =
+        match c.numbered {
+            true => Some(positions(b).ok_or_else(|| {
+                Error::corrupt(format!("data file '{path}': row numbers missing"))
+            })?),
+            false => None,
+        };
+    Ok((batch, pos))
+}
+
+/// How decoded batches become target batches.
+struct Shaping {
+    sources: Vec<Source>,
+    roots: Vec<usize>,
+    /// The decoded batches end with the row-number column.
+    numbered: bool,
+    filter_error: Option<FilterError>,
+}
+
+impl Shaping {
+    /// A decoding error: the row filter's own (say, a failed cast in it), else the file's.
+    fn decode_error(&self, path: &str, e: impl std::fmt::Display) -> Error {
+        let own = self
+            .filter_error
+            .as_ref()
+            .and_then(|slot| slot.lock().ok()?.take());
+        own.unwrap_or_else(|| Error::corrupt(format!("data file '{path}': {e}")))
+    }
+}
+
+/// Reader options: the page index is loaded when a filter can use it; row numbers are
+/// decoded when a filter may run in the decoder and positions are wanted.
+fn reader_options(o: &DirectOptions) -> Result<parquet::arrow::arrow_reader::ArrowReaderOptions> {
     use parquet::file::metadata::PageIndexPolicy;
     let policy = match o.row_groups {
         Some(_) => PageIndexPolicy::Optional,
         None => PageIndexPolicy::Skip,
     };
-    parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(policy)
+    let options =
+        parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(policy);
+    if numbered(o) {
+        return options
+            .with_virtual_columns(vec![row_number_field()])
+            .map_err(|e| Error::io(format!("row numbers: {e}")));
+    }
+    Ok(options)
+}
+
+/// Whether decoded batches carry row numbers.
+fn numbered(o: &DirectOptions) -> bool {
+    o.positions && o.filter.is_some()
 }
 
 /// What a file read needs to know besides the file.
@@ -448,6 +617,10 @@ pub(super) struct DirectOptions {
     pub deleted: Option<RoaringTreemap>,
     /// Row groups that cannot hold a row the filter keeps are not read.
     pub row_groups: Option<std::sync::Arc<super::RowGroupFilter>>,
+    /// The row filter, bound to `target`: evaluated while decoding when that can help.
+    pub filter: Option<BoundExpr>,
+    /// Return each row's position when the filter runs while decoding.
+    pub positions: bool,
 }
 
 /// A stream of `target`-shaped batches of the file without the `deleted` positions (and
@@ -457,15 +630,15 @@ pub(super) struct DirectOptions {
 pub(super) async fn open(
     storage: &Storage,
     path: &str,
-    o: DirectOptions,
+    mut o: DirectOptions,
 ) -> Result<Option<DirectRead>> {
     let Some(local) = storage.local_file(path) else {
         return open_remote(storage, path, o).await;
     };
-    let pruned_ranges = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let pruned_out = pruned_ranges.clone();
+    let found = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), false)));
+    let found_out = found.clone();
     let p = path.to_string();
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Positioned>>(2);
     let opened = tokio::task::spawn_blocking(move || -> Result<bool> {
         let corrupt =
             |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{p}': {e}"));
@@ -478,28 +651,24 @@ pub(super) async fn open(
                     .map_err(|e| Error::io(format!("data file '{p}' cannot be read: {e}")))?,
             ),
         };
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new_with_options(data.clone(), reader_options(&o))
-                .map_err(corrupt)?;
-        let Some(c) = configure(
-            builder,
-            &o.target,
-            &o.schema,
-            o.deleted,
-            o.row_groups.as_deref(),
-            &Blooms::File(data.clone()),
-            o.batch_size,
-        ) else {
+        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(
+            data.clone(),
+            reader_options(&o)?,
+        )
+        .map_err(corrupt)?;
+        let deleted = o.deleted.take();
+        let Some(c) = configure(builder, &o, deleted, &Blooms::File(data.clone())) else {
             return Ok(false);
         };
-        if let Ok(mut out) = pruned_ranges.lock() {
-            *out = c.pruned;
+        let shaping = c.shaping;
+        if let Ok(mut out) = found.lock() {
+            *out = (c.pruned, shaping.filter_error.is_some());
         }
-        let reader = c.builder.build().map_err(corrupt)?;
+        let reader = c.builder.build().map_err(|e| shaping.decode_error(&p, e))?;
         for b in reader {
             let item = b
-                .map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))
-                .and_then(|b| shape(&b, &c.sources, &c.roots, &o.target, &o.schema, &p));
+                .map_err(|e| shaping.decode_error(&p, e))
+                .and_then(|b| output(&b, &shaping, &o, &p));
             let stop = item.is_err();
             if tx.blocking_send(item).is_err() || stop {
                 break;
@@ -511,7 +680,14 @@ pub(super) async fn open(
     // applies; nothing has been sent when the file needs the general reader.
     // The pruned ranges are set before the first batch is sent.
     let mut rx = rx;
-    let pruned = || pruned_out.lock().map(|p| p.clone()).unwrap_or_default();
+    let read = |batches| {
+        let (pruned, filtered) = found_out.lock().map(|f| f.clone()).unwrap_or_default();
+        DirectRead {
+            batches,
+            pruned,
+            filtered,
+        }
+    };
     match rx.recv().await {
         Some(first) => {
             let rest =
@@ -519,18 +695,17 @@ pub(super) async fn open(
                     rx,
                     |mut rx| async move { rx.recv().await.map(|i| (i, rx)) },
                 );
-            Ok(Some((
+            Ok(Some(read(
                 futures::stream::once(async move { first })
                     .chain(rest)
                     .boxed(),
-                pruned(),
             )))
         }
         None => match opened
             .await
             .map_err(|e| Error::io("direct reader task failed").with_source(e))?
         {
-            Ok(true) => Ok(Some((futures::stream::empty().boxed(), pruned()))),
+            Ok(true) => Ok(Some(read(futures::stream::empty().boxed()))),
             Ok(false) => Ok(None),
             Err(e) => Err(e),
         },
@@ -590,7 +765,7 @@ const FOOTER_PREFETCH: usize = 64 * 1024;
 async fn open_remote(
     storage: &Storage,
     path: &str,
-    o: DirectOptions,
+    mut o: DirectOptions,
 ) -> Result<Option<DirectRead>> {
     let corrupt =
         |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{path}': {e}"));
@@ -605,7 +780,7 @@ async fn open_remote(
     };
     let builder = parquet::arrow::ParquetRecordBatchStreamBuilder::new_with_options(
         reader,
-        reader_options(&o),
+        reader_options(&o)?,
     )
     .await
     .map_err(corrupt)?;
@@ -613,24 +788,219 @@ async fn open_remote(
         Some(f) => fetch_blooms(storage, path, builder.metadata(), f).await?,
         None => Blooms::Fetched(Default::default()),
     };
-    let Some(c) = configure(
-        builder,
-        &o.target,
-        &o.schema,
-        o.deleted,
-        o.row_groups.as_deref(),
-        &blooms,
-        o.batch_size,
-    ) else {
+    let deleted = o.deleted.take();
+    let Some(c) = configure(builder, &o, deleted, &blooms) else {
         return Ok(None);
     };
-    let stream = c.builder.build().map_err(corrupt)?;
-    let (sources, roots, p) = (c.sources, c.roots, path.to_string());
+    let shaping = c.shaping;
+    let filtered = shaping.filter_error.is_some();
+    let stream = c
+        .builder
+        .build()
+        .map_err(|e| shaping.decode_error(path, e))?;
+    let p = path.to_string();
     let batches = stream
         .map(move |b| {
-            b.map_err(|e| Error::corrupt(format!("data file '{p}': {e}")))
-                .and_then(|b| shape(&b, &sources, &roots, &o.target, &o.schema, &p))
+            b.map_err(|e| shaping.decode_error(&p, e))
+                .and_then(|b| output(&b, &shaping, &o, &p))
         })
         .boxed();
-    Ok(Some((batches, c.pruned)))
+    Ok(Some(DirectRead {
+        batches,
+        pruned: c.pruned,
+        filtered,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, StringArray};
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    const ROWS: usize = 2000;
+
+    /// A file of `ROWS` rows (`a` = position, `b` a nullable string, `c` a nullable int the
+    /// table reads as a long) in row groups of 500 rows and pages of 50, and the table schema.
+    fn file() -> (bytes::Bytes, Arc<Schema>, RecordBatch) {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let with_id = |f: arrow_schema::Field, id: i32| {
+            f.with_metadata(
+                [(
+                    parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+                    id.to_string(),
+                )]
+                .into(),
+            )
+        };
+        let arrow = Arc::new(arrow_schema::Schema::new(vec![
+            with_id(
+                arrow_schema::Field::new("a", arrow_schema::DataType::Int64, false),
+                1,
+            ),
+            with_id(
+                arrow_schema::Field::new("b", arrow_schema::DataType::Utf8, true),
+                2,
+            ),
+            with_id(
+                arrow_schema::Field::new("c", arrow_schema::DataType::Int32, true),
+                3,
+            ),
+        ]));
+        let a: ArrayRef = Arc::new(Int64Array::from_iter_values(0..ROWS as i64));
+        let b: ArrayRef = Arc::new(
+            (0..ROWS)
+                .map(|_| match rng.gen_range(0..10) {
+                    0 => None,
+                    1 => Some("oops".to_string()),
+                    _ => Some(format!("{}", rng.gen_range(0..300))),
+                })
+                .collect::<StringArray>(),
+        );
+        let c: ArrayRef = Arc::new(
+            (0..ROWS)
+                .map(|_| rng.gen_bool(0.9).then(|| rng.gen_range(-500..500)))
+                .collect::<Int32Array>(),
+        );
+        let batch = RecordBatch::try_new(arrow.clone(), vec![a, b, c]).unwrap();
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(500))
+            .set_data_page_row_count_limit(50)
+            .set_write_batch_size(50)
+            .build();
+        let mut out = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, arrow, Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "a", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "b", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(3, "c", Type::Primitive(PrimitiveType::Long)).into(),
+            ])
+            .build()
+            .unwrap();
+        (bytes::Bytes::from(out), Arc::new(schema), batch)
+    }
+
+    /// Reads the file at `path` with `filter` evaluated while decoding, positions returned,
+    /// `deleted` skipped: the rows' `a` values and positions, and whether the filter ran in
+    /// the decoder.
+    async fn read(
+        storage: &Storage,
+        path: &str,
+        schema: &Arc<Schema>,
+        filter: &BoundExpr,
+        deleted: &RoaringTreemap,
+    ) -> Result<(Vec<i64>, Vec<u64>, bool)> {
+        let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema).unwrap());
+        let d = open(
+            storage,
+            path,
+            DirectOptions {
+                file_size: 0,
+                target,
+                schema: schema.clone(),
+                batch_size: 128,
+                deleted: Some(deleted.clone()),
+                row_groups: None,
+                filter: Some(filter.clone()),
+                positions: true,
+            },
+        )
+        .await?
+        .expect("the direct path reads a file with field ids");
+        let (mut values, mut positions) = (Vec::new(), Vec::new());
+        let batches: Vec<Positioned> = d.batches.try_collect().await?;
+        for (b, p) in batches {
+            let a = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            values.extend(a.values().iter());
+            match p {
+                Some(p) => positions.extend(p.values().iter()),
+                None => assert!(!d.filtered, "a filtered read returns positions"),
+            }
+        }
+        Ok((values, positions, d.filtered))
+    }
+
+    use futures::TryStreamExt;
+
+    #[tokio::test]
+    async fn the_row_filter_runs_while_decoding_and_keeps_positions() {
+        let (bytes, schema, batch) = file();
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join("f.parquet");
+        std::fs::write(&local, &bytes).unwrap();
+        let local = local.to_str().unwrap().to_string();
+        let remote =
+            Storage::new().with_bucket("b", Arc::new(object_store::memory::InMemory::new()), true);
+        remote.put("s3://b/f.parquet", bytes.clone()).await.unwrap();
+        // The whole file in the target shape (c read as a long), to evaluate filters on.
+        let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let c = arrow_cast::cast(batch.column(2), &arrow_schema::DataType::Int64).unwrap();
+        let whole = RecordBatch::try_new(
+            target.clone(),
+            vec![batch.column(0).clone(), batch.column(1).clone(), c],
+        )
+        .unwrap();
+        let filters = [
+            ("c > 300", true),
+            ("c % 7 = 0 AND a < 1500", true),
+            ("b LIKE '1%' OR c IS NULL", true),
+            ("a IN (3, 77, 499, 500, 1999, 5000)", true),
+            ("a + c > 2000", true),
+            ("NOT (c BETWEEN -400 AND 400)", true),
+            ("a >= 0 AND b IS NOT NULL AND c > 0", false),
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for (text, pushed) in filters {
+            let f = crate::expr::parse_expr(text)
+                .unwrap()
+                .bind_predicate(&target)
+                .unwrap();
+            let keep = f.evaluate_predicate(&whole).unwrap();
+            let mut deleted = RoaringTreemap::new();
+            for _ in 0..rng.gen_range(0..6) {
+                let s = rng.gen_range(0..ROWS as u64);
+                deleted.insert_range(s..(s + rng.gen_range(1..300)).min(ROWS as u64));
+            }
+            let want: Vec<i64> = (0..ROWS)
+                .filter(|&p| keep.value(p) && !deleted.contains(p as u64))
+                .map(|p| p as i64)
+                .collect();
+            for (storage, path) in [
+                (&Storage::new(), local.as_str()),
+                (&remote, "s3://b/f.parquet"),
+            ] {
+                let (got, positions, filtered) =
+                    read(storage, path, &schema, &f, &deleted).await.unwrap();
+                assert_eq!(filtered, pushed, "{text} on {path}");
+                if filtered {
+                    assert_eq!(got, want, "{text} on {path}");
+                    // `a` is each row's position.
+                    let a: Vec<u64> = got.iter().map(|&v| v as u64).collect();
+                    assert_eq!(positions, a, "{text} on {path}");
+                }
+            }
+        }
+        // The filter's own error keeps its kind (a failed cast is bad input, not corruption).
+        let f = crate::expr::parse_expr("CAST(b AS INT) = 1")
+            .unwrap()
+            .bind_predicate(&target)
+            .unwrap();
+        let direct = f.evaluate_predicate(&whole).unwrap_err();
+        for (storage, path) in [
+            (&Storage::new(), local.as_str()),
+            (&remote, "s3://b/f.parquet"),
+        ] {
+            let e = read(storage, path, &schema, &f, &RoaringTreemap::new())
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), direct.kind(), "{e}");
+        }
+    }
 }

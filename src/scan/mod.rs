@@ -187,17 +187,17 @@ async fn plain_stream(
             batch_size,
             deleted: None,
             row_groups: None,
+            filter: None,
+            positions: false,
         };
-        if let Some((s, _)) = direct::open(storage, &path, options)
+        if let Some(d) = direct::open(storage, &path, options)
             .await
             .map_err(|e| e.context(format!("table {name}")))?
         {
             let name = name.to_string();
-            return Ok(s
-                .map(move |b| {
-                    b.map(|b| (b, None))
-                        .map_err(|e| e.context(format!("table {name}")))
-                })
+            return Ok(d
+                .batches
+                .map(move |b| b.map_err(|e| e.context(format!("table {name}"))))
                 .boxed());
         }
     }

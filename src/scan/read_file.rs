@@ -173,18 +173,59 @@ fn and(a: Option<BooleanArray>, b: Option<BooleanArray>) -> Result<Option<Boolea
     })
 }
 
+/// Where the positions of a reader's rows come from.
+enum Positions {
+    /// The reader returns every row outside the absent ranges, in order.
+    Cursor(PositionCursor),
+    /// The reader filtered rows while decoding and returns their positions (when wanted);
+    /// deleted rows it did not skip are masked by position.
+    Given { masked: Option<RoaringTreemap> },
+}
+
+impl Positions {
+    /// The positions of a batch's rows (when wanted) and a keep-mask when deleted rows are
+    /// still in it.
+    fn next(
+        &mut self,
+        rows: usize,
+        given: Option<UInt64Array>,
+        want: bool,
+    ) -> Result<(Option<UInt64Array>, Option<BooleanArray>)> {
+        match self {
+            Positions::Cursor(c) => {
+                let (p, keep) = c.advance(rows, want);
+                Ok((p.map(UInt64Array::from), keep))
+            }
+            Positions::Given { masked } => {
+                let missing = || Error::io("the reader returned no row positions");
+                let keep = match masked {
+                    Some(d) => {
+                        let p = given.as_ref().ok_or_else(missing)?;
+                        Some(p.values().iter().map(|p| Some(!d.contains(*p))).collect())
+                    }
+                    None => None,
+                };
+                match want {
+                    true => Ok((Some(given.ok_or_else(missing)?), keep)),
+                    false => Ok((None, keep)),
+                }
+            }
+        }
+    }
+}
+
 impl FileRead {
     fn finish(
         &self,
-        batch: RecordBatch,
-        cursor: &mut PositionCursor,
+        (batch, given): direct::Positioned,
+        positions: &mut Positions,
     ) -> Result<Option<PositionedBatch>> {
-        let (positions, keep) = cursor.advance(batch.num_rows(), self.with_positions);
+        let filtered = matches!(positions, Positions::Given { .. });
+        let (positions, keep) = positions.next(batch.num_rows(), given, self.with_positions)?;
         let mut keep = and(keep, self.deletes.equality_survivors(&batch)?)?;
-        if let Some(f) = &self.filter {
+        if let (Some(f), false) = (&self.filter, filtered) {
             keep = and(keep, Some(f.evaluate_predicate(&batch)?))?;
         }
-        let positions = positions.map(UInt64Array::from);
         let (batch, positions) = match keep {
             Some(k) if k.true_count() < k.len() => (
                 super::compact::retain(batch, &k)?,
@@ -275,6 +316,7 @@ impl FileRead {
             let rows = self.task.record_count.unwrap_or(0);
             rows.saturating_sub(d.len()) / (delete_runs(d) + 1) >= MIN_SELECTED_RUN
         });
+        let masked = deleted.as_ref().filter(|_| skip.is_none());
         let direct = direct::open(
             &self.storage,
             &path,
@@ -285,12 +327,27 @@ impl FileRead {
                 batch_size: self.batch_size,
                 deleted: skip.cloned(),
                 row_groups: self.row_groups.clone(),
+                filter: self.filter.clone(),
+                positions: self.with_positions || masked.is_some(),
             },
         )
         .await
         .map_err(|e| e.context(format!("table {}", self.table)))?;
-        let (stream, skipped, pruned) = match direct {
-            Some((s, pruned)) => (s, skip.is_some(), pruned),
+        let (stream, mut positions) = match direct {
+            Some(d) if d.filtered => (
+                d.batches,
+                Positions::Given {
+                    masked: masked.cloned(),
+                },
+            ),
+            Some(d) => (
+                d.batches,
+                Positions::Cursor(PositionCursor::new(
+                    deleted.as_ref(),
+                    skip.is_some(),
+                    d.pruned,
+                )),
+            ),
             None => {
                 let one = futures::stream::iter([Ok(self.task.clone())]).boxed();
                 let table = self.table.clone();
@@ -303,17 +360,18 @@ impl FileRead {
                     .stream()
                     .map(move |b| {
                         b.and_then(super::plain_batch)
+                            .map(|b| (b, None))
                             .map_err(|e| super::read_error(&table, &p, e))
                     })
                     .boxed();
-                (s, false, Vec::new())
+                let cursor = PositionCursor::new(deleted.as_ref(), false, Vec::new());
+                (s, Positions::Cursor(cursor))
             }
         };
-        let mut cursor = PositionCursor::new(deleted.as_ref(), skipped, pruned);
         let this = Arc::new(self);
         Ok(stream
             .filter_map(move |b| {
-                let out = b.and_then(|b| this.finish(b, &mut cursor)).transpose();
+                let out = b.and_then(|b| this.finish(b, &mut positions)).transpose();
                 async move { out }
             })
             .boxed())

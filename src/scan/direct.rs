@@ -130,13 +130,11 @@ struct RowGroupChoice {
 
 /// The row groups of a file that may hold rows the filter keeps (statistics, then bloom
 /// filters when the file's bytes are at hand), and inside them the rows whose pages may (page
-/// index, when loaded). Counts them (and the bytes of the projected columns' pages read) in
-/// the filter's counters.
+/// index, when loaded). Counts them in the filter's counters.
 fn prune_row_groups(
     meta: &parquet::file::metadata::ParquetMetaData,
     blooms: &Blooms,
     filter: &super::RowGroupFilter,
-    roots: &[usize],
 ) -> RowGroupChoice {
     let metrics = crate::expr::row_group_metrics(meta, &filter.schema);
     let descr = meta.file_metadata().schema_descr();
@@ -159,7 +157,6 @@ fn prune_row_groups(
     };
     let (mut by_bloom, mut pages, mut pruned_pages) = (0, 0, 0);
     let mut start = 0u64;
-    let mut bytes = 0u64;
     for (i, rg) in meta.row_groups().iter().enumerate() {
         let end = start + rg.num_rows().max(0) as u64;
         let by_stats = metrics
@@ -203,23 +200,74 @@ fn prune_row_groups(
             if end > next {
                 choice.pages_pruned.push((next, end));
             }
-            bytes += (0..rg.num_columns())
-                .filter(|&c| roots.contains(&descr.get_column_root_idx(c)))
-                .map(|c| column_bytes_read(meta, i, c, start, &keep))
-                .sum::<u64>();
         } else {
             choice.pruned.push((start, end));
         }
         start = end;
     }
-    filter.counters.add(
-        meta.row_groups().len(),
-        choice.pruned.len(),
-        by_bloom,
-        bytes,
-    );
+    filter
+        .counters
+        .add(meta.row_groups().len(), choice.pruned.len(), by_bloom);
     filter.counters.add_pages(pages, pruned_pages);
     choice
+}
+
+/// Counts the bytes a decoder fetches from a file (column chunks and pages, not the footer
+/// read before counting starts) in a filtered read's counters.
+#[derive(Clone, Default)]
+struct Fetched {
+    counters: Option<std::sync::Arc<super::ReadCounters>>,
+    on: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Fetched {
+    fn new(o: &DirectOptions) -> Self {
+        Self {
+            counters: o.row_groups.as_ref().map(|f| f.counters.clone()),
+            on: Default::default(),
+        }
+    }
+
+    /// Counts from now on (the footer and page index have been read).
+    fn start(&self) {
+        self.on.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn add(&self, n: usize) {
+        if let Some(c) = &self.counters {
+            if self.on.load(std::sync::atomic::Ordering::Relaxed) {
+                c.add_bytes(n as u64);
+            }
+        }
+    }
+}
+
+/// A local file's bytes as the decoder's chunk reader, counting what it fetches.
+#[derive(Clone)]
+struct CountedBytes {
+    data: bytes::Bytes,
+    fetched: Fetched,
+}
+
+impl parquet::file::reader::Length for CountedBytes {
+    fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
+
+impl parquet::file::reader::ChunkReader for CountedBytes {
+    type T = bytes::buf::Reader<bytes::Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        let r = self.data.get_read(start)?;
+        self.fetched.add(r.get_ref().len());
+        Ok(r)
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        self.fetched.add(length);
+        self.data.get_bytes(start, length)
+    }
 }
 
 /// Where a file's bloom filters are read from.
@@ -325,48 +373,6 @@ async fn fetch_blooms(
         }
     }
     Ok(Blooms::Fetched(map))
-}
-
-/// Compressed bytes of column `c` of row group `rg` (starting at position `start`) read for
-/// the position ranges `keep`: the pages overlapping them (and the dictionary page) when the
-/// offset index is loaded, else the whole column chunk.
-fn column_bytes_read(
-    meta: &parquet::file::metadata::ParquetMetaData,
-    rg: usize,
-    c: usize,
-    start: u64,
-    keep: &[(u64, u64)],
-) -> u64 {
-    let chunk = meta.row_group(rg).column(c);
-    let whole = chunk.compressed_size().max(0) as u64;
-    let Some(locations) = meta
-        .offset_index()
-        .and_then(|o| o.get(rg))
-        .and_then(|o| o.get(c))
-        .map(|o| o.page_locations())
-    else {
-        return whole;
-    };
-    let rows = meta.row_group(rg).num_rows().max(0) as u64;
-    let dictionary = match (chunk.dictionary_page_offset(), locations.first()) {
-        (Some(d), Some(first)) => (first.offset - d).max(0) as u64,
-        _ => 0,
-    };
-    let pages: u64 = locations
-        .iter()
-        .enumerate()
-        .filter(|(i, l)| {
-            let s = start + l.first_row_index.max(0) as u64;
-            let e = start
-                + locations
-                    .get(i + 1)
-                    .map(|n| n.first_row_index.max(0) as u64)
-                    .unwrap_or(rows);
-            keep.iter().any(|k| k.0 < e && s < k.1)
-        })
-        .map(|(_, l)| l.compressed_page_size.max(0) as u64)
-        .sum();
-    (dictionary + pages).min(whole)
 }
 
 /// A direct read: its batches (with their rows' positions when the filter ran in the decoder
@@ -488,7 +494,7 @@ fn configure<T>(
     let mut read = vec![(0, rows)];
     let (mut pruned, mut pages_pruned) = (Vec::new(), Vec::new());
     if let Some(f) = row_groups {
-        let choice = prune_row_groups(builder.metadata(), blooms, f, &roots);
+        let choice = prune_row_groups(builder.metadata(), blooms, f);
         if !choice.pruned.is_empty() {
             builder = builder.with_row_groups(choice.kept);
             read = choice.read;
@@ -651,11 +657,15 @@ pub(super) async fn open(
                     .map_err(|e| Error::io(format!("data file '{p}' cannot be read: {e}")))?,
             ),
         };
-        let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(
-            data.clone(),
-            reader_options(&o)?,
-        )
-        .map_err(corrupt)?;
+        let fetched = Fetched::new(&o);
+        let counted = CountedBytes {
+            data: data.clone(),
+            fetched: fetched.clone(),
+        };
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new_with_options(counted, reader_options(&o)?)
+                .map_err(corrupt)?;
+        fetched.start();
         let deleted = o.deleted.take();
         let Some(c) = configure(builder, &o, deleted, &Blooms::File(data.clone())) else {
             return Ok(false);
@@ -717,6 +727,7 @@ struct RangeReader {
     storage: Storage,
     path: String,
     size: u64,
+    fetched: Fetched,
 }
 
 impl parquet::arrow::async_reader::AsyncFileReader for RangeReader {
@@ -724,6 +735,7 @@ impl parquet::arrow::async_reader::AsyncFileReader for RangeReader {
         &mut self,
         range: std::ops::Range<u64>,
     ) -> futures::future::BoxFuture<'_, parquet::errors::Result<bytes::Bytes>> {
+        self.fetched.add((range.end - range.start) as usize);
         Box::pin(async move {
             self.storage
                 .get_range(&self.path, range)
@@ -773,10 +785,12 @@ async fn open_remote(
         0 => storage.size(path).await?,
         n => n,
     };
+    let fetched = Fetched::new(&o);
     let reader = RangeReader {
         storage: storage.clone(),
         path: path.to_string(),
         size,
+        fetched: fetched.clone(),
     };
     let builder = parquet::arrow::ParquetRecordBatchStreamBuilder::new_with_options(
         reader,
@@ -784,6 +798,7 @@ async fn open_remote(
     )
     .await
     .map_err(corrupt)?;
+    fetched.start();
     let blooms = match &o.row_groups {
         Some(f) => fetch_blooms(storage, path, builder.metadata(), f).await?,
         None => Blooms::Fetched(Default::default()),

@@ -347,8 +347,9 @@ pub struct ReadStats {
     pub row_groups_pruned: u64,
     /// Of the row groups skipped, those that only their bloom filters ruled out.
     pub row_groups_pruned_by_bloom: u64,
-    /// Compressed bytes of the projected columns of the row groups read (filtered reads):
-    /// the pages read where the page index is known, else whole column chunks.
+    /// Bytes the decoder fetched from the files read with a row filter: the column chunks
+    /// or pages it decoded (with late materialization, the filter's columns first and the
+    /// others' pages holding kept rows), not footers, page indexes or bloom filters.
     pub row_group_bytes_read: u64,
     /// Pages of the filter's columns in the row groups read (files with a page index).
     pub pages: u64,
@@ -357,13 +358,17 @@ pub struct ReadStats {
 }
 
 impl ReadCounters {
-    fn add(&self, row_groups: usize, pruned: usize, by_bloom: usize, bytes: u64) {
+    fn add(&self, row_groups: usize, pruned: usize, by_bloom: usize) {
         use std::sync::atomic::Ordering::Relaxed;
         self.row_groups.fetch_add(row_groups as u64, Relaxed);
         self.row_groups_pruned.fetch_add(pruned as u64, Relaxed);
         self.row_groups_pruned_by_bloom
             .fetch_add(by_bloom as u64, Relaxed);
-        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
+    fn add_bytes(&self, bytes: u64) {
+        self.bytes
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn add_pages(&self, pages: usize, pruned: usize) {

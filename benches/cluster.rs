@@ -10,6 +10,7 @@
 //! * `FLOE_BENCH_LOOKUPS` — point lookups timed (default 10);
 //! * `FLOE_BENCH_NO_BASELINE=1` — floe only;
 //! * `FLOE_BENCH_DIR` — scratch (default `~/.cache/floe/bench`);
+//! * `FLOE_BENCH_REUSE=1` — read the tables a previous run with the same row count left;
 //! * `FLOE_PEERS_PYTHON` — the peers venv python.
 //!
 //! Baseline: `tools/bench/baseline_duckdb.py --where`.
@@ -142,10 +143,26 @@ async fn write(cat: &Catalog, name: &str, clustered: bool, key: &[i64]) -> (Tabl
     (r.table, r.added_bytes)
 }
 
+/// Table `name` as a previous run left it (`FLOE_BENCH_REUSE=1`), with its data bytes.
+async fn existing(cat: &Catalog, name: &str, reuse: bool) -> Option<(Table, u64)> {
+    if !reuse {
+        return None;
+    }
+    let t = cat
+        .load_table(&parse_ident(&format!("bench.{name}")).unwrap())
+        .await
+        .ok()?;
+    let plan = Scan::new(&t).plan().await.ok()?;
+    let bytes = plan.files.iter().map(|f| f.file.file_size_in_bytes()).sum();
+    Some((t, bytes))
+}
+
 /// What one filtered read cost.
 #[derive(Default, Clone, Copy)]
 struct Read {
     secs: f64,
+    /// Of `secs`, planning (manifests, partition and metrics pruning).
+    plan_secs: f64,
     rows: u64,
     files: usize,
     row_groups: u64,
@@ -164,6 +181,7 @@ async fn read(t: &Table, filter: &str) -> Read {
         let t0 = Instant::now();
         let scan = Scan::new(t).filter(parse_expr(filter).unwrap());
         let plan = scan.plan().await.unwrap();
+        let plan_secs = t0.elapsed().as_secs_f64();
         let files = plan.files.len();
         let counters = plan.read_counters();
         let mut stream = scan.read(plan).unwrap();
@@ -175,6 +193,7 @@ async fn read(t: &Table, filter: &str) -> Read {
         let s = counters.stats();
         let r = Read {
             secs,
+            plan_secs,
             rows,
             files,
             row_groups: s.row_groups - s.row_groups_pruned,
@@ -214,6 +233,7 @@ fn duckdb(py: &Option<PathBuf>, t: &Table, filter: &str) -> Option<(f64, u64)> {
 fn total(rs: &[Read]) -> Read {
     rs.iter().fold(Read::default(), |a, r| Read {
         secs: a.secs + r.secs,
+        plan_secs: a.plan_secs + r.plan_secs,
         rows: a.rows + r.rows,
         files: a.files + r.files,
         row_groups: a.row_groups + r.row_groups,
@@ -234,7 +254,10 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/floe/bench"))
         .join(format!("cluster-{rows}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    let reuse = std::env::var("FLOE_BENCH_REUSE").as_deref() == Ok("1");
+    if !reuse {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     std::fs::create_dir_all(&dir).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -247,10 +270,16 @@ fn main() {
         let key = keys(rows);
         eprintln!("[cluster bench] writing {rows} rows twice (untimed)");
         let t0 = Instant::now();
-        let (plain, plain_bytes) = write(&cat, "plain", false, &key).await;
+        let (plain, plain_bytes) = match existing(&cat, "plain", reuse).await {
+            Some(t) => t,
+            None => write(&cat, "plain", false, &key).await,
+        };
         let plain_s = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        let (clustered, clustered_bytes) = write(&cat, "clustered", true, &key).await;
+        let (clustered, clustered_bytes) = match existing(&cat, "clustered", reuse).await {
+            Some(t) => t,
+            None => write(&cat, "clustered", true, &key).await,
+        };
         let clustered_s = t0.elapsed().as_secs_f64();
         settle();
         // Lookups of keys spread over the rows; the IN list: 100 of them.
@@ -283,8 +312,9 @@ fn main() {
         let n = lookups as f64;
         let show = |r: &Read, per: f64| {
             format!(
-                "{:.1} ms, {:.1} files, {:.1} row groups, {:.1} pages, {:.3} MB read",
+                "{:.1} ms (planning {:.1} ms), {:.1} files, {:.1} row groups, {:.1} pages, {:.3} MB read",
                 r.secs * 1000.0 / per,
+                r.plan_secs * 1000.0 / per,
                 r.files as f64 / per,
                 r.row_groups as f64 / per,
                 r.pages as f64 / per,

@@ -1034,16 +1034,17 @@ async fn a_filter_decodes_other_columns_only_for_kept_rows() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let keys: Vec<i64> = (0..50_000).map(|_| rng.gen()).collect();
     let batch = RecordBatch::try_from_iter([
-        ("k", std::sync::Arc::new(Int64Array::from(keys.clone())) as _),
+        (
+            "k",
+            std::sync::Arc::new(Int64Array::from(keys.clone())) as _,
+        ),
         (
             "pad",
-            std::sync::Arc::new(StringArray::from_iter_values(
-                (0..keys.len()).map(|_| {
-                    (0..12)
-                        .map(|_| format!("{:016x}", rng.gen::<u64>()))
-                        .collect::<String>()
-                }),
-            )) as _,
+            std::sync::Arc::new(StringArray::from_iter_values((0..keys.len()).map(|_| {
+                (0..12)
+                    .map(|_| format!("{:016x}", rng.gen::<u64>()))
+                    .collect::<String>()
+            }))) as _,
         ),
     ])
     .unwrap();
@@ -1069,5 +1070,8 @@ async fn a_filter_decodes_other_columns_only_for_kept_rows() {
     );
     let (rows, all) = filtered_scan(&t, &format!("k = {wanted} OR pad IS NULL")).await;
     assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
-    assert!(all.row_group_bytes_read * 10 > size * 9, "{all:?} of {size} bytes");
+    assert!(
+        all.row_group_bytes_read * 10 > size * 9,
+        "{all:?} of {size} bytes"
+    );
 }

@@ -3,7 +3,9 @@
 //! partitions, sorted by `key`, a bloom filter on `key`) — then point lookups (`key = X`) and
 //! `key IN (100 values)` on both: time, data files, row groups, pages and bytes read (the
 //! scan's own counters), and DuckDB `iceberg_scan` with the same filter on the same tables;
-//! the tables' sizes. Ratios in the same run.
+//! the tables' sizes. Then the same rows sorted by `k` and z-ordered on `k, a` (a
+//! `rewrite_data_files` with `strategy=zorder`) under a 2-D range query on `k` and `a`. Ratios
+//! in the same run.
 //!
 //! Settings (environment):
 //! * `FLOE_BENCH_ROWS` — rows (default 20,000,000);
@@ -123,13 +125,17 @@ fn batch(from: usize, n: usize, key: &[i64]) -> RecordBatch {
 
 /// Creates table `name` and appends every row (untimed set-up); returns it and its data
 /// bytes.
-async fn write(cat: &Catalog, name: &str, clustered: bool, key: &[i64]) -> (Table, u64) {
+async fn write(cat: &Catalog, name: &str, layout: Layout, key: &[i64]) -> (Table, u64) {
     let schema = parse_schema(DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
-    if clustered {
-        c.partition_spec = parse_partition_spec("bucket(64, key)", &schema).unwrap();
-        c.sort_order = Some(parse_sort_order("key", &schema).unwrap());
-        c = c.with_property("write.parquet.bloom-filter-enabled.column.key", "true");
+    match layout {
+        Layout::Clustered => {
+            c.partition_spec = parse_partition_spec("bucket(64, key)", &schema).unwrap();
+            c.sort_order = Some(parse_sort_order("key", &schema).unwrap());
+            c = c.with_property("write.parquet.bloom-filter-enabled.column.key", "true");
+        }
+        Layout::SortedByK => c.sort_order = Some(parse_sort_order("k", &schema).unwrap()),
+        Layout::Plain | Layout::ZOrder => {}
     }
     let t = cat
         .create_table(&parse_ident(&format!("bench.{name}")).unwrap(), c)
@@ -140,8 +146,48 @@ async fn write(cat: &Catalog, name: &str, clustered: bool, key: &[i64]) -> (Tabl
         .step_by(BATCH_ROWS)
         .map(|from| Ok(batch(from, BATCH_ROWS.min(rows - from), key)));
     let r = floe::txn::append(cat, &t, batches).await.unwrap();
-    (r.table, r.added_bytes)
+    if layout != Layout::ZOrder {
+        return (r.table, r.added_bytes);
+    }
+    let options = [
+        ("strategy", "zorder"),
+        ("zorder-by", ZORDER_BY),
+        ("rewrite-all", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let z = floe::maintenance::rewrite_data_files(cat, &r.table, None, &options, None)
+        .await
+        .unwrap();
+    let t = z.table.expect("the z-order rewrite commits");
+    let bytes = Scan::new(&t)
+        .plan()
+        .await
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| f.file.file_size_in_bytes())
+        .sum();
+    (t, bytes)
 }
+
+/// How a bench table is laid out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Unpartitioned, unsorted.
+    Plain,
+    /// `bucket(64, key)`, sorted by `key`, a bloom filter on `key`.
+    Clustered,
+    /// Unpartitioned, sorted by `k` (the first z-order column).
+    SortedByK,
+    /// Unpartitioned, z-ordered on `k, a` by `rewrite_data_files`.
+    ZOrder,
+}
+
+/// The z-order columns, and the 2-D range query over them (5% of each range: 0.25% of rows).
+const ZORDER_BY: &str = "k,a";
+const BOX_FILTER: &str = "k BETWEEN 400000 AND 449999 AND a >= 600 AND a < 650";
 
 /// Table `name` as a previous run left it (`FLOE_BENCH_REUSE=1`), with its data bytes.
 async fn existing(cat: &Catalog, name: &str, reuse: bool) -> Option<(Table, u64)> {
@@ -272,16 +318,36 @@ fn main() {
         let t0 = Instant::now();
         let (plain, plain_bytes) = match existing(&cat, "plain", reuse).await {
             Some(t) => t,
-            None => write(&cat, "plain", false, &key).await,
+            None => write(&cat, "plain", Layout::Plain, &key).await,
         };
         let plain_s = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
         let (clustered, clustered_bytes) = match existing(&cat, "clustered", reuse).await {
             Some(t) => t,
-            None => write(&cat, "clustered", true, &key).await,
+            None => write(&cat, "clustered", Layout::Clustered, &key).await,
         };
         let clustered_s = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let (sorted_k, _) = match existing(&cat, "sorted_k", reuse).await {
+            Some(t) => t,
+            None => write(&cat, "sorted_k", Layout::SortedByK, &key).await,
+        };
+        let sorted_s = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let (zorder, _) = match existing(&cat, "zorder", reuse).await {
+            Some(t) => t,
+            None => write(&cat, "zorder", Layout::ZOrder, &key).await,
+        };
+        let zorder_s = t0.elapsed().as_secs_f64();
         settle();
+        // The 2-D range query on both, and DuckDB's answer on the z-ordered table.
+        let by_k = read(&sorted_k, BOX_FILTER).await;
+        let by_z = read(&zorder, BOX_FILTER).await;
+        assert_eq!(by_k.rows, by_z.rows, "the 2-D query on both tables");
+        let duck_box = duckdb(&py, &zorder, BOX_FILTER);
+        if let Some((_, n)) = duck_box {
+            assert_eq!(n, by_z.rows, "DuckDB: the 2-D query");
+        }
         // Lookups of keys spread over the rows; the IN list: 100 of them.
         let point: Vec<i64> = (0..lookups).map(|i| key[i * rows / lookups]).collect();
         let in_keys: Vec<String> = (0..100)
@@ -361,5 +427,20 @@ fn main() {
                 ratio(di.0, c.2.secs)
             );
         }
+        println!(
+            "2-D range `{BOX_FILTER}` ({} rows): sorted by k (written in {sorted_s:.1} s): {} | z-ordered on {ZORDER_BY} (written and rewritten in {zorder_s:.1} s): {}",
+            by_z.rows,
+            show(&by_k, 1.0),
+            show(&by_z, 1.0)
+        );
+        if let Some(d) = duck_box {
+            println!("2-D range, DuckDB iceberg_scan on the z-ordered table: {:.1} ms", d.0 * 1000.0);
+        }
+        let box_x = ratio(by_k.bytes as f64, by_z.bytes as f64);
+        println!(
+            "z-order vs sort by the first column: {box_x:.1}x fewer bytes (target >= 5x) {}, {:.1}x faster",
+            verdict(box_x >= 5.0),
+            ratio(by_k.secs, by_z.secs)
+        );
     });
 }

@@ -388,14 +388,29 @@ fn eval_metrics(p: &BoundPredicate, f: &impl ColumnMetrics) -> bool {
             }
         }
         BoundPredicate::Binary(b) => {
-            let x = range(b.term().field().id);
-            // NaN never appears in bounds: comparisons against floats stay conservative.
+            let id = b.term().field().id;
+            let x = range(id);
+            // NaN never appears in bounds and sorts above every number (Spark's order). Below
+            // a number, NaN rows never match: the lower bound decides. Above it they all do:
+            // the upper bound decides only where the metrics know there is no NaN.
+            let literal = b.literal().literal();
             if matches!(
-                b.literal().literal(),
+                literal,
                 PrimitiveLiteral::Float(_) | PrimitiveLiteral::Double(_)
-            ) && !matches!(b.op(), PredicateOperator::Eq)
-            {
-                return !x.all_null;
+            ) {
+                let bounded = !is_nan(literal)
+                    && match b.op() {
+                        PredicateOperator::Eq
+                        | PredicateOperator::LessThan
+                        | PredicateOperator::LessThanOrEq => true,
+                        PredicateOperator::GreaterThan | PredicateOperator::GreaterThanOrEq => {
+                            f.nan_count(id) == Some(0)
+                        }
+                        _ => false,
+                    };
+                if !bounded {
+                    return !x.all_null;
+                }
             }
             range_binary(b.op(), b.literal(), &x)
         }
@@ -459,5 +474,67 @@ mod tests {
         assert!(may(0, 9_999_950_000));
         assert!(may(100_000_000, 100_000_000));
         assert!(!may(0, 99_999_990));
+    }
+
+    /// Metrics of one double column `x` (field 1): bounds [-0.0, 10.0] of 100 values, NaN
+    /// count as given.
+    struct Doubles(Option<u64>);
+
+    impl ColumnMetrics for Doubles {
+        fn record_count(&self) -> u64 {
+            100
+        }
+        fn value_count(&self, _: i32) -> Option<u64> {
+            Some(100)
+        }
+        fn null_count(&self, _: i32) -> Option<u64> {
+            Some(0)
+        }
+        fn nan_count(&self, _: i32) -> Option<u64> {
+            self.0
+        }
+        fn lower_bound(&self, _: i32) -> Option<Datum> {
+            Some(Datum::double(-0.0))
+        }
+        fn upper_bound(&self, _: i32) -> Option<Datum> {
+            Some(Datum::double(10.0))
+        }
+    }
+
+    /// Float ranges prune in Spark's order (NaN above every number, -0.0 = 0.0): a range
+    /// below a number by the lower bound; one above it by the upper bound only when the
+    /// metrics know there is no NaN (a NaN row matches `x > 10`).
+    #[test]
+    fn float_ranges_prune_only_where_nan_cannot_match() {
+        let schema = Arc::new(
+            Schema::builder()
+                .with_fields(vec![NestedField::optional(
+                    1,
+                    "x",
+                    Type::Primitive(PrimitiveType::Double),
+                )
+                .into()])
+                .build()
+                .unwrap(),
+        );
+        let x = || Reference::new("x");
+        let may = |p: Predicate, nans: Option<u64>| {
+            may_match(&p.bind(schema.clone(), false).unwrap(), &Doubles(nans))
+        };
+        for nans in [None, Some(0), Some(3)] {
+            assert!(!may(x().less_than(Datum::double(0.0)), nans));
+            assert!(!may(x().less_than(Datum::double(-0.0)), nans));
+            assert!(may(x().less_than_or_equal_to(Datum::double(0.0)), nans));
+            assert!(!may(x().less_than_or_equal_to(Datum::double(-1.0)), nans));
+            assert!(may(x().less_than(Datum::double(0.5)), nans));
+            assert!(may(x().greater_than_or_equal_to(Datum::double(10.0)), nans));
+            assert!(may(x().less_than(Datum::double(f64::NAN)), nans));
+            assert!(may(x().greater_than(Datum::double(f64::NAN)), nans));
+            // NOT (x < 11) is x >= 11: NaN rows match it.
+            let not_below = x().less_than(Datum::double(11.0)).negate();
+            assert_eq!(may(not_below, nans), nans != Some(0), "{nans:?}");
+            let above = x().greater_than(Datum::double(10.0));
+            assert_eq!(may(above, nans), nans != Some(0), "{nans:?}");
+        }
     }
 }

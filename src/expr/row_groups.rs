@@ -30,6 +30,8 @@ struct ColumnStats {
 pub struct RowGroupMetrics {
     rows: u64,
     columns: HashMap<i32, ColumnStats>,
+    /// Fields whose file holds no NaN (its manifest entry says so): none in any row group.
+    nan_free: std::sync::Arc<[i32]>,
 }
 
 impl ColumnMetrics for RowGroupMetrics {
@@ -42,8 +44,8 @@ impl ColumnMetrics for RowGroupMetrics {
     fn null_count(&self, id: i32) -> Option<u64> {
         self.columns.get(&id).and_then(|c| c.nulls)
     }
-    fn nan_count(&self, _: i32) -> Option<u64> {
-        None
+    fn nan_count(&self, id: i32) -> Option<u64> {
+        self.nan_free.contains(&id).then_some(0)
     }
     fn lower_bound(&self, id: i32) -> Option<Datum> {
         self.columns.get(&id).and_then(|c| c.lower.clone())
@@ -95,11 +97,15 @@ fn leaves(meta: &ParquetMetaData, schema: &Schema) -> Vec<Leaf> {
 
 /// The metrics of every row group of a file, for the top-level primitive columns of `schema`
 /// (matched by field id).
-pub fn row_group_metrics(meta: &ParquetMetaData, schema: &Schema) -> Vec<RowGroupMetrics> {
+pub fn row_group_metrics(
+    meta: &ParquetMetaData,
+    schema: &Schema,
+    nan_free: &std::sync::Arc<[i32]>,
+) -> Vec<RowGroupMetrics> {
     let leaves = leaves(meta, schema);
     meta.row_groups()
         .iter()
-        .map(|rg| metrics_of(rg, &leaves))
+        .map(|rg| metrics_of(rg, &leaves, nan_free))
         .collect()
 }
 
@@ -131,6 +137,7 @@ pub fn page_choice(
     rg: usize,
     schema: &Schema,
     p: &BoundPredicate,
+    nan_free: &std::sync::Arc<[i32]>,
 ) -> Option<PageChoice> {
     use parquet::file::page_index::column_index::ColumnIndexMetaData as C;
     let (columns, offsets) = (meta.column_index()?.get(rg)?, meta.offset_index()?.get(rg)?);
@@ -174,6 +181,7 @@ pub fn page_choice(
         let mut m = RowGroupMetrics {
             rows: end - start,
             columns: HashMap::new(),
+            nan_free: nan_free.clone(),
         };
         for c in &cols {
             let page = c.starts.partition_point(|s| *s <= start) - 1;
@@ -278,10 +286,15 @@ fn page_stats(c: &PageColumn, i: usize, values: u64) -> Option<ColumnStats> {
     })
 }
 
-fn metrics_of(rg: &RowGroupMetaData, leaves: &[Leaf]) -> RowGroupMetrics {
+fn metrics_of(
+    rg: &RowGroupMetaData,
+    leaves: &[Leaf],
+    nan_free: &std::sync::Arc<[i32]>,
+) -> RowGroupMetrics {
     let mut out = RowGroupMetrics {
         rows: rg.num_rows().max(0) as u64,
         columns: HashMap::new(),
+        nan_free: nan_free.clone(),
     };
     for leaf in leaves {
         let Some(stats) = rg.column(leaf.index).statistics() else {
@@ -530,7 +543,7 @@ mod tests {
                 .build()
                 .unwrap(),
         );
-        let groups = row_group_metrics(&meta, &ice);
+        let groups = row_group_metrics(&meta, &ice, &Default::default());
         assert_eq!(groups.len(), 3);
         let kept = |p: iceberg::expr::Predicate| -> Vec<usize> {
             let b = p.bind(ice.clone(), true).unwrap();

@@ -136,7 +136,7 @@ fn prune_row_groups(
     blooms: &Blooms,
     filter: &super::RowGroupFilter,
 ) -> RowGroupChoice {
-    let metrics = crate::expr::row_group_metrics(meta, &filter.schema);
+    let metrics = crate::expr::row_group_metrics(meta, &filter.schema, &filter.nan_free);
     let descr = meta.file_metadata().schema_descr();
     // Top-level primitive columns by field id: their leaf index and physical type (what a
     // bloom filter hashed).
@@ -177,7 +177,15 @@ fn prune_row_groups(
             b
         };
         let page = may
-            .then(|| crate::expr::page_choice(meta, i, &filter.schema, &filter.predicate))
+            .then(|| {
+                crate::expr::page_choice(
+                    meta,
+                    i,
+                    &filter.schema,
+                    &filter.predicate,
+                    &filter.nan_free,
+                )
+            })
             .flatten();
         if let Some(p) = &page {
             pages += p.pages;
@@ -349,7 +357,7 @@ async fn fetch_blooms(
             col.path().parts().len() == 1 && info.has_id() && ids.contains(&info.id())
         })
         .collect();
-    let metrics = crate::expr::row_group_metrics(meta, &filter.schema);
+    let metrics = crate::expr::row_group_metrics(meta, &filter.schema, &filter.nan_free);
     let mut map = std::collections::HashMap::new();
     for (i, rg) in meta.row_groups().iter().enumerate() {
         if metrics
@@ -405,8 +413,8 @@ type FilterError = std::sync::Arc<std::sync::Mutex<Option<Error>>>;
 /// The row filter as an arrow-rs [`RowFilter`](parquet::arrow::arrow_reader::RowFilter):
 /// the file columns it reads are decoded first, adapted to the target types and the filter
 /// evaluated on them; the other projected columns are then decoded only for the rows it
-/// keeps. `None` when that cannot help: the filter reads a column the file lacks (filled
-/// with a default) or every projected column.
+/// keeps. `None` when that cannot help (the filter reads every projected column) or
+/// cannot be done: it reads a column the file lacks (filled with a default) or a nested one.
 fn row_filter(
     filter: &BoundExpr,
     sources: &[Source],
@@ -419,6 +427,11 @@ fn row_filter(
     let columns = filter.columns();
     let mut read = Vec::with_capacity(columns.len());
     for &c in &columns {
+        // Nested columns stay out: arrow-rs's async reader panics decoding a struct filter
+        // column ("child with nullable parents must have definition level", parquet 58.4).
+        if o.target.fields().get(c)?.data_type().is_nested() {
+            return None;
+        }
         match sources.get(c)? {
             Source::Column(root, _) => read.push(*root),
             Source::Fill(_) => return None,

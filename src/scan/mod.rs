@@ -37,7 +37,7 @@ use read_file::FileRead;
 use crate::error::{Error, ErrorKind, Result};
 use crate::expr::Expr;
 use crate::spec::{resolve_column, resolve_field};
-use crate::spec::{PartitionSpec, SchemaRef, Snapshot, Struct};
+use crate::spec::{DataFile, PartitionSpec, SchemaRef, Snapshot};
 use crate::table::Table;
 
 /// Expands run-end-encoded columns (the iceberg reader uses them for constant partition
@@ -303,25 +303,38 @@ pub(crate) struct RowGroupFilter {
     pub unbound: Predicate,
     pub schema: SchemaRef,
     pub counters: Arc<ReadCounters>,
+    /// Fields the file holds no NaN of (its manifest entry's NaN counts are 0): float
+    /// ranges above a value can then prune row groups and pages by their upper bounds.
+    pub nan_free: Arc<[i32]>,
 }
 
 impl RowGroupFilter {
-    /// The filter for one data file of `partition` (of `spec`): IN / NOT IN values its
-    /// bucket partition values rule out are dropped (`crate::expr::narrow_to_partition`).
-    fn for_file(self: &Arc<Self>, spec: &PartitionSpec, partition: &Struct) -> Arc<Self> {
+    /// The filter for `file` of `spec`: IN / NOT IN values its bucket partition values rule
+    /// out are dropped (`crate::expr::narrow_to_partition`), and the fields it holds no NaN
+    /// of are known.
+    fn for_file(self: &Arc<Self>, spec: &PartitionSpec, file: &DataFile) -> Arc<Self> {
+        let partition = file.partition();
+        let mut ids = Vec::new();
+        crate::expr::field_ids(&self.predicate, &mut ids);
+        let nan_free: Arc<[i32]> = ids
+            .into_iter()
+            .filter(|id| file.nan_value_counts().get(id) == Some(&0))
+            .collect();
         let narrowed =
             crate::expr::narrow_to_partition(&self.unbound, &self.schema, spec, partition);
-        if narrowed == self.unbound {
-            return self.clone();
-        }
-        match narrowed.clone().bind(self.schema.clone(), false) {
-            Ok(b) => Arc::new(RowGroupFilter {
+        let predicate = match narrowed == self.unbound {
+            true => Some(self.predicate.clone()),
+            false => narrowed.clone().bind(self.schema.clone(), false).ok(),
+        };
+        match predicate {
+            Some(b) => Arc::new(RowGroupFilter {
                 predicate: b.rewrite_not(),
                 unbound: narrowed,
                 schema: self.schema.clone(),
                 counters: self.counters.clone(),
+                nan_free,
             }),
-            Err(_) => self.clone(),
+            None => self.clone(),
         }
     }
 }
@@ -781,6 +794,7 @@ impl Scan {
                     unbound: p.clone(),
                     schema: schema.clone(),
                     counters: counters.clone(),
+                    nan_free: Arc::from([]),
                 })),
                 Err(_) => None,
             },
@@ -1014,10 +1028,10 @@ impl Scan {
                     .then_some((f.first_row_id, f.sequence_number))
             })
             .collect();
-        let parts: Vec<(Arc<PartitionSpec>, Struct)> = plan
+        let parts: Vec<(Arc<PartitionSpec>, DataFile)> = plan
             .files
             .iter()
-            .map(|f| (f.spec.clone(), f.partition.clone()))
+            .map(|f| (f.spec.clone(), f.file.clone()))
             .collect();
         for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
             let deletes = deletes.ok_or_else(|| {

@@ -1197,12 +1197,13 @@ const SCAN_LAYOUTS: &[Layout] = &[
         props: &[],
         rewrite: &[],
     },
+    // Written with no distribution: a partition's rows may land in several lanes' files.
     Layout {
         name: "flag_trunc_hour",
         version: FormatVersion::V3,
         partition: "flag, hour(tz)",
         sort: "",
-        props: &[],
+        props: &[("write.distribution-mode", "none")],
         rewrite: &[],
     },
     Layout {

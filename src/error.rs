@@ -87,6 +87,20 @@ impl Error {
     pub(crate) fn io(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Io, message)
     }
+
+    /// A panic caught while reading data file `path` (a decoder bug or a file it cannot
+    /// handle): an error, so that a read never ends early without one.
+    pub(crate) fn read_panicked(path: &str, panic: &(dyn std::any::Any + Send)) -> Self {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        Self::corrupt(format!(
+            "data file '{path}': the Parquet reader panicked ({what}); the file may be corrupt \
+             or use a layout the reader cannot decode"
+        ))
+    }
 }
 
 impl fmt::Display for Error {

@@ -570,6 +570,8 @@ fn positions(b: &RecordBatch) -> Option<arrow_array::UInt64Array> {
 /// A decoded batch in the target shape, with its rows' positions when the reader returns
 /// them (the filter ran in the decoder and positions were asked for).
 fn output(b: &RecordBatch, c: &Shaping, o: &DirectOptions, path: &str) -> Result<Positioned> {
+    #[cfg(test)]
+    tests::probe(path, b);
     let batch = shape(b, &c.sources, &c.roots, &o.target, &o.schema, path)?;
     let pos =
         match c.numbered {
@@ -649,55 +651,25 @@ pub(super) struct DirectOptions {
 pub(super) async fn open(
     storage: &Storage,
     path: &str,
-    mut o: DirectOptions,
+    o: DirectOptions,
 ) -> Result<Option<DirectRead>> {
     let Some(local) = storage.local_file(path) else {
         return open_remote(storage, path, o).await;
     };
-    let found = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), false)));
+    let found = Found::default();
     let found_out = found.clone();
     let p = path.to_string();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Positioned>>(2);
     let opened = tokio::task::spawn_blocking(move || -> Result<bool> {
-        let corrupt =
-            |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{p}': {e}"));
-        let file = std::fs::File::open(&local)
-            .map_err(|e| Error::not_found(format!("data file '{p}' cannot be opened: {e}")))?;
-        let data = match map_file(&file) {
-            Some(mapped) => mapped,
-            None => bytes::Bytes::from(
-                std::fs::read(&local)
-                    .map_err(|e| Error::io(format!("data file '{p}' cannot be read: {e}")))?,
-            ),
-        };
-        let fetched = Fetched::new(&o);
-        let counted = CountedBytes {
-            data: data.clone(),
-            fetched: fetched.clone(),
-        };
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new_with_options(counted, reader_options(&o)?)
-                .map_err(corrupt)?;
-        fetched.start();
-        let deleted = o.deleted.take();
-        let Some(c) = configure(builder, &o, deleted, &Blooms::File(data.clone())) else {
-            return Ok(false);
-        };
-        let shaping = c.shaping;
-        if let Ok(mut out) = found.lock() {
-            *out = (c.pruned, shaping.filter_error.is_some());
-        }
-        let reader = c.builder.build().map_err(|e| shaping.decode_error(&p, e))?;
-        for b in reader {
-            let item = b
-                .map_err(|e| shaping.decode_error(&p, e))
-                .and_then(|b| output(&b, &shaping, &o, &p));
-            let stop = item.is_err();
-            if tx.blocking_send(item).is_err() || stop {
-                break;
-            }
-        }
-        Ok(true)
+        // A panic while decoding becomes an error item: the stream must not end early
+        // without one.
+        let guard = tx.clone();
+        let path = p.clone();
+        let decode = std::panic::AssertUnwindSafe(move || decode_local(&local, &p, o, &found, &tx));
+        std::panic::catch_unwind(decode).unwrap_or_else(|panic| {
+            let _ = guard.blocking_send(Err(Error::read_panicked(&path, &*panic)));
+            Ok(true)
+        })
     });
     // Wait for the first batch (or the end): only then is it known whether the direct path
     // applies; nothing has been sent when the file needs the general reader.
@@ -733,6 +705,60 @@ pub(super) async fn open(
             Err(e) => Err(e),
         },
     }
+}
+
+/// Where the local reader reports the pruned ranges and whether the filter runs in the
+/// decoder, before its first batch.
+type Found = std::sync::Arc<std::sync::Mutex<(Vec<(u64, u64)>, bool)>>;
+
+/// Decodes a local data file (on a blocking thread), sending its batches to `tx`; `false`
+/// when the file needs the general reader (then nothing was sent).
+fn decode_local(
+    local: &std::path::Path,
+    p: &str,
+    mut o: DirectOptions,
+    found: &Found,
+    tx: &tokio::sync::mpsc::Sender<Result<Positioned>>,
+) -> Result<bool> {
+    let corrupt =
+        |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{p}': {e}"));
+    let file = std::fs::File::open(local)
+        .map_err(|e| Error::not_found(format!("data file '{p}' cannot be opened: {e}")))?;
+    let data = match map_file(&file) {
+        Some(mapped) => mapped,
+        None => bytes::Bytes::from(
+            std::fs::read(local)
+                .map_err(|e| Error::io(format!("data file '{p}' cannot be read: {e}")))?,
+        ),
+    };
+    let fetched = Fetched::new(&o);
+    let counted = CountedBytes {
+        data: data.clone(),
+        fetched: fetched.clone(),
+    };
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new_with_options(counted, reader_options(&o)?)
+            .map_err(corrupt)?;
+    fetched.start();
+    let deleted = o.deleted.take();
+    let Some(c) = configure(builder, &o, deleted, &Blooms::File(data.clone())) else {
+        return Ok(false);
+    };
+    let shaping = c.shaping;
+    if let Ok(mut out) = found.lock() {
+        *out = (c.pruned, shaping.filter_error.is_some());
+    }
+    let reader = c.builder.build().map_err(|e| shaping.decode_error(p, e))?;
+    for b in reader {
+        let item = b
+            .map_err(|e| shaping.decode_error(p, e))
+            .and_then(|b| output(&b, &shaping, &o, p));
+        let stop = item.is_err();
+        if tx.blocking_send(item).is_err() || stop {
+            break;
+        }
+    }
+    Ok(true)
 }
 
 /// A remote data file read by byte ranges through the table's storage.
@@ -956,6 +982,54 @@ mod tests {
     }
 
     use futures::TryStreamExt;
+
+    /// Files named with this panic while decoding any batch but the first (the test-only
+    /// probe in `output`).
+    const PANIC_PROBE: &str = "floe-panic-probe";
+
+    pub(super) fn probe(path: &str, b: &RecordBatch) {
+        let first = b
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .is_some_and(|a| a.value(0) == 0);
+        if path.contains(PANIC_PROBE) && !first {
+            panic!("a probe panic while decoding");
+        }
+    }
+
+    /// A panic while decoding a local file, after a first batch went out, is an error item,
+    /// not a stream that just ends.
+    #[tokio::test]
+    async fn a_decoder_panic_is_an_error() {
+        let (bytes, schema, _) = file();
+        let dir = tempfile::tempdir().unwrap();
+        let local = dir.path().join(format!("{PANIC_PROBE}.parquet"));
+        std::fs::write(&local, &bytes).unwrap();
+        let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let d = open(
+            &Storage::new(),
+            local.to_str().unwrap(),
+            DirectOptions {
+                file_size: 0,
+                target,
+                schema: schema.clone(),
+                batch_size: 128,
+                deleted: None,
+                row_groups: None,
+                filter: None,
+                positions: false,
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let mut batches = d.batches;
+        assert!(batches.next().await.unwrap().is_ok());
+        let e = batches.try_collect::<Vec<_>>().await.unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt, "{e}");
+        assert!(e.to_string().contains("panicked"), "{e}");
+    }
 
     #[tokio::test]
     async fn the_row_filter_runs_while_decoding_and_keeps_positions() {

@@ -168,6 +168,33 @@ enum Job {
     WithDeletes(Box<FileRead>),
 }
 
+impl Job {
+    /// The data file read.
+    fn path(&self) -> &str {
+        match self {
+            Job::Plain(task) => &task.data_file_path,
+            Job::WithDeletes(read) => &read.task.data_file_path,
+        }
+    }
+}
+
+/// Runs the read of one file; a panic in it (a decoder bug, a file it cannot handle) is sent
+/// as an error on `tx`, so the scan fails instead of ending without that file's rows.
+async fn panics_as_errors(
+    work: impl std::future::Future<Output = ()>,
+    (tx, path, table): (
+        tokio::sync::mpsc::Sender<Result<(usize, PositionedBatch)>>,
+        String,
+        String,
+    ),
+) {
+    use futures::FutureExt;
+    if let Err(panic) = std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        let e = Error::read_panicked(&path, &*panic).context(format!("table {table}"));
+        let _ = tx.send(Err(e)).await;
+    }
+}
+
 /// A delete-free file: the direct path when the scan is unfiltered and the file's layout
 /// matches, else the iceberg reader with the filter pushed down.
 async fn plain_stream(
@@ -1125,7 +1152,8 @@ impl Scan {
                 let (reader, tx, name) = (reader.clone(), tx.clone(), name.clone());
                 let (direct_target, storage) = (direct_target.clone(), storage.clone());
                 let (progress, size) = (progress.clone(), sizes.get(i).copied().unwrap_or(0));
-                tokio::spawn(async move {
+                let guard = (tx.clone(), job.path().to_string(), name.clone());
+                let work = async move {
                     let _permit = permit;
                     let mut stream = match job {
                         Job::WithDeletes(read) => match read.read().await {
@@ -1166,7 +1194,8 @@ impl Scan {
                     if let Some(p) = &progress {
                         p.add_file_done(size);
                     }
-                });
+                };
+                tokio::spawn(panics_as_errors(work, guard));
             }
         });
         Ok(futures::stream::unfold(rx, |mut rx| async move {
@@ -1198,5 +1227,29 @@ impl Scan {
             n += b?.num_rows() as u64;
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use super::*;
+
+    /// A file read that panics after sending rows leaves an error on the channel: the scan
+    /// fails rather than ending without the rest of that file.
+    #[tokio::test]
+    async fn a_panicking_file_read_ends_the_scan_with_an_error() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let batch = RecordBatch::new_empty(Arc::new(arrow_schema::Schema::empty()));
+        let sender = tx.clone();
+        let work = async move {
+            let _ = sender.send(Ok((0, (batch, None)))).await;
+            panic!("mid-file");
+        };
+        panics_as_errors(work, (tx, "f.parquet".to_string(), "db.t".to_string())).await;
+        assert!(rx.recv().await.unwrap().is_ok());
+        let e = rx.recv().await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt, "{e}");
+        assert!(e.to_string().contains("f.parquet"), "{e}");
+        assert!(e.to_string().contains("mid-file"), "{e}");
     }
 }

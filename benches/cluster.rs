@@ -161,15 +161,14 @@ async fn write(cat: &Catalog, name: &str, layout: Layout, key: &[i64]) -> (Table
         .await
         .unwrap();
     let t = z.table.expect("the z-order rewrite commits");
-    let bytes = Scan::new(&t)
-        .plan()
-        .await
-        .unwrap()
-        .files
-        .iter()
-        .map(|f| f.file.file_size_in_bytes())
-        .sum();
+    let bytes = data_bytes(&t).await;
     (t, bytes)
+}
+
+/// The bytes of a table's live data files.
+async fn data_bytes(t: &Table) -> u64 {
+    let plan = Scan::new(t).plan().await.unwrap();
+    plan.files.iter().map(|f| f.file.file_size_in_bytes()).sum()
 }
 
 /// How a bench table is laid out.
@@ -202,8 +201,7 @@ async fn existing(cat: &Catalog, name: &str, reuse: bool) -> Option<(Table, u64)
         .load_table(&parse_ident(&format!("bench.{name}")).unwrap())
         .await
         .ok()?;
-    let plan = Scan::new(&t).plan().await.ok()?;
-    let bytes = plan.files.iter().map(|f| f.file.file_size_in_bytes()).sum();
+    let bytes = data_bytes(&t).await;
     Some((t, bytes))
 }
 

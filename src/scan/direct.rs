@@ -1,8 +1,11 @@
 //! The direct read path: a data file whose columns carry field ids is decoded by arrow-rs's
 //! Parquet reader (a local file mapped and decoded on a blocking thread; a remote one read by
 //! byte ranges), its columns projected onto the table's schema by field id at every nesting
-//! level (`adapt`), row groups the filter rules out skipped, deleted positions skipped
-//! through a `RowSelection`. Files without field ids go to the general reader (name mapping).
+//! level (`adapt`), row groups and pages the filter rules out skipped, deleted positions
+//! skipped through a `RowSelection`, and the row filter evaluated inside the decoder when it
+//! reads fewer columns than the scan returns (late materialization; row positions then come
+//! from the decoder's row numbers). The bytes the decoder fetches are counted. A panic while
+//! decoding is an error item. Files without field ids go to the general reader (name mapping).
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef as ArrowSchemaRef;

@@ -1,8 +1,8 @@
 //! Reading one data file with its deletes applied: deleted positions are skipped (a
 //! `RowSelection` when they come in long runs, else removed from the decoded batches in
-//! place), equality deletes and the residual row filter are evaluated on the decoded rows,
-//! and each surviving row's position in the file can be returned with it (what row-level
-//! writes need).
+//! place), the row filter runs in the decoder when it reads fewer columns than the scan
+//! returns (else on the decoded rows, like equality deletes), and each surviving row's
+//! position in the file can be returned with it (what row-level writes need).
 
 use std::sync::Arc;
 

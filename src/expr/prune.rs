@@ -398,6 +398,10 @@ fn eval_metrics(p: &BoundPredicate, f: &impl ColumnMetrics) -> bool {
                 literal,
                 PrimitiveLiteral::Float(_) | PrimitiveLiteral::Double(_)
             ) {
+                if is_nan(literal) && b.op() == PredicateOperator::Eq {
+                    // Only NaN rows equal NaN: none where the metrics count none.
+                    return f.nan_count(id) != Some(0) && !x.all_null;
+                }
                 let bounded = !is_nan(literal)
                     && match b.op() {
                         PredicateOperator::Eq
@@ -529,6 +533,11 @@ mod tests {
             assert!(may(x().less_than(Datum::double(0.5)), nans));
             assert!(may(x().greater_than_or_equal_to(Datum::double(10.0)), nans));
             assert!(may(x().less_than(Datum::double(f64::NAN)), nans));
+            assert_eq!(
+                may(x().equal_to(Datum::double(f64::NAN)), nans),
+                nans != Some(0),
+                "{nans:?}"
+            );
             assert!(may(x().greater_than(Datum::double(f64::NAN)), nans));
             // NOT (x < 11) is x >= 11: NaN rows match it.
             let not_below = x().less_than(Datum::double(11.0)).negate();

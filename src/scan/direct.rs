@@ -744,6 +744,18 @@ mod tests {
         filter: &BoundExpr,
         deleted: &RoaringTreemap,
     ) -> Result<(Vec<i64>, Vec<u64>, bool)> {
+        read_pruned(storage, path, schema, filter, deleted, None).await
+    }
+
+    /// [`read`] with row groups and pages pruned by `row_groups`.
+    async fn read_pruned(
+        storage: &Storage,
+        path: &str,
+        schema: &Arc<Schema>,
+        filter: &BoundExpr,
+        deleted: &RoaringTreemap,
+        row_groups: Option<Arc<crate::scan::RowGroupFilter>>,
+    ) -> Result<(Vec<i64>, Vec<u64>, bool)> {
         let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema).unwrap());
         let d = open(
             storage,
@@ -754,7 +766,7 @@ mod tests {
                 schema: schema.clone(),
                 batch_size: 128,
                 deleted: Some(deleted.clone()),
-                row_groups: None,
+                row_groups,
                 filter: Some(filter.clone()),
                 positions: true,
             },
@@ -882,6 +894,44 @@ mod tests {
                 }
             }
         }
+        // Row groups and pages pruned by statistics too: positions stay those of the file.
+        let unbound = iceberg::expr::Reference::new("a")
+            .greater_than_or_equal_to(iceberg::spec::Datum::long(1234));
+        let bound = iceberg::expr::Bind::bind(&unbound, schema.clone(), false).unwrap();
+        let pruning = Arc::new(crate::scan::RowGroupFilter {
+            predicate: bound,
+            unbound,
+            schema: schema.clone(),
+            counters: Default::default(),
+            nan_free: Arc::from([]),
+        });
+        let f = crate::expr::parse_expr("a >= 1234 AND c > 0")
+            .unwrap()
+            .bind_predicate(&target)
+            .unwrap();
+        let keep = f.evaluate_predicate(&whole).unwrap();
+        let mut deleted = RoaringTreemap::new();
+        deleted.insert_range(1500..1520);
+        let want: Vec<i64> = (0..ROWS)
+            .filter(|&p| keep.value(p) && !deleted.contains(p as u64))
+            .map(|p| p as i64)
+            .collect();
+        for (storage, path) in [
+            (&Storage::new(), local.as_str()),
+            (&remote, "s3://b/f.parquet"),
+        ] {
+            let (got, positions, filtered) =
+                read_pruned(storage, path, &schema, &f, &deleted, Some(pruning.clone()))
+                    .await
+                    .unwrap();
+            assert!(filtered);
+            assert_eq!(got, want, "{path}");
+            let a: Vec<u64> = got.iter().map(|&v| v as u64).collect();
+            assert_eq!(positions, a, "{path}");
+        }
+        let stats = pruning.counters.stats();
+        assert!(stats.row_groups_pruned >= 4, "{stats:?}");
+        assert!(stats.pages_pruned > 0, "{stats:?}");
         // The filter's own error keeps its kind (a failed cast is bad input, not corruption).
         let f = crate::expr::parse_expr("CAST(b AS INT) = 1")
             .unwrap()

@@ -464,9 +464,13 @@ fn reader_options(o: &DirectOptions) -> Result<parquet::arrow::arrow_reader::Arr
     Ok(options)
 }
 
-/// Whether decoded batches carry row numbers.
+/// Whether decoded batches carry row numbers: positions are wanted and the filter may run
+/// in the decoder (it can only when it reads fewer columns than the scan returns).
 fn numbered(o: &DirectOptions) -> bool {
-    o.positions && o.filter.is_some()
+    o.positions
+        && o.filter
+            .as_ref()
+            .is_some_and(|f| f.columns().len() < o.target.fields().len())
 }
 
 /// What a file read needs to know besides the file.
@@ -735,20 +739,9 @@ mod tests {
     }
 
     /// Reads the file at `path` with `filter` evaluated while decoding, positions returned,
-    /// `deleted` skipped: the rows' `a` values and positions, and whether the filter ran in
-    /// the decoder.
+    /// `deleted` skipped, row groups and pages pruned by `row_groups`: the rows' `a` values and
+    /// positions, and whether the filter ran in the decoder.
     async fn read(
-        storage: &Storage,
-        path: &str,
-        schema: &Arc<Schema>,
-        filter: &BoundExpr,
-        deleted: &RoaringTreemap,
-    ) -> Result<(Vec<i64>, Vec<u64>, bool)> {
-        read_pruned(storage, path, schema, filter, deleted, None).await
-    }
-
-    /// [`read`] with row groups and pages pruned by `row_groups`.
-    async fn read_pruned(
         storage: &Storage,
         path: &str,
         schema: &Arc<Schema>,
@@ -854,17 +847,29 @@ mod tests {
             vec![batch.column(0).clone(), batch.column(1).clone(), c],
         )
         .unwrap();
-        let filters = [
-            ("c > 300", true),
-            ("c % 7 = 0 AND a < 1500", true),
-            ("b LIKE '1%' OR c IS NULL", true),
-            ("a IN (3, 77, 499, 500, 1999, 5000)", true),
-            ("a + c > 2000", true),
-            ("NOT (c BETWEEN -400 AND 400)", true),
-            ("a >= 0 AND b IS NOT NULL AND c > 0", false),
+        // Row groups and pages pruned by statistics too (the last case): positions stay
+        // those of the file.
+        let unbound = iceberg::expr::Reference::new("a")
+            .greater_than_or_equal_to(iceberg::spec::Datum::long(1234));
+        let pruning = Arc::new(crate::scan::RowGroupFilter {
+            predicate: iceberg::expr::Bind::bind(&unbound, schema.clone(), false).unwrap(),
+            unbound,
+            schema: schema.clone(),
+            counters: Default::default(),
+            nan_free: Arc::from([]),
+        });
+        let cases = [
+            ("c > 300", true, None),
+            ("c % 7 = 0 AND a < 1500", true, None),
+            ("b LIKE '1%' OR c IS NULL", true, None),
+            ("a IN (3, 77, 499, 500, 1999, 5000)", true, None),
+            ("a + c > 2000", true, None),
+            ("NOT (c BETWEEN -400 AND 400)", true, None),
+            ("a >= 0 AND b IS NOT NULL AND c > 0", false, None),
+            ("a >= 1234 AND c > 0", true, Some(pruning.clone())),
         ];
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        for (text, pushed) in filters {
+        for (text, pushed, row_groups) in cases {
             let f = crate::expr::parse_expr(text)
                 .unwrap()
                 .bind_predicate(&target)
@@ -884,7 +889,9 @@ mod tests {
                 (&remote, "s3://b/f.parquet"),
             ] {
                 let (got, positions, filtered) =
-                    read(storage, path, &schema, &f, &deleted).await.unwrap();
+                    read(storage, path, &schema, &f, &deleted, row_groups.clone())
+                        .await
+                        .unwrap();
                 assert_eq!(filtered, pushed, "{text} on {path}");
                 if filtered {
                     assert_eq!(got, want, "{text} on {path}");
@@ -893,41 +900,6 @@ mod tests {
                     assert_eq!(positions, a, "{text} on {path}");
                 }
             }
-        }
-        // Row groups and pages pruned by statistics too: positions stay those of the file.
-        let unbound = iceberg::expr::Reference::new("a")
-            .greater_than_or_equal_to(iceberg::spec::Datum::long(1234));
-        let bound = iceberg::expr::Bind::bind(&unbound, schema.clone(), false).unwrap();
-        let pruning = Arc::new(crate::scan::RowGroupFilter {
-            predicate: bound,
-            unbound,
-            schema: schema.clone(),
-            counters: Default::default(),
-            nan_free: Arc::from([]),
-        });
-        let f = crate::expr::parse_expr("a >= 1234 AND c > 0")
-            .unwrap()
-            .bind_predicate(&target)
-            .unwrap();
-        let keep = f.evaluate_predicate(&whole).unwrap();
-        let mut deleted = RoaringTreemap::new();
-        deleted.insert_range(1500..1520);
-        let want: Vec<i64> = (0..ROWS)
-            .filter(|&p| keep.value(p) && !deleted.contains(p as u64))
-            .map(|p| p as i64)
-            .collect();
-        for (storage, path) in [
-            (&Storage::new(), local.as_str()),
-            (&remote, "s3://b/f.parquet"),
-        ] {
-            let (got, positions, filtered) =
-                read_pruned(storage, path, &schema, &f, &deleted, Some(pruning.clone()))
-                    .await
-                    .unwrap();
-            assert!(filtered);
-            assert_eq!(got, want, "{path}");
-            let a: Vec<u64> = got.iter().map(|&v| v as u64).collect();
-            assert_eq!(positions, a, "{path}");
         }
         let stats = pruning.counters.stats();
         assert!(stats.row_groups_pruned >= 4, "{stats:?}");
@@ -942,7 +914,7 @@ mod tests {
             (&Storage::new(), local.as_str()),
             (&remote, "s3://b/f.parquet"),
         ] {
-            let e = read(storage, path, &schema, &f, &RoaringTreemap::new())
+            let e = read(storage, path, &schema, &f, &RoaringTreemap::new(), None)
                 .await
                 .unwrap_err();
             assert_eq!(e.kind(), direct.kind(), "{e}");

@@ -349,20 +349,24 @@ impl RowGroupFilter {
             .collect();
         let narrowed =
             crate::expr::narrow_to_partition(&self.unbound, &self.schema, spec, partition);
-        let predicate = match narrowed == self.unbound {
-            true => Some(self.predicate.clone()),
-            false => narrowed.clone().bind(self.schema.clone(), false).ok(),
-        };
-        match predicate {
-            Some(b) => Arc::new(RowGroupFilter {
-                predicate: b.rewrite_not(),
-                unbound: narrowed,
-                schema: self.schema.clone(),
-                counters: self.counters.clone(),
-                nan_free,
-            }),
-            None => self.clone(),
+        if narrowed == self.unbound && nan_free.is_empty() {
+            return self.clone();
         }
+        // The scan's own predicate when the narrowed one cannot be bound (it always can).
+        let bound = (narrowed != self.unbound)
+            .then(|| narrowed.clone().bind(self.schema.clone(), false).ok())
+            .flatten();
+        let (predicate, unbound) = match bound {
+            Some(b) => (b.rewrite_not(), narrowed),
+            None => (self.predicate.clone(), self.unbound.clone()),
+        };
+        Arc::new(RowGroupFilter {
+            predicate,
+            unbound,
+            schema: self.schema.clone(),
+            counters: self.counters.clone(),
+            nan_free,
+        })
     }
 }
 
@@ -1055,11 +1059,6 @@ impl Scan {
                     .then_some((f.first_row_id, f.sequence_number))
             })
             .collect();
-        let parts: Vec<(Arc<PartitionSpec>, DataFile)> = plan
-            .files
-            .iter()
-            .map(|f| (f.spec.clone(), f.file.clone()))
-            .collect();
         for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
             let deletes = deletes.ok_or_else(|| {
                 Error::io(format!(
@@ -1132,7 +1131,7 @@ impl Scan {
                         .row_filter
                         .as_ref()
                         .and(plan.row_groups.as_ref())
-                        .map(|rg| rg.for_file(&parts[i].0, &parts[i].1)),
+                        .map(|rg| rg.for_file(&plan.files[i].spec, &plan.files[i].file)),
                 })),
             ));
         }

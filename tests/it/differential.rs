@@ -868,7 +868,11 @@ fn gen_pred(rng: &mut StdRng, data: &Data, depth: u32) -> P {
             }
         }
         10..=12 => {
-            let n = rng.gen_range(1..5);
+            // Short lists are OR-ed equalities; 8 or more literals are probed in a set.
+            let n = match rng.gen_bool(0.3) {
+                true => rng.gen_range(8..16),
+                false => rng.gen_range(1..5),
+            };
             let items = (0..n)
                 .map(|_| (!rng.gen_bool(0.1)).then(|| gen_lit(rng, data, c, ty)))
                 .collect();

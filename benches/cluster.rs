@@ -5,11 +5,15 @@
 //! scan's own counters), and DuckDB `iceberg_scan` with the same filter on the same tables;
 //! the tables' sizes. Then the same rows sorted by `a` and z-ordered on `a, b` (a
 //! `rewrite_data_files` with `strategy=zorder`) under a 2-D range query on `a` and `b`. Ratios
-//! in the same run.
+//! in the same run. Last, a MERGE of 1M source rows (half existing keys, half new) into
+//! clones of the clustered table, partition-aligned vs in one pass
+//! (`floe.merge.partition-aligned=false`), merge-on-read and copy-on-write: time and peak RSS
+//! (each MERGE in a child process of its own, the source streamed from a Parquet file).
 //!
 //! Settings (environment):
 //! * `FLOE_BENCH_ROWS` — rows (default 20,000,000);
 //! * `FLOE_BENCH_LOOKUPS` — point lookups timed (default 10);
+//! * `FLOE_BENCH_MERGE_ROWS` — MERGE source rows (default 1,000,000; 0 skips the MERGE);
 //! * `FLOE_BENCH_NO_BASELINE=1` — floe only;
 //! * `FLOE_BENCH_DIR` — scratch (default `~/.cache/floe/bench`);
 //! * `FLOE_BENCH_REUSE=1` — read the tables a previous run with the same row count left;
@@ -290,7 +294,129 @@ fn total(rs: &[Read]) -> Read {
     })
 }
 
+/// The MERGE each child process runs.
+const MERGE_SQL: &str = "MERGE INTO {t} t USING s ON t.key = s.key \
+                         WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *";
+
+/// One MERGE's cost, as its child process reports it.
+struct MergeRun {
+    secs: f64,
+    peak_rss_mb: f64,
+    removed: u64,
+    written: u64,
+    aligned: bool,
+}
+
+/// In a child process (`FLOE_BENCH_MERGE_CHILD=<warehouse>|<table>|<source.parquet>`): runs
+/// the MERGE with the source streamed from the file and prints its time, peak RSS and counts.
+fn merge_child(spec: &str) {
+    let parts: Vec<&str> = spec.split('|').collect();
+    let (wh, table, source) = (parts[0], parts[1], parts[2]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cat = Catalog::open(None, Some(wh), None).unwrap();
+    let t0 = Instant::now();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(source).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let rows = floe::dml::SourceRows::new(reader.map(|b| Ok(b.unwrap())));
+    let sql = MERGE_SQL.replace("{t}", table);
+    let r = rt
+        .block_on(floe::dml::execute_with(&cat, &sql, Some(rows), None))
+        .unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    let hwm = common::status_kb("VmHWM:").unwrap_or(0);
+    println!(
+        "{}",
+        serde_json::json!({
+            "secs": secs,
+            "peak_rss_kb": hwm,
+            "removed": r.removed_rows,
+            "written": r.written_rows,
+            "aligned": r.aligned.is_some(),
+        })
+    );
+}
+
+/// Clones `from` as `name` with `properties`, then runs the MERGE on it in a child process.
+async fn merge_run(
+    cat: &Catalog,
+    wh: &std::path::Path,
+    from: &Table,
+    name: &str,
+    properties: &[(&str, &str)],
+    source: &std::path::Path,
+) -> MergeRun {
+    let ident = parse_ident(&format!("bench.{name}")).unwrap();
+    floe::txn::clone_table(cat, from, &Default::default(), &ident, true)
+        .await
+        .unwrap();
+    let set = properties
+        .iter()
+        .map(|(k, v)| format!("'{k}'='{v}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let changes = floe::spec::parse_alter_clause(&format!("SET TBLPROPERTIES ({set})")).unwrap();
+    floe::txn::alter_table(cat, &ident, &changes).await.unwrap();
+    settle();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .env(
+            "FLOE_BENCH_MERGE_CHILD",
+            format!("{}|bench.{name}|{}", wh.display(), source.display()),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "MERGE child failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("the MERGE child prints its result");
+    MergeRun {
+        secs: v["secs"].as_f64().unwrap(),
+        peak_rss_mb: v["peak_rss_kb"].as_f64().unwrap() / 1024.0,
+        removed: v["removed"].as_u64().unwrap(),
+        written: v["written"].as_u64().unwrap(),
+        aligned: v["aligned"].as_bool().unwrap(),
+    }
+}
+
+/// The MERGE source: `n` rows of the data set's shape, half of them keys of the table (spread
+/// over it), half new keys.
+fn merge_source(dir: &std::path::Path, key: &[i64], n: usize) -> PathBuf {
+    let path = dir.join(format!("merge-source-{n}.parquet"));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(SEED ^ 0x3e7);
+    let src_keys: Vec<i64> = (0..n)
+        .map(|i| match i % 2 {
+            0 => key[(i / 2 * 7919) % key.len()],
+            _ => rng.gen(),
+        })
+        .collect();
+    let f = std::fs::File::create(&path).unwrap();
+    let first = batch(0, BATCH_ROWS.min(n), &src_keys);
+    let mut w = parquet::arrow::ArrowWriter::try_new(f, first.schema(), None).unwrap();
+    w.write(&first).unwrap();
+    for from in (BATCH_ROWS..n).step_by(BATCH_ROWS) {
+        w.write(&batch(from, BATCH_ROWS.min(n - from), &src_keys))
+            .unwrap();
+    }
+    w.close().unwrap();
+    path
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("FLOE_BENCH_MERGE_CHILD") {
+        return merge_child(&spec);
+    }
     let rows = num("FLOE_BENCH_ROWS", 20_000_000);
     let lookups = num("FLOE_BENCH_LOOKUPS", 10).max(1);
     let py = if std::env::var("FLOE_BENCH_NO_BASELINE").as_deref() == Ok("1") {
@@ -444,5 +570,48 @@ fn main() {
             verdict(box_x >= 5.0),
             ratio(by_a.secs, by_z.secs)
         );
+        let merge_rows = num("FLOE_BENCH_MERGE_ROWS", 1_000_000).min(rows);
+        if merge_rows == 0 {
+            return;
+        }
+        let source = merge_source(&dir, &key, merge_rows);
+        for mode in ["merge-on-read", "copy-on-write"] {
+            let short = &mode[..1];
+            let aligned = merge_run(
+                &cat,
+                &wh,
+                &clustered,
+                &format!("merge_{short}_aligned"),
+                &[("write.merge.mode", mode)],
+                &source,
+            )
+            .await;
+            let one_pass = merge_run(
+                &cat,
+                &wh,
+                &clustered,
+                &format!("merge_{short}_one_pass"),
+                &[("write.merge.mode", mode), ("floe.merge.partition-aligned", "false")],
+                &source,
+            )
+            .await;
+            assert!(aligned.aligned && !one_pass.aligned);
+            assert_eq!(
+                (aligned.removed, aligned.written),
+                (one_pass.removed, one_pass.written),
+                "both MERGEs change the same rows"
+            );
+            let rss_x = one_pass.peak_rss_mb / aligned.peak_rss_mb.max(1e-9);
+            println!(
+                "MERGE of {merge_rows} rows ({} matched) into the clustered table, {mode}: aligned {:.1} s, peak RSS {:.0} MB | one pass {:.1} s, peak RSS {:.0} MB | peak RSS {rss_x:.1}x lower (target >= 4x) {}, {:.2}x the time",
+                aligned.removed,
+                aligned.secs,
+                aligned.peak_rss_mb,
+                one_pass.secs,
+                one_pass.peak_rss_mb,
+                verdict(rss_x >= 4.0),
+                aligned.secs / one_pass.secs.max(1e-9)
+            );
+        }
     });
 }

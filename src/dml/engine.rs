@@ -101,8 +101,15 @@ pub trait RowChanger: Send + Sync {
         false
     }
 
-    /// The files of partition `partition` (of spec `spec_id`) are read next; `false` skips
-    /// them (nothing in this partition changes).
+    /// Called instead of the groups when a planned file is of another partition spec than
+    /// the table's default (its partition says nothing about where the changer's rows go):
+    /// every file is then read in one pass, or the changer refuses.
+    fn ungroup(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The files of partition `partition` (of the default spec, `spec_id`) are read next;
+    /// `false` skips them (nothing in this partition changes).
     fn start_group(&mut self, _spec_id: i32, _partition: &Struct) -> Result<bool> {
         Ok(true)
     }
@@ -143,6 +150,24 @@ pub struct RowLevelResult {
     pub added_delete_files: usize,
     /// Bytes of every added file.
     pub written_bytes: u64,
+    /// A MERGE whose source was split by the table's partitions and merged one partition at
+    /// a time (`None`: read in one pass).
+    pub aligned: Option<Alignment>,
+}
+
+/// How a partition-aligned MERGE went: the source split by the table's default partition
+/// spec (every partition source column is an ON key), then, per partition, only that
+/// partition's target files read against only its source rows.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[non_exhaustive]
+pub struct Alignment {
+    /// Partitions the source rows fall in.
+    pub source_partitions: u64,
+    /// Partitions whose target files were read (those holding source rows; every one with
+    /// `WHEN NOT MATCHED BY SOURCE`).
+    pub target_partitions_read: u64,
+    /// Bytes of source rows written to temporary files beyond the memory budget.
+    pub spilled_bytes: u64,
 }
 
 /// Per planned file: rows seen and positions removed.
@@ -150,6 +175,14 @@ pub struct RowLevelResult {
 struct FileState {
     live_rows: u64,
     removed: RoaringTreemap,
+}
+
+impl FileState {
+    /// `None` when the file lost no row; else whether it lost every row (it is dropped, not
+    /// rewritten or given deletes).
+    fn lost_every_row(&self) -> Option<bool> {
+        (!self.removed.is_empty()).then(|| self.removed.len() == self.live_rows)
+    }
 }
 
 /// Step 1's result: what the change reads, and what it removes without reading.
@@ -168,6 +201,10 @@ struct RowLevelPlan {
     previous: Vec<Option<RoaringTreemap>>,
     /// Files the changer removes whole judging by partition values alone.
     dropped: Vec<PlannedFile>,
+    /// `plan` projects every column (its files can be read again for a rewrite).
+    all_columns: bool,
+    /// `plan` was moved out to be read whole.
+    plan_moved: bool,
 }
 
 /// Step 3's input: what happens to each file, decided from the rows located.
@@ -390,12 +427,18 @@ async fn stage_with(
             Locate::Known { removed, .. } => (&nothing, Some(removed)),
         };
         let mut p = plan(table, kind, filter.as_ref(), changer_for_plan, known).await?;
-        let states = match &mut locator {
-            Locate::Scan(changer) => locate(&mut p, &mut **changer, &mut data).await?,
-            Locate::Known { removed, .. } => known_states(&p, std::mem::take(removed), table)?,
+        let located = match &mut locator {
+            Locate::Scan(changer) => locate(table, &mut p, &mut **changer, &mut data).await?,
+            Locate::Known { removed, .. } => Located {
+                states: known_states(&p, std::mem::take(removed), table)?,
+                ..Located::default()
+            },
         };
-        let mut d = decide(&p.files, &p.dropped, states, p.mode);
-        let rewritten_rows = rewrite_files(table, &p, &d.rewrite, &mut data).await?;
+        let mut d = decide(&p.files, &p.dropped, located.states, p.mode);
+        // Files a grouped read rewrote already, group by group.
+        d.rewrite.retain(|(i, _)| !located.rewritten.contains(i));
+        let rewritten_rows =
+            located.rewritten_rows + rewrite_files(table, &p, &d.rewrite, &mut data).await?;
         let positions = std::mem::take(&mut d.new_positions);
         let granularity = table.properties()?.delete_granularity;
         let added_deletes =
@@ -438,6 +481,7 @@ async fn stage_with(
         added_data_files: added_data.len(),
         added_delete_files: added_deletes.len(),
         written_bytes,
+        aligned: None,
     };
     let written: Vec<String> = added_data
         .iter()
@@ -575,49 +619,83 @@ async fn plan(
         files,
         previous,
         dropped,
+        all_columns: changer.columns().is_none(),
+        plan_moved: false,
     })
 }
 
-/// Step 2, locate: the planned files' live rows go through the changer (a partition at a
-/// time when it asks), which marks removed positions; its new rows are written as they come.
+/// Step 2's result.
+#[derive(Default)]
+struct Located {
+    states: Vec<FileState>,
+    /// Copy-on-write files a grouped read rewrote with their group, and the rows copied.
+    rewritten: std::collections::HashSet<usize>,
+    rewritten_rows: u64,
+}
+
+/// Step 2, locate: the planned files' live rows go through the changer, which marks removed
+/// positions; its new rows are written as they come. A grouped changer sees one partition
+/// after another: after each, the copy-on-write rewrites of the partition's files are written
+/// and the writer's files are finished, so that neither holds more than one partition.
 async fn locate(
+    table: &Table,
     p: &mut RowLevelPlan,
     changer: &mut dyn RowChanger,
     data: &mut DataWriter,
-) -> Result<Vec<FileState>> {
-    let mut states: Vec<FileState> = (0..p.files.len()).map(|_| FileState::default()).collect();
-    if changer.grouped() {
-        let mut groups: Vec<((i32, Struct), Vec<usize>)> = Vec::new();
-        let mut at_group: HashMap<(i32, Struct), usize> = HashMap::new();
+) -> Result<Located> {
+    let mut out = Located {
+        states: (0..p.files.len()).map(|_| FileState::default()).collect(),
+        ..Located::default()
+    };
+    let default_spec = table.metadata().default_partition_spec_id();
+    let grouped = changer.grouped()
+        && (p.files.iter().all(|f| f.spec.spec_id() == default_spec) || {
+            changer.ungroup()?;
+            false
+        });
+    if grouped {
+        let mut groups: Vec<(Struct, Vec<usize>)> = Vec::new();
+        let mut at_group: HashMap<Struct, usize> = HashMap::new();
         for (i, f) in p.files.iter().enumerate() {
-            let key = (f.spec.spec_id(), f.partition.clone());
-            let g = *at_group.entry(key.clone()).or_insert_with(|| {
-                groups.push((key, Vec::new()));
+            let g = *at_group.entry(f.partition.clone()).or_insert_with(|| {
+                groups.push((f.partition.clone(), Vec::new()));
                 groups.len() - 1
             });
             groups[g].1.push(i);
         }
-        for ((spec_id, partition), idx) in groups {
-            if !changer.start_group(spec_id, &partition)? {
+        for (partition, idx) in groups {
+            if !changer.start_group(default_spec, &partition)? {
                 continue;
             }
             let stream = p.scan.read_positioned(p.plan.subset(&idx), true)?;
-            consume(stream, &idx, &mut states, changer, data).await?;
+            consume(stream, &idx, &mut out.states, changer, data).await?;
             write_all(data, changer.end_group()?).await?;
+            if p.mode == WriteMode::CopyOnWrite {
+                let rewrite: Vec<(usize, RoaringTreemap)> = idx
+                    .iter()
+                    .filter(|i| out.states[**i].lost_every_row() == Some(false))
+                    .map(|i| (*i, out.states[*i].removed.clone()))
+                    .collect();
+                out.rewritten_rows += rewrite_files(table, p, &rewrite, data).await?;
+                out.rewritten.extend(rewrite.iter().map(|(i, _)| *i));
+            }
+            data.finish_files().await?;
         }
         while let Some(batches) = changer.next_new_group()? {
             write_all(data, batches).await?;
+            data.finish_files().await?;
         }
     } else {
         let idx: Vec<usize> = (0..p.files.len()).collect();
         // The whole plan is read once: moved out, not copied (its loaded deletes can be big).
         let empty = p.plan.subset(&[]);
         let whole = std::mem::replace(&mut p.plan, empty);
+        p.plan_moved = true;
         let stream = p.scan.read_positioned(whole, true)?;
-        consume(stream, &idx, &mut states, changer, data).await?;
+        consume(stream, &idx, &mut out.states, changer, data).await?;
     }
     write_all(data, changer.finish()?).await?;
-    Ok(states)
+    Ok(out)
 }
 
 /// Step 3, decide (pure): a file that loses every row (or, judged by partition values, is
@@ -638,13 +716,12 @@ fn decide(
         d.removed_rows += f.file.record_count();
     }
     for (i, st) in states.into_iter().enumerate() {
-        if st.removed.is_empty() {
+        let Some(whole) = st.lost_every_row() else {
             continue;
-        }
+        };
         let f = &files[i];
         d.removed_rows += st.removed.len();
         d.touched.push((f.file.clone(), f.spec.clone()));
-        let whole = st.removed.len() == st.live_rows;
         if whole || mode == WriteMode::CopyOnWrite {
             d.removed.push(FileKey::of(&f.file));
             d.removed.extend(file_scoped_deletes(f));
@@ -670,18 +747,28 @@ async fn rewrite_files(
     if rewrite.is_empty() {
         return Ok(0);
     }
-    let removed_of: HashMap<&str, &RoaringTreemap> = rewrite
-        .iter()
-        .map(|(i, r)| (p.files[*i].file.file_path(), r))
-        .collect();
-    let mut plan = scan_at(table, p.snapshot_id).plan().await?;
-    plan.retain(|f| removed_of.contains_key(f.file.file_path()));
-    // After `retain`, every planned file is one to rewrite.
-    let order: Vec<&RoaringTreemap> = plan
-        .files
-        .iter()
-        .filter_map(|f| removed_of.get(f.file.file_path()).copied())
-        .collect();
+    let (plan, order) = if p.plan_moved || !p.all_columns {
+        // Planned again: the plan was read whole and let go, or projects some columns only.
+        let removed_of: HashMap<&str, &RoaringTreemap> = rewrite
+            .iter()
+            .map(|(i, r)| (p.files[*i].file.file_path(), r))
+            .collect();
+        let mut plan = scan_at(table, p.snapshot_id).plan().await?;
+        plan.retain(|f| removed_of.contains_key(f.file.file_path()));
+        // After `retain`, every planned file is one to rewrite.
+        let order: Vec<&RoaringTreemap> = plan
+            .files
+            .iter()
+            .filter_map(|f| removed_of.get(f.file.file_path()).copied())
+            .collect();
+        (plan, order)
+    } else {
+        let idx: Vec<usize> = rewrite.iter().map(|(i, _)| *i).collect();
+        (
+            p.plan.subset(&idx),
+            rewrite.iter().map(|(_, r)| r).collect(),
+        )
+    };
     let mut rescan = scan_at(table, p.snapshot_id);
     if p.version == FormatVersion::V3 {
         rescan = rescan.with_row_lineage();

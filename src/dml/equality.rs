@@ -139,5 +139,6 @@ pub async fn delete_by_key(
         added_data_files: 0,
         added_delete_files: n,
         written_bytes,
+        aligned: None,
     })
 }

@@ -4,6 +4,7 @@ use arrow_array::RecordBatch;
 
 use super::engine::RowLevelResult;
 use super::merge::{merge, source_rows};
+use super::merge_source::SourceRows;
 use super::statement::{delete, update};
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -41,16 +42,17 @@ pub async fn execute(
     sql: &str,
     source: Option<Vec<RecordBatch>>,
 ) -> Result<RowLevelResult> {
-    execute_with(catalog, sql, source, None).await
+    execute_with(catalog, sql, source.map(SourceRows::from), None).await
 }
 
-/// [`execute`], staged for write-audit-publish when `wap_id` is given: the statement's
-/// snapshot is committed with summary `wap.id` but made current on no branch (see
-/// [`crate::Table::with_wap_id`]); the table needs `write.wap.enabled=true`.
+/// [`execute`] with a MERGE source read batch by batch, staged for write-audit-publish when
+/// `wap_id` is given: the statement's snapshot is committed with summary `wap.id` but made
+/// current on no branch (see [`crate::Table::with_wap_id`]); the table needs
+/// `write.wap.enabled=true`.
 pub async fn execute_with(
     catalog: &Catalog,
     sql: &str,
-    source: Option<Vec<RecordBatch>>,
+    source: Option<SourceRows>,
     wap_id: Option<&str>,
 ) -> Result<RowLevelResult> {
     let load = |name: String| async move {

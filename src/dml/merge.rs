@@ -4,51 +4,44 @@
 //! MATCHED clause or only one unconditional `WHEN MATCHED THEN DELETE` (Spark skips its
 //! cardinality check then: the row is deleted once, and no source row of its key is inserted).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::row::{RowConverter, SortField};
-use arrow_array::{
-    new_null_array, Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, UInt32Array,
-};
-use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
-use iceberg::expr::{Predicate, Reference};
-use iceberg::spec::Datum;
+use arrow_array::{new_null_array, Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use arrow_schema::{Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 
 use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
+use super::merge_source::{read_source, Aligned, ReadSource, SourceKeys, SourceRows, SourceSet};
 use super::statement::{check_assignable, column_index, nullable, with_lineage};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::expr::{cast_to, BoundExpr, Insert, MatchedAction, Merge, MergeClause, MergeSource};
 use crate::scan::Scan;
+use crate::spec::Struct;
 use crate::table::{parse_ident, Table};
 
 /// Reads a MERGE source named in the statement: a Parquet file, or a table of the catalog.
-pub(super) async fn source_rows(catalog: &Catalog, src: &MergeSource) -> Result<Vec<RecordBatch>> {
+pub(super) async fn source_rows(catalog: &Catalog, src: &MergeSource) -> Result<SourceRows> {
     match src {
         MergeSource::Table(name) => {
             let t = catalog.load_table(&parse_ident(name)?).await?;
-            Scan::new(&t).to_batches().await
+            Ok(Scan::new(&t).to_batches().await?.into())
         }
         MergeSource::Path(p) => {
             let path = p.strip_prefix("file://").unwrap_or(p).to_string();
-            tokio::task::spawn_blocking(move || {
-                let f = std::fs::File::open(&path).map_err(|e| {
-                    Error::not_found(format!("MERGE source '{path}' cannot be opened: {e}"))
+            let f = std::fs::File::open(&path).map_err(|e| {
+                Error::not_found(format!("MERGE source '{path}' cannot be opened: {e}"))
+            })?;
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+                .and_then(|b| b.build())
+                .map_err(|e| {
+                    Error::invalid(format!(
+                        "MERGE source '{path}' is not a readable Parquet file ({e}); \
+                         read other formats into record batches and pass them as the MERGE source"
+                    ))
                 })?;
-                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
-                    .and_then(|b| b.build())
-                    .map_err(|e| {
-                        Error::invalid(format!(
-                            "MERGE source '{path}' is not a readable Parquet file ({e}); \
-                             read other formats into record batches and pass them as the MERGE source"
-                        ))
-                    })?
-                    .map(|b| b.map_err(|e| Error::corrupt(format!("MERGE source '{path}': {e}"))))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .await
-            .map_err(|e| Error::io("MERGE source reader failed").with_source(e))?
+            Ok(SourceRows::new(reader.map(move |b| {
+                b.map_err(|e| Error::corrupt(format!("MERGE source '{path}': {e}")))
+            })))
         }
     }
 }
@@ -70,39 +63,46 @@ enum Clause {
 struct MergeChanger {
     target: ArrowSchemaRef,
     joined: ArrowSchemaRef,
-    source: RecordBatch,
+    source_schema: ArrowSchemaRef,
     target_keys: Vec<usize>,
-    key_types: Vec<DataType>,
-    converter: RowConverter,
-    /// Encoded key → first source row; `dups` lists the other source rows of a key held by
-    /// several.
-    index: HashMap<Box<[u8]>, u32>,
-    dups: HashMap<u32, Vec<u32>>,
+    keys: SourceKeys,
     /// Whether a target row matched by several source rows is an error: as in Spark, unless
     /// there is no MATCHED clause or the only one is an unconditional DELETE.
     check_cardinality: bool,
-    matched: Vec<bool>,
     clauses: Vec<Clause>,
+    /// The statement has a `WHEN NOT MATCHED BY SOURCE` clause (every target row is read).
+    by_source: bool,
+    /// The source rows target rows are matched against now: all of them, or (aligned) those
+    /// of the partition being read.
+    current: Option<SourceSet>,
+    /// The source split by partition (`None`: read whole).
+    aligned: Option<Aligned>,
     table: String,
 }
 
 /// Merges `source` rows into `table` as `m` says.
+///
+/// When every partition source column of the table's default spec is the target side of an
+/// ON pair (a `bucket(N, key)` table merged on `key`), the source is split by the table's
+/// partitions first (beyond `floe.merge.source-memory-bytes`, default 64 MiB, into temporary
+/// files) and each target partition is read against only its own source rows: memory holds
+/// one partition's source and new rows, not the whole source. The result's `aligned` says so;
+/// `floe.merge.partition-aligned=false` turns it off.
 pub async fn merge(
     catalog: &Catalog,
     table: &Table,
     m: &Merge,
-    source: Vec<RecordBatch>,
+    source: impl Into<SourceRows>,
 ) -> Result<RowLevelResult> {
     let ctx = |e: Error| e.context(format!("MERGE INTO {}", table.name()));
     let target = table.arrow_schema()?;
-    let source = match source.first() {
-        Some(first) => arrow_select::concat::concat_batches(&first.schema(), &source)?,
-        None => {
-            return Err(ctx(Error::invalid(
-                "the source has no rows and no schema; give it at least a header",
-            )))
-        }
-    };
+    let mut source: SourceRows = source.into();
+    let first = source.next().transpose().map_err(ctx)?.ok_or_else(|| {
+        ctx(Error::invalid(
+            "the source has no rows and no schema; give it at least a header",
+        ))
+    })?;
+    let source_schema = first.schema();
     let (tq, sq) = (m.target_qualifier(), m.source_qualifier());
     let mut fields: Vec<Field> = Vec::new();
     for f in target.fields() {
@@ -112,7 +112,7 @@ pub async fn merge(
             true,
         ));
     }
-    for f in source.schema().fields() {
+    for f in source_schema.fields() {
         fields.push(Field::new(
             format!("{sq}.{}", f.name()),
             f.data_type().clone(),
@@ -127,44 +127,15 @@ pub async fn merge(
     let mut source_keys = Vec::new();
     for (t, s) in &m.on {
         target_keys.push(find(&target, t, "target")?);
-        source_keys.push(find(&source.schema(), s, "source")?);
+        source_keys.push(find(&source_schema, s, "source")?);
     }
-    let key_types: Vec<DataType> = target_keys
+    let key_types = target_keys
         .iter()
         .map(|i| target.field(*i).data_type().clone())
         .collect();
-    let converter = RowConverter::new(
-        key_types
-            .iter()
-            .map(|t| SortField::new(t.clone()))
-            .collect(),
-    )?;
-    let src_key_cols = source_keys
-        .iter()
-        .zip(&key_types)
-        .map(|(i, t)| cast_to(source.column(*i), t))
-        .collect::<Result<Vec<_>>>()
-        .map_err(ctx)?;
-    let rows = converter.convert_columns(&src_key_cols)?;
-    let mut index: HashMap<Box<[u8]>, u32> = HashMap::with_capacity(source.num_rows());
-    let mut dups: HashMap<u32, Vec<u32>> = HashMap::new();
-    let valid = |r: usize| src_key_cols.iter().all(|c| c.is_valid(r));
-    for (r, row) in rows.iter().enumerate() {
-        if !valid(r) {
-            continue; // a NULL key matches nothing
-        }
-        match index.entry(row.as_ref().into()) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                dups.entry(*e.get()).or_default().push(r as u32)
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(r as u32);
-            }
-        }
-    }
+    let keys = SourceKeys::new(source_keys, key_types)?;
     // Bind every clause against the joined schema (target.* then source.*).
     let n_target = target.fields().len();
-    let source_schema = source.schema();
     let by_source_name = |name: &str| -> Result<BoundExpr> {
         let j = find(&source_schema, name, "source")?;
         crate::expr::Expr::col(format!("{sq}.{}", source_schema.field(j).name())).bind(&joined)
@@ -241,12 +212,12 @@ pub async fn merge(
             }
         });
     }
+    let (read, range) = read_source(table, first, source, &keys, &target_keys).map_err(ctx)?;
     // Without NOT MATCHED BY SOURCE, only target rows whose key is in the source's key range
     // can change: prune by it.
-    let filter = if by_source {
-        None
-    } else {
-        key_range(&target, &target_keys, &src_key_cols)
+    let filter = match by_source {
+        true => None,
+        false => range.predicate(target.field(target_keys[0]).name()),
     };
     let matched_clauses: Vec<&Clause> = clauses
         .iter()
@@ -256,46 +227,26 @@ pub async fn merge(
         matched_clauses.as_slice(),
         [] | [Clause::Matched(None, Action::Delete)]
     );
-    let n_source = source.num_rows();
+    let (current, aligned) = match read {
+        ReadSource::Whole(rows) => (Some(SourceSet::new(rows, &keys).map_err(ctx)?), None),
+        ReadSource::Aligned(a) => (None, Some(a)),
+    };
     let mut changer = MergeChanger {
         target,
         joined,
-        source,
+        source_schema,
         target_keys,
-        key_types,
-        converter,
-        index,
-        dups,
+        keys,
         check_cardinality,
-        matched: vec![false; n_source],
         clauses,
+        by_source,
+        current,
+        aligned,
         table: table.name(),
     };
-    run(catalog, table, RowLevelKind::Merge, filter, &mut changer).await
-}
-
-/// `key BETWEEN min AND max` of the source keys, for an integer first key.
-fn key_range(target: &ArrowSchema, keys: &[usize], src: &[ArrayRef]) -> Option<Predicate> {
-    let (k, col) = (keys.first()?, src.first()?);
-    let name = target.field(*k).name().clone();
-    let (lo, hi) = if let Some(a) = col.as_any().downcast_ref::<Int64Array>() {
-        (
-            Datum::long(arrow::compute::min(a)?),
-            Datum::long(arrow::compute::max(a)?),
-        )
-    } else if let Some(a) = col.as_any().downcast_ref::<Int32Array>() {
-        (
-            Datum::int(arrow::compute::min(a)?),
-            Datum::int(arrow::compute::max(a)?),
-        )
-    } else {
-        return None;
-    };
-    Some(
-        Reference::new(name.clone())
-            .greater_than_or_equal_to(lo)
-            .and(Reference::new(name).less_than_or_equal_to(hi)),
-    )
+    let mut r = run(catalog, table, RowLevelKind::Merge, filter, &mut changer).await?;
+    r.aligned = changer.aligned.map(|a| a.alignment);
+    Ok(r)
 }
 
 fn and(a: &BooleanArray, b: &BooleanArray) -> Result<BooleanArray> {
@@ -310,6 +261,7 @@ impl MergeChanger {
     /// Target (or NULL) columns + source (or NULL) columns for the clauses to read.
     fn joined_batch(
         &self,
+        set: &SourceSet,
         target: Option<&RecordBatch>,
         source_rows: &UInt32Array,
     ) -> Result<RecordBatch> {
@@ -323,7 +275,7 @@ impl MergeChanger {
                 .map(|f| new_null_array(f.data_type(), n))
                 .collect(),
         };
-        for c in self.source.columns() {
+        for c in set.rows.columns() {
             cols.push(arrow_select::take::take(c.as_ref(), source_rows, None)?);
         }
         Ok(RecordBatch::try_new(self.joined.clone(), cols)?)
@@ -357,18 +309,26 @@ impl MergeChanger {
             None => Ok(BooleanArray::from(vec![true; b.num_rows()])),
         }
     }
-}
 
-impl RowChanger for MergeChanger {
-    fn columns(&self) -> Option<Vec<String>> {
-        None
+    /// The ON key of source row `row`, as text for an error message.
+    fn key_text(&self, set: &SourceSet, row: usize) -> String {
+        self.keys
+            .columns
+            .iter()
+            .map(|c| {
+                arrow::util::display::array_value_to_string(set.rows.column(*c), row)
+                    .unwrap_or_else(|_| "?".into())
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
-    fn wants_row_lineage(&self) -> bool {
-        true
-    }
-
-    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+    /// [`RowChanger::change`] against the source rows `set`.
+    fn change_with(
+        &self,
+        set: &mut SourceSet,
+        batch: &RecordBatch,
+    ) -> Result<(BooleanArray, Option<RecordBatch>)> {
         // v3: the rows' `_row_id` follows the target's columns; an updated row keeps it.
         let width = self.target.fields().len();
         let row_ids = (batch.num_columns() >= width + 2).then(|| batch.column(width).clone());
@@ -377,48 +337,45 @@ impl RowChanger for MergeChanger {
         let key_cols = self
             .target_keys
             .iter()
-            .zip(&self.key_types)
+            .zip(&self.keys.types)
             .map(|(i, t)| cast_to(batch.column(*i), t))
             .collect::<Result<Vec<_>>>()?;
-        let rows = self.converter.convert_columns(&key_cols)?;
+        let rows = self.keys.converter.convert_columns(&key_cols)?;
         let mut hits: Vec<Option<u32>> = Vec::with_capacity(n);
         for (r, row) in rows.iter().enumerate() {
             let hit = if key_cols.iter().all(|c| c.is_valid(r)) {
-                self.index.get(row.as_ref()).copied()
+                set.index.get(row.as_ref()).copied()
             } else {
                 None
             };
             if let Some(s) = hit {
-                if let Some(others) = self.dups.get(&s) {
+                if let Some(others) = set.dups.get(&s) {
                     if !self.check_cardinality {
                         // Every source row of the key is matched (none is inserted).
                         for o in others {
-                            self.matched[*o as usize] = true;
+                            set.matched[*o as usize] = true;
                         }
-                        self.matched[s as usize] = true;
+                        set.matched[s as usize] = true;
                         hits.push(Some(s));
                         continue;
                     }
                     return Err(Error::invalid(format!(
-                        "MERGE INTO {}: a target row matches more than one source row (source row {}); \
+                        "MERGE INTO {}: a target row matches {} source rows of key ({}); \
                          make the source keys unique",
-                        self.table, s
+                        self.table,
+                        others.len() + 1,
+                        self.key_text(set, s as usize)
                     )));
                 }
-                self.matched[s as usize] = true;
+                set.matched[s as usize] = true;
             }
             hits.push(hit);
         }
         let has_match: BooleanArray = hits.iter().map(|h| Some(h.is_some())).collect();
-        if has_match.true_count() == 0
-            && !self
-                .clauses
-                .iter()
-                .any(|c| matches!(c, Clause::NotMatchedBySource(..)))
-        {
+        if has_match.true_count() == 0 && !self.by_source {
             return Ok((BooleanArray::from(vec![false; n]), None));
         }
-        let joined = self.joined_batch(Some(batch), &UInt32Array::from(hits))?;
+        let joined = self.joined_batch(set, Some(batch), &UInt32Array::from(hits))?;
         let mut remaining = BooleanArray::from(vec![true; n]);
         let mut remove = BooleanArray::from(vec![false; n]);
         let mut out = Vec::new();
@@ -453,15 +410,13 @@ impl RowChanger for MergeChanger {
         Ok((remove, new))
     }
 
-    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        let unmatched: Vec<u32> = (0..self.source.num_rows() as u32)
-            .filter(|i| !self.matched[*i as usize])
-            .collect();
-        if unmatched.is_empty() {
+    /// `WHEN NOT MATCHED` rows for the source rows of `set` that no target row matched.
+    fn inserts(&self, set: &SourceSet) -> Result<Vec<RecordBatch>> {
+        let idx = set.unmatched();
+        if idx.is_empty() {
             return Ok(vec![]);
         }
-        let idx = UInt32Array::from(unmatched);
-        let joined = self.joined_batch(None, &idx)?;
+        let joined = self.joined_batch(set, None, &idx)?;
         let mut remaining = BooleanArray::from(vec![true; idx.len()]);
         let mut out = Vec::new();
         for c in &self.clauses {
@@ -477,5 +432,76 @@ impl RowChanger for MergeChanger {
             out.push(self.build(&sub, values, false)?);
         }
         Ok(out)
+    }
+}
+
+impl RowChanger for MergeChanger {
+    fn columns(&self) -> Option<Vec<String>> {
+        None
+    }
+
+    fn wants_row_lineage(&self) -> bool {
+        true
+    }
+
+    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        let mut set = self
+            .current
+            .take()
+            .ok_or_else(|| Error::io("MERGE target rows arrived outside a partition group"))?;
+        let r = self.change_with(&mut set, batch);
+        self.current = Some(set);
+        r
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        // Aligned, every partition's inserts were written with it.
+        match self.current.take() {
+            Some(set) if self.aligned.is_none() => self.inserts(&set),
+            _ => Ok(vec![]),
+        }
+    }
+
+    fn grouped(&self) -> bool {
+        self.aligned.is_some()
+    }
+
+    fn ungroup(&mut self) -> Result<()> {
+        if let Some(mut a) = self.aligned.take() {
+            self.current = Some(SourceSet::new(a.take_rest()?, &self.keys)?);
+        }
+        Ok(())
+    }
+
+    fn start_group(&mut self, _spec_id: i32, partition: &Struct) -> Result<bool> {
+        let Some(a) = self.aligned.as_mut() else {
+            return Ok(true);
+        };
+        let rows = match a.take(partition)? {
+            Some(rows) => rows,
+            // Only NOT MATCHED BY SOURCE clauses can change this partition.
+            None if self.by_source => RecordBatch::new_empty(self.source_schema.clone()),
+            None => return Ok(false),
+        };
+        a.alignment.target_partitions_read += 1;
+        self.current = Some(SourceSet::new(rows, &self.keys)?);
+        Ok(true)
+    }
+
+    fn end_group(&mut self) -> Result<Vec<RecordBatch>> {
+        match self.current.take() {
+            Some(set) => self.inserts(&set),
+            None => Ok(vec![]),
+        }
+    }
+
+    fn next_new_group(&mut self) -> Result<Option<Vec<RecordBatch>>> {
+        let Some(a) = self.aligned.as_mut() else {
+            return Ok(None);
+        };
+        match a.next_untaken()? {
+            Some(rows) => Ok(Some(self.inserts(&SourceSet::unindexed(rows))?)),
+            None => Ok(None),
+        }
     }
 }

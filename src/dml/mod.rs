@@ -5,12 +5,14 @@ mod engine;
 mod equality;
 mod execute;
 mod merge;
+mod merge_source;
 mod statement;
 
 pub(crate) use engine::file_scoped_deletes;
-pub use engine::RowLevelResult;
 pub(crate) use engine::{run, stage, stage_known, CommitExtras, RowChanger, RowLevelKind, Staged};
+pub use engine::{Alignment, RowLevelResult};
 pub use equality::delete_by_key;
 pub use execute::{execute, execute_with};
 pub use merge::merge;
+pub use merge_source::{SourceRows, ALIGNED_PROPERTY, SOURCE_MEMORY_PROPERTY};
 pub use statement::{delete, update};

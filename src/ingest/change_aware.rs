@@ -15,10 +15,10 @@ use arrow::row::{Row, RowConverter, Rows};
 use arrow_array::{BooleanArray, RecordBatch, UInt32Array};
 
 use super::dedup::KeyColumns;
-use super::spill::SnapshotPartitions;
 use crate::dml::RowChanger;
 use crate::error::{Error, Result};
 use crate::spec::Struct;
+use crate::write::PartitionSpill;
 
 /// Counts of what the comparison found.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
@@ -119,11 +119,10 @@ struct Current {
 
 /// A [`RowChanger`] comparing staging with the snapshot partition by partition.
 pub(crate) struct IngestChanger {
-    snapshot: SnapshotPartitions,
+    snapshot: PartitionSpill,
     cols: KeyColumns,
     keys: RowConverter,
     value_conv: RowConverter,
-    default_spec: i32,
     sorted: bool,
     visited: Vec<bool>,
     current: Option<Current>,
@@ -134,9 +133,8 @@ pub(crate) struct IngestChanger {
 
 impl IngestChanger {
     pub(crate) fn new(
-        snapshot: SnapshotPartitions,
+        snapshot: PartitionSpill,
         cols: KeyColumns,
-        default_spec: i32,
         sorted: bool,
         table: String,
     ) -> Result<Self> {
@@ -147,7 +145,6 @@ impl IngestChanger {
             value_conv: cols.value_converter(&schema)?,
             snapshot,
             cols,
-            default_spec,
             sorted,
             current: None,
             next_new: 0,
@@ -211,14 +208,15 @@ impl RowChanger for IngestChanger {
         true
     }
 
-    fn start_group(&mut self, spec_id: i32, partition: &Struct) -> Result<bool> {
-        if spec_id != self.default_spec {
-            return Err(Error::unsupported(format!(
-                "table {} has live files written under partition spec {spec_id}, not the current one; \
-                 rewrite its data files first (rewrite_data_files with rewrite-all=true on {}) so every key lives in its current partition",
-                self.table, self.table
-            )));
-        }
+    fn ungroup(&mut self) -> Result<()> {
+        Err(Error::unsupported(format!(
+            "table {} has live files written under another partition spec than the current one; \
+             rewrite its data files first (rewrite_data_files with rewrite-all=true on {}) so every key lives in its current partition",
+            self.table, self.table
+        )))
+    }
+
+    fn start_group(&mut self, _spec_id: i32, partition: &Struct) -> Result<bool> {
         let Some(i) = self.snapshot.find(partition) else {
             return Ok(false);
         };

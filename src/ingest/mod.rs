@@ -16,7 +16,6 @@
 
 mod change_aware;
 mod dedup;
-mod spill;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -38,10 +37,9 @@ use crate::txn::{
     clone_table, commit, commit_or_discard, CloneResult, FileKey, RowLevelValidation,
     SnapshotProducer,
 };
-use crate::write::DataWriter;
+use crate::write::{Conformer, DataWriter, PartitionSpill, Partitioner};
 
 use change_aware::IngestChanger;
-use spill::SnapshotPartitions;
 
 /// How a snapshot is merged into staging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -205,8 +203,7 @@ where
     check_key_covers_partition(staging, &given_key).map_err(ctx)?;
     let (key, sorted) = merge_key_order(staging, &given_key);
     let cols = KeyColumns::new(&arrow, &key, &version).map_err(ctx)?;
-    let parts =
-        SnapshotPartitions::build(staging, snapshot, options.memory_budget_bytes).map_err(ctx)?;
+    let parts = split_snapshot(staging, snapshot, options.memory_budget_bytes).map_err(ctx)?;
     let mut result = IngestResult {
         strategy: options.strategy,
         mode: staging.properties()?.merge_mode,
@@ -227,13 +224,7 @@ where
     };
     match options.strategy {
         Strategy::ChangeAware => {
-            let mut changer = IngestChanger::new(
-                parts,
-                cols,
-                staging.metadata().default_partition_spec_id(),
-                sorted,
-                staging.name(),
-            )?;
+            let mut changer = IngestChanger::new(parts, cols, sorted, staging.name())?;
             let r = crate::dml::run(catalog, staging, RowLevelKind::Merge, None, &mut changer)
                 .await
                 .map_err(ctx)?;
@@ -344,12 +335,41 @@ fn merge_key_order(table: &Table, key: &[String]) -> (Vec<String>, bool) {
     (constant.into_iter().chain(sorted_prefix).collect(), true)
 }
 
+/// Reads a full snapshot (conformed to `table`'s schema; every table column must be present)
+/// split by the table's default partition spec, at most `budget` bytes in memory.
+fn split_snapshot<I>(table: &Table, input: I, budget: usize) -> Result<PartitionSpill>
+where
+    I: IntoIterator<Item = Result<RecordBatch>>,
+{
+    let md = table.metadata();
+    let conformer = Conformer::new(md.current_schema(), &table.name())?;
+    let partitioner = Partitioner::new(md.default_partition_spec(), md.current_schema().clone())?;
+    let mut out = PartitionSpill::new(conformer.schema().clone(), budget);
+    for batch in input {
+        let batch = batch?;
+        for f in conformer.schema().fields() {
+            if batch.schema().field_with_name(f.name()).is_err() {
+                return Err(Error::invalid(format!(
+                    "the snapshot has no column '{}' of table {}; a full snapshot must carry every column",
+                    f.name(),
+                    table.name()
+                )));
+            }
+        }
+        let batch = conformer.conform_from(&batch, "the snapshot", out.rows + 1)?;
+        for (key, rows) in partitioner.split(&batch)? {
+            out.push(key.data(), rows)?;
+        }
+    }
+    Ok(out)
+}
+
 /// The literal strategy: append the deduplicated snapshot, then rewrite each touched
 /// partition that already had rows, keeping the latest row per key.
 async fn rewrite(
     catalog: &Catalog,
     staging: &Table,
-    mut parts: SnapshotPartitions,
+    mut parts: PartitionSpill,
     cols: &KeyColumns,
     result: &mut IngestResult,
 ) -> Result<()> {

@@ -309,7 +309,8 @@ impl Table {
             None => None,
             Some(s) => {
                 let (_, it) = batches_of(&s)?;
-                Some(it.collect::<floe::Result<Vec<_>>>().map_err(to_py)?)
+                let rows = it.collect::<floe::Result<Vec<_>>>().map_err(to_py)?;
+                Some(floe::dml::SourceRows::from(rows))
             }
         };
         let cat = self.cat();

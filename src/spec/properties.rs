@@ -172,6 +172,12 @@ pub struct TableProperties {
     pub bloom_filter_columns: HashMap<String, f64>,
     /// `write.parquet.bloom-filter-max-bytes` (1 MiB): a bloom filter's largest size.
     pub bloom_filter_max_bytes: usize,
+    /// `floe.merge.partition-aligned` (true): a MERGE whose ON keys cover the partition spec
+    /// runs one partition at a time (see [`crate::dml::merge`]).
+    pub merge_partition_aligned: bool,
+    /// `floe.merge.source-memory-bytes` (64 MiB): bytes of an aligned MERGE's source held in
+    /// memory; the rest is spilled to temporary files.
+    pub merge_source_memory_bytes: usize,
 }
 
 fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str, d: T) -> Result<T> {
@@ -324,6 +330,17 @@ impl TableProperties {
                 .unwrap_or(false),
             bloom_filter_columns,
             bloom_filter_max_bytes: num(p, "write.parquet.bloom-filter-max-bytes", 1 << 20)?,
+            merge_partition_aligned: match p.get("floe.merge.partition-aligned") {
+                None => true,
+                Some(v) if v.trim().eq_ignore_ascii_case("true") => true,
+                Some(v) if v.trim().eq_ignore_ascii_case("false") => false,
+                Some(v) => {
+                    return Err(Error::invalid(format!(
+                        "table property floe.merge.partition-aligned='{v}': expected true or false"
+                    )))
+                }
+            },
+            merge_source_memory_bytes: num(p, "floe.merge.source-memory-bytes", 64 << 20)?,
         })
     }
 

@@ -101,6 +101,8 @@ const KNOWN: &[&str] = &[
     "floe.merge.version-column",
     "floe.merge.delete-column",
     "floe.merge.drop-zero-rows",
+    "floe.merge.partition-aligned",
+    "floe.merge.source-memory-bytes",
     "floe.tombstones",
 ];
 

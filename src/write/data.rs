@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::conform::Conformer;
-use super::lane::{run_lane, Settings, Slab, SlabPart};
+use super::lane::{run_lane, LaneMsg, Settings, Slab, SlabPart};
 use super::parquet_props::{high_cardinality_columns, writer_properties};
 use super::partition::Partitioner;
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ const SINGLE_LANE_ROWS: u64 = 200_000;
 
 /// A lane's inbox and task (each `None` once the lane was told to finish / was awaited).
 type Lane = (
-    Option<mpsc::Sender<Slab>>,
+    Option<mpsc::Sender<LaneMsg>>,
     Option<JoinHandle<Result<Vec<DataFile>>>>,
 );
 
@@ -360,28 +360,45 @@ impl DataWriter {
             }
         }
         for (lane, slab) in per_lane.into_iter().enumerate() {
-            let Some(slab) = slab else {
-                continue;
-            };
-            let sent = match &self.lanes[lane].0 {
-                Some(tx) => tx.send(slab).await.is_ok(),
-                None => false,
-            };
-            if !sent {
-                // The lane stopped: surface its error.
-                let (tx, handle) = &mut self.lanes[lane];
-                tx.take();
-                if let Some(h) = handle.take() {
-                    let files = h
-                        .await
-                        .map_err(|e| Error::io("writer lane panicked").with_source(e))??;
-                    // Keep what it wrote so abort() can delete it.
-                    self.orphans.extend(files);
-                }
-                return Err(Error::io("writer lane stopped unexpectedly"));
+            if let Some(slab) = slab {
+                self.send(lane, LaneMsg::Rows(slab)).await?;
             }
         }
         Ok(())
+    }
+
+    /// Writes out every row accepted so far and closes the open files, keeping the writer
+    /// open: a caller that writes partition after partition calls it when a partition's rows
+    /// are complete, so that the writer holds no more than one partition's rows. Rows of a
+    /// finished partition that still come go to new files.
+    pub async fn finish_files(&mut self) -> Result<()> {
+        self.start_early().await?;
+        for lane in 0..self.lanes.len() {
+            self.send(lane, LaneMsg::FinishFiles).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends `msg` to `lane`; a lane that stopped is awaited for its error.
+    async fn send(&mut self, lane: usize, msg: LaneMsg) -> Result<()> {
+        let sent = match &self.lanes[lane].0 {
+            Some(tx) => tx.send(msg).await.is_ok(),
+            None => false,
+        };
+        if sent {
+            return Ok(());
+        }
+        // The lane stopped: surface its error.
+        let (tx, handle) = &mut self.lanes[lane];
+        tx.take();
+        if let Some(h) = handle.take() {
+            let files = h
+                .await
+                .map_err(|e| Error::io("writer lane panicked").with_source(e))??;
+            // Keep what it wrote so abort() can delete it.
+            self.orphans.extend(files);
+        }
+        Err(Error::io("writer lane stopped unexpectedly"))
     }
 
     /// Stops writing and deletes every file written so far (nothing was committed).

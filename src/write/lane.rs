@@ -39,6 +39,15 @@ pub(super) struct Slab {
     pub parts: Vec<SlabPart>,
 }
 
+/// What a lane receives.
+pub(super) enum LaneMsg {
+    /// Rows to write.
+    Rows(Slab),
+    /// Write every buffered row and close every open file (rows that come later start new
+    /// files): the writer was told no more rows of the partitions seen so far will come.
+    FinishFiles,
+}
+
 /// One partition's run of a [`Slab`]'s rows.
 pub(super) struct SlabPart {
     /// `None`: unpartitioned.
@@ -182,7 +191,7 @@ impl PartitionWriter {
 pub(super) async fn run_lane(
     s: Arc<Settings>,
     lane: usize,
-    mut rx: mpsc::Receiver<Slab>,
+    mut rx: mpsc::Receiver<LaneMsg>,
 ) -> Result<Vec<DataFile>> {
     let mut writers: Vec<PartitionWriter> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -201,7 +210,15 @@ pub(super) async fn run_lane(
         WRITE_BUFFER_ROWS
     };
     let result: Result<()> = async {
-        while let Some(slab) = rx.recv().await {
+        while let Some(msg) = rx.recv().await {
+            let slab = match msg {
+                LaneMsg::Rows(slab) => slab,
+                LaneMsg::FinishFiles => {
+                    finish_files(&s, &mut ls, &mut writers).await?;
+                    lane_bytes = 0;
+                    continue;
+                }
+            };
             // The slab's partitions, as writer indices with their row counts.
             let mut touched = Vec::with_capacity(slab.parts.len());
             for SlabPart { key, id, rows } in slab.parts {
@@ -248,13 +265,24 @@ pub(super) async fn run_lane(
     }
     .await;
     result?;
+    finish_files(&s, &mut ls, &mut writers).await?;
+    Ok(writers.into_iter().flat_map(|pw| pw.files).collect())
+}
+
+/// Writes every partition's buffered rows (merging its spilled sorted runs) and closes every
+/// open file.
+async fn finish_files(
+    s: &Settings,
+    ls: &mut LaneState,
+    writers: &mut [PartitionWriter],
+) -> Result<()> {
     for i in 0..writers.len() {
-        flush_buffer(&s, &mut ls, &mut writers[i], true).await?;
-        keep_row_groups_in_budget(&s, &mut writers).await?;
+        flush_buffer(s, ls, &mut writers[i], true).await?;
+        keep_row_groups_in_budget(s, writers).await?;
     }
     // Close every open file at once: their final writes overlap instead of queueing.
-    futures::future::try_join_all(writers.iter_mut().map(|pw| close_current(&s, pw))).await?;
-    Ok(writers.into_iter().flat_map(|pw| pw.files).collect())
+    futures::future::try_join_all(writers.iter_mut().map(|pw| close_current(s, pw))).await?;
+    Ok(())
 }
 
 /// Closes the open files holding the most in memory until the lane's row groups in progress

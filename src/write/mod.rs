@@ -11,10 +11,12 @@ mod metrics;
 mod parquet_props;
 mod partition;
 mod runs;
+mod spill;
 mod zorder;
 
 pub use conform::Conformer;
 pub use data::DataWriter;
 pub(crate) use deletes::DeleteFileWriter;
 pub(crate) use partition::Partitioner;
+pub(crate) use spill::PartitionSpill;
 pub(crate) use zorder::zorder_columns;

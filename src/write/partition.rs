@@ -70,8 +70,14 @@ impl Partitioner {
     }
 
     /// The batch's partitions, without copying any row: callers take the rows where the copy
-    /// is cheapest.
+    /// is cheapest. An empty batch has none.
     pub(crate) fn groups(&self, batch: &RecordBatch) -> Result<Groups> {
+        if batch.num_rows() == 0 {
+            return Ok(Groups {
+                order: None,
+                parts: vec![],
+            });
+        }
         let Some(calc) = &self.calc else {
             let key = PartitionKey::new(
                 self.spec.clone(),
@@ -301,6 +307,8 @@ mod tests {
         let one = p.groups(&batch.slice(1, 1)).unwrap();
         assert!(one.order.is_none());
         assert_eq!(one.parts[0].1, 0..1);
+        // No rows: no partition (the partition values of row 0 do not exist).
+        assert!(p.groups(&batch.slice(0, 0)).unwrap().parts.is_empty());
     }
 
     #[test]

@@ -183,6 +183,17 @@ async fn dml_in_every_mode_matches_the_model_and_the_peers() {
         .await,
         dml_case(&py, &cat, w, "mor_v3", Some("cat"), FormatVersion::V3, &mor).await,
         dml_case(&py, &cat, w, "cow_v3", None, FormatVersion::V3, &[]).await,
+        // MERGE partition-aligned, copy-on-write, every source row spilled.
+        dml_case(
+            &py,
+            &cat,
+            w,
+            "cow_v3_bucket",
+            Some("bucket(4, id)"),
+            FormatVersion::V3,
+            &[("floe.merge.source-memory-bytes", "0")],
+        )
+        .await,
     ];
     let checks: Vec<Check> = cases.iter().flat_map(|c| c.checks.clone()).collect();
     peer_check(&py, work.path(), &checks);

@@ -21,6 +21,7 @@ mod json_keys;
 mod keyed;
 mod keyed_lifecycle;
 mod maintenance;
+mod merge_aligned;
 mod merge_engines;
 mod metadata_tables;
 mod model;

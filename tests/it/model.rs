@@ -52,6 +52,8 @@ const PARTITIONS: &[&str] = &[
     "day(p)",
     "truncate(1, v)",
     "bucket(2, id), p",
+    "bucket(8, id)",
+    "truncate(25, id)",
 ];
 const STRINGS: &[&str] = &["a", "b", "", "x y", "é", "%_", "it's"];
 /// Days since the epoch of the `p` values (2022-01-01 and on).
@@ -83,6 +85,19 @@ pub struct Config {
     pub mor: [bool; 3],
     pub partition: Option<&'static str>,
     pub partition_granularity: bool,
+    /// How a MERGE whose ON key covers the partition spec runs.
+    pub merge_path: MergePath,
+}
+
+/// The MERGE path a table's properties choose when its ON key covers the partition spec.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MergePath {
+    /// Partition-aligned, the source in memory.
+    Aligned,
+    /// Partition-aligned, every source row spilled to temporary files.
+    Spilled,
+    /// One pass over the whole source (`floe.merge.partition-aligned=false`).
+    OnePass,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -518,6 +533,8 @@ fn generate(seed: u64, len: usize) -> (Config, Vec<Op>) {
             .gen_bool(0.6)
             .then(|| PARTITIONS[rng.gen_range(0..PARTITIONS.len())]),
         partition_granularity: rng.gen_bool(0.3),
+        merge_path: [MergePath::Aligned, MergePath::Spilled, MergePath::OnePass]
+            [rng.gen_range(0..3)],
     };
     let n = rng.gen_range(len / 2..=len + len / 2);
     let ops = (0..n).map(|i| gen_op(&mut rng, i == 0)).collect();
@@ -693,6 +710,21 @@ fn merge_sql(table: &str, clauses: &[Clause]) -> String {
         });
     }
     sql
+}
+
+/// MERGEs committed partition-aligned and in one pass (the suite must cover both).
+static ALIGNED_MERGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static ONE_PASS_MERGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Whether a MERGE on `id` runs partition-aligned: the table is partitioned on `id` alone and
+/// its properties do not turn alignment off.
+fn merges_aligned(table: &Table) -> bool {
+    let md = table.metadata();
+    let id = md.current_schema().field_by_name("id").unwrap().id;
+    let spec = md.default_partition_spec();
+    !spec.is_unpartitioned()
+        && spec.fields().iter().all(|f| f.source_id == id)
+        && table.properties().unwrap().merge_partition_aligned
 }
 
 /// The rows after the MERGE, or `Err` when Spark refuses it (a target row matched by several
@@ -1212,7 +1244,23 @@ impl Run<'_> {
                 let expected = model_merge(&before, &src, clauses);
                 let r = floe::dml::execute(&self.cat, &sql, Some(vec![to_batch(&src)])).await;
                 match (r, expected) {
-                    (Ok(_), Ok(after)) => {
+                    (Ok(r), Ok(after)) => {
+                        let path = match r.aligned {
+                            Some(_) => &ALIGNED_MERGES,
+                            None => &ONE_PASS_MERGES,
+                        };
+                        path.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if r.aligned.is_some() != merges_aligned(&table) {
+                            return Err(fail(
+                                step,
+                                "merge-path",
+                                format!(
+                                    "{sql}: aligned {:?} on {:?}",
+                                    r.aligned,
+                                    table.metadata().default_partition_spec()
+                                ),
+                            ));
+                        }
                         let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
                         self.sync(step, t, &table, &after, 1)?;
                     }
@@ -1431,6 +1479,15 @@ async fn create_table(cat: &Catalog, config: &Config) -> Table {
     .collect();
     if config.partition_granularity {
         props.insert("write.delete.granularity".into(), "partition".into());
+    }
+    match config.merge_path {
+        MergePath::Aligned => {}
+        MergePath::Spilled => {
+            props.insert(floe::dml::SOURCE_MEMORY_PROPERTY.into(), "0".into());
+        }
+        MergePath::OnePass => {
+            props.insert(floe::dml::ALIGNED_PROPERTY.into(), "false".into());
+        }
     }
     c.properties = props;
     cat.create_table(&parse_ident("m.t0").unwrap(), c)
@@ -1663,6 +1720,15 @@ async fn random_operation_sequences_match_the_model() {
         failures.len(),
         failures.join("\n")
     );
+    let (aligned, one_pass) = (
+        ALIGNED_MERGES.load(std::sync::atomic::Ordering::Relaxed),
+        ONE_PASS_MERGES.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    eprintln!("model: {aligned} MERGEs ran partition-aligned, {one_pass} in one pass");
+    assert!(
+        n < 24 || (aligned > 0 && one_pass > 0),
+        "the sequences must run MERGE both ways ({aligned} aligned, {one_pass} one pass)"
+    );
 }
 
 /// The same seed gives the same sequence (a printed seed reproduces its failure).
@@ -1722,6 +1788,7 @@ async fn regression_merge_duplicate_source_keys_without_update() {
             mor: [mor, mor, mor],
             partition: None,
             partition_granularity: false,
+            merge_path: MergePath::Aligned,
         };
         let src = vec![
             Row(1, Some(5), Some("a"), None),

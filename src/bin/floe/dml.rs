@@ -188,17 +188,20 @@ pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
     run_dml(cli, &a.statement, rows, a.wap_id.as_deref(), a.json).await
 }
 
-/// Reads a MERGE source file whole (CSV columns typed by the target's columns of that name).
-fn read_source(table: &Table, path: &str) -> Result<Vec<arrow::array::RecordBatch>> {
+/// A MERGE source file, read batch by batch as the MERGE needs it (CSV columns typed by the
+/// target's columns of that name).
+fn read_source(table: &Table, path: &str) -> Result<floe::dml::SourceRows> {
     let schema = table.arrow_schema()?;
-    input::read_raw(path, &schema, false)?.collect()
+    Ok(floe::dml::SourceRows::new(input::read_raw(
+        path, &schema, false,
+    )?))
 }
 
 /// Runs a DML statement with a progress bar and prints what it did.
 async fn run_dml(
     cli: &Cli,
     sql: &str,
-    source: Option<Vec<arrow::array::RecordBatch>>,
+    source: Option<floe::dml::SourceRows>,
     wap_id: Option<&str>,
     json: bool,
 ) -> Result<()> {
@@ -235,6 +238,15 @@ async fn run_dml(
             r.added_delete_files,
             r.written_bytes as f64 / 1e6
         ),
+    }
+    if let Some(a) = &r.aligned {
+        outln!(
+            "  aligned with the table's partitions: source rows in {} partitions, target files \
+             read in {} ({:.1} MB of source spilled to temporary files)",
+            a.source_partitions,
+            a.target_partitions_read,
+            a.spilled_bytes as f64 / 1e6
+        );
     }
     Ok(())
 }

@@ -79,7 +79,7 @@ pub fn read_raw(
     path: &str,
     table_schema: &SchemaRef,
     decimals_as_text: bool,
-) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
     let file = open_input(path)?;
     let lower = path.to_ascii_lowercase();
     if lower.ends_with(".csv") || lower.ends_with(".csv.gz") || lower.ends_with(".tsv") {
@@ -183,7 +183,7 @@ pub fn parquet_schema(path: &str) -> Result<SchemaRef> {
 pub fn read_jsonl(
     path: &str,
     table_schema: &SchemaRef,
-) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
     let file = open_input(path)?;
     let loose = Arc::new(Schema::new(
         table_schema

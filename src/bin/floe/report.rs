@@ -44,6 +44,7 @@ pub fn dml(r: &floe::dml::RowLevelResult, mode: &str, started: Instant) -> Value
         "added_data_files_count": r.added_data_files,
         "added_delete_files_count": r.added_delete_files,
         "added_bytes_count": r.written_bytes,
+        "aligned": r.aligned,
         "elapsed_ms": ms(started),
     })
 }

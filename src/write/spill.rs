@@ -1,5 +1,6 @@
-//! A full snapshot split by the staging table's partitions, held in memory up to a budget and
-//! spilled to Arrow IPC files beyond it, so ingestion works on one partition at a time.
+//! Rows split by partition, held in memory up to a budget and spilled to Arrow IPC files
+//! beyond it, so that a caller can work on one partition at a time (snapshot ingestion, a
+//! MERGE source aligned with the table's partitions).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -13,72 +14,47 @@ use arrow_schema::SchemaRef;
 
 use crate::error::{Error, Result};
 use crate::spec::Struct;
-use crate::table::Table;
-use crate::write::{Conformer, Partitioner};
 
 struct Part {
     partition: Struct,
     memory: Vec<RecordBatch>,
     memory_bytes: usize,
     spill: Option<(PathBuf, FileWriter<BufWriter<File>>)>,
-    rows: u64,
 }
 
-/// The snapshot's rows per partition of the table's default spec, in input order within each.
-pub(crate) struct SnapshotPartitions {
+/// Rows per partition, in arrival order within each; at most a budget of bytes in memory
+/// (the partition holding the most is spilled first). Temporary files go when it is dropped.
+pub(crate) struct PartitionSpill {
     schema: SchemaRef,
     parts: Vec<Part>,
     index: HashMap<Struct, usize>,
     dir: PathBuf,
     budget: usize,
     in_memory: usize,
-    /// Rows read from the input.
+    /// Rows pushed.
     pub rows: u64,
+    /// Bytes of rows written to temporary files (Arrow's in-memory size).
+    pub spilled_bytes: u64,
 }
 
-impl SnapshotPartitions {
-    /// Reads `input` (conformed to `table`'s schema; every table column must be present) and
-    /// splits it by partition. At most `budget` bytes stay in memory.
-    pub(crate) fn build<I>(table: &Table, input: I, budget: usize) -> Result<Self>
-    where
-        I: IntoIterator<Item = Result<RecordBatch>>,
-    {
-        let md = table.metadata();
-        let conformer = Conformer::new(md.current_schema(), &table.name())?;
-        let partitioner =
-            Partitioner::new(md.default_partition_spec(), md.current_schema().clone())?;
-        let dir = std::env::temp_dir().join(format!("floe-ingest-{}", uuid::Uuid::new_v4()));
-        let mut out = SnapshotPartitions {
-            schema: conformer.schema().clone(),
+impl PartitionSpill {
+    /// An empty split of rows of `schema` keeping at most `budget` bytes in memory.
+    pub(crate) fn new(schema: SchemaRef, budget: usize) -> Self {
+        Self {
+            schema,
             parts: Vec::new(),
             index: HashMap::new(),
-            dir,
+            dir: std::env::temp_dir().join(format!("floe-spill-{}", uuid::Uuid::new_v4())),
             budget,
             in_memory: 0,
             rows: 0,
-        };
-        for batch in input {
-            let batch = batch?;
-            for f in conformer.schema().fields() {
-                if batch.schema().field_with_name(f.name()).is_err() {
-                    return Err(Error::invalid(format!(
-                        "the snapshot has no column '{}' of table {}; a full snapshot must carry every column",
-                        f.name(),
-                        table.name()
-                    )));
-                }
-            }
-            let batch = conformer.conform_from(&batch, "the snapshot", out.rows + 1)?;
-            out.rows += batch.num_rows() as u64;
-            for (key, rows) in partitioner.split(&batch)? {
-                out.push(key.data().clone(), rows)?;
-            }
+            spilled_bytes: 0,
         }
-        Ok(out)
     }
 
-    fn push(&mut self, partition: Struct, batch: RecordBatch) -> Result<()> {
-        let i = match self.index.get(&partition) {
+    /// Adds rows of `partition` (of the split's schema).
+    pub(crate) fn push(&mut self, partition: &Struct, batch: RecordBatch) -> Result<()> {
+        let i = match self.index.get(partition) {
             Some(i) => *i,
             None => {
                 self.parts.push(Part {
@@ -86,24 +62,23 @@ impl SnapshotPartitions {
                     memory: Vec::new(),
                     memory_bytes: 0,
                     spill: None,
-                    rows: 0,
                 });
-                self.index.insert(partition, self.parts.len() - 1);
+                self.index.insert(partition.clone(), self.parts.len() - 1);
                 self.parts.len() - 1
             }
         };
+        self.rows += batch.num_rows() as u64;
         let bytes = batch.get_array_memory_size();
         let part = &mut self.parts[i];
-        part.rows += batch.num_rows() as u64;
         if let Some((_, w)) = &mut part.spill {
             w.write(&batch)?;
+            self.spilled_bytes += bytes as u64;
             return Ok(());
         }
         part.memory.push(batch);
         part.memory_bytes += bytes;
         self.in_memory += bytes;
         while self.in_memory > self.budget {
-            // Spill the partition holding the most memory.
             let Some(j) = (0..self.parts.len())
                 .filter(|j| self.parts[*j].memory_bytes > 0)
                 .max_by_key(|j| self.parts[*j].memory_bytes)
@@ -117,7 +92,11 @@ impl SnapshotPartitions {
 
     fn spill(&mut self, i: usize) -> Result<()> {
         let io = |e: std::io::Error| {
-            Error::io("spilling snapshot rows to a temporary file").with_source(e)
+            Error::io(format!(
+                "spilling rows to a temporary file under {}",
+                std::env::temp_dir().display()
+            ))
+            .with_source(e)
         };
         std::fs::create_dir_all(&self.dir).map_err(io)?;
         let part = &mut self.parts[i];
@@ -131,17 +110,18 @@ impl SnapshotPartitions {
                 w.write(&b)?;
             }
         }
+        self.spilled_bytes += part.memory_bytes as u64;
         self.in_memory -= part.memory_bytes;
         part.memory_bytes = 0;
         Ok(())
     }
 
-    /// The partitions, in the order the input first showed them.
+    /// The partitions, in the order they first arrived.
     pub(crate) fn partitions(&self) -> impl Iterator<Item = &Struct> {
         self.parts.iter().map(|p| &p.partition)
     }
 
-    /// Index of `partition`, if the snapshot has rows in it.
+    /// Index of `partition`, if it has rows.
     pub(crate) fn find(&self, partition: &Struct) -> Option<usize> {
         self.index.get(partition).copied()
     }
@@ -151,12 +131,12 @@ impl SnapshotPartitions {
         self.parts.len()
     }
 
-    /// Takes partition `i`'s rows out (one batch, input order).
+    /// Takes partition `i`'s rows out (one batch, arrival order; empty once taken).
     pub(crate) fn take(&mut self, i: usize) -> Result<RecordBatch> {
         let part = self
             .parts
             .get_mut(i)
-            .ok_or_else(|| Error::io(format!("snapshot partition {i} does not exist")))?;
+            .ok_or_else(|| Error::io(format!("spilled partition {i} does not exist")))?;
         let mut batches = std::mem::take(&mut part.memory);
         self.in_memory -= part.memory_bytes;
         part.memory_bytes = 0;
@@ -178,14 +158,48 @@ impl SnapshotPartitions {
         )?)
     }
 
-    /// The Arrow schema of the rows (the table's).
+    /// The Arrow schema of the rows.
     pub(crate) fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 }
 
-impl Drop for SnapshotPartitions {
+impl Drop for PartitionSpill {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Array, Int64Array};
+    use iceberg::spec::Literal;
+    use std::sync::Arc;
+
+    fn rows(r: std::ops::Range<i64>) -> RecordBatch {
+        RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from_iter_values(r)) as _)]).unwrap()
+    }
+
+    #[test]
+    fn partitions_keep_arrival_order_whether_spilled_or_not() {
+        let part = |i: i32| Struct::from_iter([Some(Literal::int(i))]);
+        for budget in [0, 1 << 30] {
+            let mut s = PartitionSpill::new(rows(0..1).schema(), budget);
+            s.push(&part(1), rows(0..10)).unwrap();
+            s.push(&part(2), rows(100..105)).unwrap();
+            s.push(&part(1), rows(10..20)).unwrap();
+            assert_eq!(s.rows, 25);
+            assert_eq!(s.spilled_bytes > 0, budget == 0);
+            assert_eq!(s.len(), 2);
+            assert_eq!(s.find(&part(3)), None);
+            let i = s.find(&part(1)).unwrap();
+            let b = s.take(i).unwrap();
+            let x = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            assert_eq!(x.values().to_vec(), (0..20).collect::<Vec<_>>());
+            assert_eq!(s.take(i).unwrap().num_rows(), 0);
+            assert_eq!(s.take(s.find(&part(2)).unwrap()).unwrap().num_rows(), 5);
+            assert!(s.take(7).is_err());
+        }
     }
 }

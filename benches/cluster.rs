@@ -14,6 +14,8 @@
 //! * `FLOE_BENCH_ROWS` — rows (default 20,000,000);
 //! * `FLOE_BENCH_LOOKUPS` — point lookups timed (default 10);
 //! * `FLOE_BENCH_MERGE_ROWS` — MERGE source rows (default 1,000,000; 0 skips the MERGE);
+//!   `FLOE_BENCH_MERGE_ONLY=1` runs only the MERGE section, `FLOE_BENCH_MERGE_SOURCE_MEMORY`
+//!   sets `floe.merge.source-memory-bytes` on both tables;
 //! * `FLOE_BENCH_NO_BASELINE=1` — floe only;
 //! * `FLOE_BENCH_DIR` — scratch (default `~/.cache/floe/bench`);
 //! * `FLOE_BENCH_REUSE=1` — read the tables a previous run with the same row count left;
@@ -357,8 +359,16 @@ async fn merge_run(
     floe::txn::clone_table(cat, from, &Default::default(), &ident, true)
         .await
         .unwrap();
+    // `FLOE_BENCH_MERGE_SOURCE_MEMORY`: the source memory budget of both MERGEs.
+    let budget = std::env::var("FLOE_BENCH_MERGE_SOURCE_MEMORY").ok();
     let set = properties
         .iter()
+        .map(|(k, v)| (*k, *v))
+        .chain(
+            budget
+                .as_deref()
+                .map(|b| (floe::spec::MERGE_SOURCE_MEMORY_BYTES, b)),
+        )
         .map(|(k, v)| format!("'{k}'='{v}'"))
         .collect::<Vec<_>>()
         .join(", ");
@@ -394,6 +404,9 @@ async fn merge_run(
 /// over it), half new keys.
 fn merge_source(dir: &std::path::Path, key: &[i64], n: usize) -> PathBuf {
     let path = dir.join(format!("merge-source-{n}.parquet"));
+    if path.exists() {
+        return path; // the same rows (generated from fixed seeds)
+    }
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED ^ 0x3e7);
     let src_keys: Vec<i64> = (0..n)
         .map(|i| match i % 2 {
@@ -411,6 +424,63 @@ fn merge_source(dir: &std::path::Path, key: &[i64], n: usize) -> PathBuf {
     }
     w.close().unwrap();
     path
+}
+
+/// The MERGE section: 1M source rows into clones of the clustered table, aligned and in one
+/// pass, under merge-on-read and copy-on-write.
+async fn merge_section(
+    cat: &Catalog,
+    wh: &std::path::Path,
+    dir: &std::path::Path,
+    clustered: &Table,
+    key: &[i64],
+) {
+    let merge_rows = num("FLOE_BENCH_MERGE_ROWS", 1_000_000).min(key.len());
+    if merge_rows == 0 {
+        return;
+    }
+    let source = merge_source(dir, key, merge_rows);
+    for mode in ["merge-on-read", "copy-on-write"] {
+        let short = &mode[..1];
+        let aligned = merge_run(
+            cat,
+            wh,
+            clustered,
+            &format!("merge_{short}_aligned"),
+            &[("write.merge.mode", mode)],
+            &source,
+        )
+        .await;
+        let one_pass = merge_run(
+            cat,
+            wh,
+            clustered,
+            &format!("merge_{short}_one_pass"),
+            &[
+                ("write.merge.mode", mode),
+                ("floe.merge.partition-aligned", "false"),
+            ],
+            &source,
+        )
+        .await;
+        assert!(aligned.aligned && !one_pass.aligned);
+        assert_eq!(
+            (aligned.removed, aligned.written),
+            (one_pass.removed, one_pass.written),
+            "both MERGEs change the same rows"
+        );
+        let rss_x = one_pass.peak_rss_mb / aligned.peak_rss_mb.max(1e-9);
+        println!(
+            "MERGE of {merge_rows} rows ({} matched) into the clustered table, {mode}: aligned {:.1} s, peak RSS {:.0} MB | one pass {:.1} s, peak RSS {:.0} MB | peak RSS {rss_x:.1}x lower (target >= 4x) {}, {:.2}x the time",
+            aligned.removed,
+            aligned.secs,
+            aligned.peak_rss_mb,
+            one_pass.secs,
+            one_pass.peak_rss_mb,
+            verdict(rss_x >= 4.0),
+            aligned.secs / one_pass.secs.max(1e-9)
+        );
+    }
 }
 
 fn main() {
@@ -468,6 +538,9 @@ fn main() {
         };
         let zorder_s = t0.elapsed().as_secs_f64();
         settle();
+        if std::env::var("FLOE_BENCH_MERGE_ONLY").as_deref() == Ok("1") {
+            return merge_section(&cat, &wh, &dir, &clustered, &key).await;
+        }
         // The 2-D range query on both, and DuckDB's answer on the z-ordered table.
         let by_a = read(&sorted_a, BOX_FILTER).await;
         let by_z = read(&zorder, BOX_FILTER).await;
@@ -570,48 +643,6 @@ fn main() {
             verdict(box_x >= 5.0),
             ratio(by_a.secs, by_z.secs)
         );
-        let merge_rows = num("FLOE_BENCH_MERGE_ROWS", 1_000_000).min(rows);
-        if merge_rows == 0 {
-            return;
-        }
-        let source = merge_source(&dir, &key, merge_rows);
-        for mode in ["merge-on-read", "copy-on-write"] {
-            let short = &mode[..1];
-            let aligned = merge_run(
-                &cat,
-                &wh,
-                &clustered,
-                &format!("merge_{short}_aligned"),
-                &[("write.merge.mode", mode)],
-                &source,
-            )
-            .await;
-            let one_pass = merge_run(
-                &cat,
-                &wh,
-                &clustered,
-                &format!("merge_{short}_one_pass"),
-                &[("write.merge.mode", mode), ("floe.merge.partition-aligned", "false")],
-                &source,
-            )
-            .await;
-            assert!(aligned.aligned && !one_pass.aligned);
-            assert_eq!(
-                (aligned.removed, aligned.written),
-                (one_pass.removed, one_pass.written),
-                "both MERGEs change the same rows"
-            );
-            let rss_x = one_pass.peak_rss_mb / aligned.peak_rss_mb.max(1e-9);
-            println!(
-                "MERGE of {merge_rows} rows ({} matched) into the clustered table, {mode}: aligned {:.1} s, peak RSS {:.0} MB | one pass {:.1} s, peak RSS {:.0} MB | peak RSS {rss_x:.1}x lower (target >= 4x) {}, {:.2}x the time",
-                aligned.removed,
-                aligned.secs,
-                aligned.peak_rss_mb,
-                one_pass.secs,
-                one_pass.peak_rss_mb,
-                verdict(rss_x >= 4.0),
-                aligned.secs / one_pass.secs.max(1e-9)
-            );
-        }
+        merge_section(&cat, &wh, &dir, &clustered, &key).await;
     });
 }

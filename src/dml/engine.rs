@@ -409,7 +409,14 @@ async fn stage_with(
     filter: Option<Predicate>,
     mut locator: Locate<'_>,
 ) -> Result<Staged> {
-    let mut data = DataWriter::new(table)?.with_distribution(distribution(table, kind)?);
+    // A grouped copy-on-write change rewrites one partition after another: one lane encodes
+    // a partition while the next is read, so the writer holds one partition, not one per lane.
+    let grouped = matches!(&locator, Locate::Scan(c) if c.grouped());
+    let data = match grouped && mode_of(table, kind)?.0 == WriteMode::CopyOnWrite {
+        true => DataWriter::with_lanes(table, 1)?,
+        false => DataWriter::new(table)?,
+    };
+    let mut data = data.with_distribution(distribution(table, kind)?);
     if table.metadata().format_version() == FormatVersion::V3 {
         // Rows copied by copy-on-write keep their lineage; new and updated rows get new row
         // ids (their lineage columns are NULL, so they inherit the new file's).
@@ -515,6 +522,16 @@ fn distribution(table: &Table, kind: RowLevelKind) -> Result<DistributionMode> {
     })
 }
 
+/// The statement's `write.*.mode` and `write.*.isolation-level`.
+fn mode_of(table: &Table, kind: RowLevelKind) -> Result<(WriteMode, IsolationLevel)> {
+    let props = table.properties()?;
+    Ok(match kind {
+        RowLevelKind::Delete => (props.delete_mode, props.delete_isolation),
+        RowLevelKind::Update => (props.update_mode, props.update_isolation),
+        RowLevelKind::Merge => (props.merge_mode, props.merge_isolation),
+    })
+}
+
 /// A scan of `table` at `snapshot_id` (the current state of an empty table when `None`).
 fn scan_at(table: &Table, snapshot_id: Option<i64>) -> Scan {
     match snapshot_id {
@@ -536,12 +553,7 @@ async fn plan(
     changer: &dyn RowChanger,
     known: Option<&HashMap<String, RoaringTreemap>>,
 ) -> Result<RowLevelPlan> {
-    let props = table.properties()?;
-    let (mode, isolation) = match kind {
-        RowLevelKind::Delete => (props.delete_mode, props.delete_isolation),
-        RowLevelKind::Update => (props.update_mode, props.update_isolation),
-        RowLevelKind::Merge => (props.merge_mode, props.merge_isolation),
-    };
+    let (mode, isolation) = mode_of(table, kind)?;
     let version = table.metadata().format_version();
     if mode == WriteMode::MergeOnRead && version == FormatVersion::V1 {
         return Err(Error::unsupported(format!(

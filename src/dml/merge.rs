@@ -76,7 +76,9 @@ struct MergeChanger {
     /// of the partition being read.
     current: Option<SourceSet>,
     /// The source split by partition (`None`: read whole).
-    aligned: Option<Aligned>,
+    aligned: Option<Box<Aligned>>,
+    /// Aligned: the partition being read, until its first target row was checked to be in it.
+    unchecked: Option<Struct>,
     table: String,
 }
 
@@ -84,7 +86,7 @@ struct MergeChanger {
 ///
 /// When every partition source column of the table's default spec is the target side of an
 /// ON pair (a `bucket(N, key)` table merged on `key`), the source is split by the table's
-/// partitions first (beyond `floe.merge.source-memory-bytes`, default 64 MiB, into temporary
+/// partitions first (beyond `floe.merge.source-memory-bytes`, default 16 MiB, into temporary
 /// files) and each target partition is read against only its own source rows: memory holds
 /// one partition's source and new rows, not the whole source. The result's `aligned` says so;
 /// `floe.merge.partition-aligned=false` turns it off.
@@ -242,6 +244,7 @@ pub async fn merge(
         by_source,
         current,
         aligned,
+        unchecked: None,
         table: table.name(),
     };
     let mut r = run(catalog, table, RowLevelKind::Merge, filter, &mut changer).await?;
@@ -445,6 +448,18 @@ impl RowChanger for MergeChanger {
     }
 
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        if let (Some(a), Some(partition)) = (&self.aligned, &self.unchecked) {
+            if batch.num_rows() > 0 {
+                let keys = self
+                    .target_keys
+                    .iter()
+                    .zip(&self.keys.types)
+                    .map(|(i, t)| cast_to(&batch.column(*i).slice(0, 1), t))
+                    .collect::<Result<Vec<_>>>()?;
+                a.check_partition(partition, &keys)?;
+                self.unchecked = None;
+            }
+        }
         let mut set = self
             .current
             .take()
@@ -485,6 +500,7 @@ impl RowChanger for MergeChanger {
         };
         a.alignment.target_partitions_read += 1;
         self.current = Some(SourceSet::new(rows, &self.keys)?);
+        self.unchecked = Some(partition.clone());
         Ok(true)
     }
 

@@ -17,12 +17,6 @@ use crate::spec::Struct;
 use crate::table::Table;
 use crate::write::{PartitionSpill, Partitioner};
 
-/// Table property: `false` turns the partition-aligned MERGE off (default `true`).
-pub const ALIGNED_PROPERTY: &str = "floe.merge.partition-aligned";
-/// Table property: bytes of an aligned MERGE's source held in memory before the rest is
-/// spilled to temporary files (default 64 MiB).
-pub const SOURCE_MEMORY_PROPERTY: &str = "floe.merge.source-memory-bytes";
-
 /// The rows of a MERGE source, read one batch at a time (a `Vec` of batches converts).
 pub struct SourceRows(Box<dyn Iterator<Item = Result<RecordBatch>> + Send>);
 
@@ -134,7 +128,6 @@ impl SourceSet {
 
 /// The smallest and largest value of the first key, when it is an integer: target files
 /// outside that range cannot hold a matching row.
-#[derive(Default)]
 pub(super) struct KeyRange {
     bounds: Option<(i64, i64)>,
     int: bool,
@@ -142,6 +135,14 @@ pub(super) struct KeyRange {
 }
 
 impl KeyRange {
+    fn new() -> Self {
+        Self {
+            bounds: None,
+            int: false,
+            usable: true,
+        }
+    }
+
     fn add(&mut self, first_key: &ArrayRef) {
         let (lo, hi, int) = if let Some(a) = first_key.as_any().downcast_ref::<Int64Array>() {
             match (arrow::compute::min(a), arrow::compute::max(a)) {
@@ -182,12 +183,13 @@ impl KeyRange {
 /// The source read: whole, or split by the table's partitions.
 pub(super) enum ReadSource {
     Whole(RecordBatch),
-    Aligned(Aligned),
+    Aligned(Box<Aligned>),
 }
 
 /// A source split by the table's default partition spec, taken out partition by partition.
 pub(super) struct Aligned {
     pub spill: PartitionSpill,
+    splitter: KeyPartitioner,
     /// Partitions already taken out.
     pub taken: Vec<bool>,
     pub next_new: usize,
@@ -216,6 +218,30 @@ impl Aligned {
             }
         }
         Ok(None)
+    }
+
+    /// Checks that target rows of partition `partition` (their ON key columns `target_keys`,
+    /// cast to the key types, the first row checked) fall in that partition as the source's
+    /// rows are split: a file whose partition values differ from what its keys give (written
+    /// wrongly, or spelled differently) would otherwise meet none of its keys' source rows.
+    pub(super) fn check_partition(
+        &self,
+        partition: &Struct,
+        target_keys: &[ArrayRef],
+    ) -> Result<()> {
+        if target_keys.first().is_none_or(|k| k.is_empty()) {
+            return Ok(());
+        }
+        let first: Vec<ArrayRef> = target_keys.iter().map(|k| k.slice(0, 1)).collect();
+        let got = self.splitter.partition_of(&first)?;
+        if &got != partition {
+            return Err(Error::corrupt(format!(
+                "a target row of partition {partition:?} has ON key values of partition {got:?}; \
+                 the MERGE cannot align source and target (set {}=false to merge in one pass)",
+                crate::spec::MERGE_PARTITION_ALIGNED
+            )));
+        }
+        Ok(())
     }
 
     /// Every partition not taken yet, as one batch.
@@ -277,6 +303,17 @@ impl KeyPartitioner {
         }))
     }
 
+    /// The partition of the one row of `keys` (ON key columns, cast).
+    fn partition_of(&self, keys: &[ArrayRef]) -> Result<Struct> {
+        let cols = self.pairs.iter().map(|p| keys[*p].clone()).collect();
+        let key_batch = RecordBatch::try_new(self.schema.clone(), cols)?;
+        let groups = self.partitioner.groups(&key_batch)?;
+        match groups.parts.first() {
+            Some((key, _)) => Ok(key.data().clone()),
+            None => Err(Error::io("no partition for a row")),
+        }
+    }
+
     /// `batch`'s rows per partition (`keys`: its ON key columns, cast).
     fn split(&self, batch: &RecordBatch, keys: &[ArrayRef]) -> Result<Vec<(Struct, RecordBatch)>> {
         let cols = self.pairs.iter().map(|p| keys[*p].clone()).collect();
@@ -295,7 +332,7 @@ impl KeyPartitioner {
 }
 
 /// Reads the source: split by the table's partitions when the ON keys cover the partition
-/// spec (and [`ALIGNED_PROPERTY`] is not `false`), else whole. Also returns the first key's
+/// spec (and [`crate::spec::MERGE_PARTITION_ALIGNED`] is not `false`), else whole. Also returns the first key's
 /// range.
 pub(super) fn read_source(
     table: &Table,
@@ -314,10 +351,7 @@ pub(super) fn read_source(
         true => KeyPartitioner::new(table, target_keys)?,
         false => None,
     };
-    let mut range = KeyRange {
-        usable: true,
-        ..KeyRange::default()
-    };
+    let mut range = KeyRange::new();
     let mut whole = Vec::new();
     let mut spill = splitter
         .as_ref()
@@ -344,8 +378,9 @@ pub(super) fn read_source(
             _ => whole.push(batch),
         }
     }
-    let source = match spill {
-        Some(spill) => ReadSource::Aligned(Aligned {
+    let source = match (spill, splitter) {
+        (Some(spill), Some(splitter)) => ReadSource::Aligned(Box::new(Aligned {
+            splitter,
             taken: vec![false; spill.len()],
             next_new: 0,
             alignment: super::engine::Alignment {
@@ -354,8 +389,8 @@ pub(super) fn read_source(
                 spilled_bytes: spill.spilled_bytes,
             },
             spill,
-        }),
-        None => ReadSource::Whole(arrow_select::concat::concat_batches(&schema, &whole)?),
+        })),
+        _ => ReadSource::Whole(arrow_select::concat::concat_batches(&schema, &whole)?),
     };
     Ok((source, range))
 }

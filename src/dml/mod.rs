@@ -14,5 +14,5 @@ pub use engine::{Alignment, RowLevelResult};
 pub use equality::delete_by_key;
 pub use execute::{execute, execute_with};
 pub use merge::merge;
-pub use merge_source::{SourceRows, ALIGNED_PROPERTY, SOURCE_MEMORY_PROPERTY};
+pub use merge_source::SourceRows;
 pub use statement::{delete, update};

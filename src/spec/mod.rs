@@ -20,6 +20,7 @@ pub use layout::{parse_partition_spec, parse_sort_order};
 pub use names::{resolve_column, resolve_field};
 pub use properties::{
     DeleteGranularity, DistributionMode, IsolationLevel, MetricsMode, TableProperties, WriteMode,
+    MERGE_PARTITION_ALIGNED, MERGE_SOURCE_MEMORY_BYTES,
 };
 pub use property_keys::check_property_keys;
 

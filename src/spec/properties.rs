@@ -42,6 +42,13 @@ impl MetricsMode {
     }
 }
 
+/// Table property: `false` turns the partition-aligned MERGE off (default `true`; see
+/// [`crate::dml::merge`]).
+pub const MERGE_PARTITION_ALIGNED: &str = "floe.merge.partition-aligned";
+/// Table property: bytes of a partition-aligned MERGE's source held in memory before the rest
+/// is spilled to temporary files (default 16 MiB).
+pub const MERGE_SOURCE_MEMORY_BYTES: &str = "floe.merge.source-memory-bytes";
+
 /// Row-level write mode (`write.delete.mode`, `write.update.mode`, `write.merge.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -172,11 +179,10 @@ pub struct TableProperties {
     pub bloom_filter_columns: HashMap<String, f64>,
     /// `write.parquet.bloom-filter-max-bytes` (1 MiB): a bloom filter's largest size.
     pub bloom_filter_max_bytes: usize,
-    /// `floe.merge.partition-aligned` (true): a MERGE whose ON keys cover the partition spec
-    /// runs one partition at a time (see [`crate::dml::merge`]).
+    /// [`MERGE_PARTITION_ALIGNED`] (true): a MERGE whose ON keys cover the partition spec
+    /// runs one partition at a time.
     pub merge_partition_aligned: bool,
-    /// `floe.merge.source-memory-bytes` (64 MiB): bytes of an aligned MERGE's source held in
-    /// memory; the rest is spilled to temporary files.
+    /// [`MERGE_SOURCE_MEMORY_BYTES`] (16 MiB).
     pub merge_source_memory_bytes: usize,
 }
 
@@ -330,17 +336,17 @@ impl TableProperties {
                 .unwrap_or(false),
             bloom_filter_columns,
             bloom_filter_max_bytes: num(p, "write.parquet.bloom-filter-max-bytes", 1 << 20)?,
-            merge_partition_aligned: match p.get("floe.merge.partition-aligned") {
+            merge_partition_aligned: match p.get(MERGE_PARTITION_ALIGNED) {
                 None => true,
                 Some(v) if v.trim().eq_ignore_ascii_case("true") => true,
                 Some(v) if v.trim().eq_ignore_ascii_case("false") => false,
                 Some(v) => {
                     return Err(Error::invalid(format!(
-                        "table property floe.merge.partition-aligned='{v}': expected true or false"
+                        "table property {MERGE_PARTITION_ALIGNED}='{v}': expected true or false"
                     )))
                 }
             },
-            merge_source_memory_bytes: num(p, "floe.merge.source-memory-bytes", 64 << 20)?,
+            merge_source_memory_bytes: num(p, MERGE_SOURCE_MEMORY_BYTES, 16 << 20)?,
         })
     }
 

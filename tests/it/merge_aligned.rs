@@ -236,18 +236,15 @@ async fn aligned_merge_refuses_duplicate_keys_and_reports_itself() {
     let wh = d.path();
     let p = d.path().join("src.parquet");
     write_parquet(&p, &[batch(&[1, 2, 300], &mut rng)]);
-    let out = ok(
-        &wh,
-        &[
-            "merge",
-            "db.t",
-            "--source",
-            p.to_str().unwrap(),
-            "--on",
-            "id",
-            "--json",
-        ],
-    );
+    let merge = [
+        "merge",
+        "db.t",
+        "--source",
+        p.to_str().unwrap(),
+        "--on",
+        "id",
+    ];
+    let out = ok(wh, &[&merge[..], &["--json"]].concat());
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(
         v["aligned"]["source_partitions"].as_u64().unwrap() >= 1,
@@ -255,17 +252,7 @@ async fn aligned_merge_refuses_duplicate_keys_and_reports_itself() {
     );
     assert_eq!(v["deleted_records_count"], 2, "{v}");
     assert_eq!(v["added_records_count"], 3, "{v}");
-    let text = ok(
-        &wh,
-        &[
-            "merge",
-            "db.t",
-            "--source",
-            p.to_str().unwrap(),
-            "--on",
-            "id",
-        ],
-    );
+    let text = ok(wh, &merge);
     assert!(
         text.contains("aligned with the table's partitions"),
         "{text}"

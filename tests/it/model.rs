@@ -1483,10 +1483,10 @@ async fn create_table(cat: &Catalog, config: &Config) -> Table {
     match config.merge_path {
         MergePath::Aligned => {}
         MergePath::Spilled => {
-            props.insert(floe::dml::SOURCE_MEMORY_PROPERTY.into(), "0".into());
+            props.insert(floe::spec::MERGE_SOURCE_MEMORY_BYTES.into(), "0".into());
         }
         MergePath::OnePass => {
-            props.insert(floe::dml::ALIGNED_PROPERTY.into(), "false".into());
+            props.insert(floe::spec::MERGE_PARTITION_ALIGNED.into(), "false".into());
         }
     }
     c.properties = props;

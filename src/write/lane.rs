@@ -195,6 +195,8 @@ pub(super) async fn run_lane(
 ) -> Result<Vec<DataFile>> {
     let mut writers: Vec<PartitionWriter> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
+    // Files of partitions finished on request.
+    let mut done: Vec<DataFile> = Vec::new();
     let mut ls = LaneState {
         index: lane,
         file_seq: 0,
@@ -214,7 +216,12 @@ pub(super) async fn run_lane(
             let slab = match msg {
                 LaneMsg::Rows(slab) => slab,
                 LaneMsg::FinishFiles => {
+                    // Finished partitions are forgotten: they hold no memory, and a new
+                    // file's row group share counts only the partitions still open.
                     finish_files(&s, &mut ls, &mut writers).await?;
+                    done.extend(writers.drain(..).flat_map(|pw| pw.files));
+                    index.clear();
+                    ls.partitions = 0;
                     lane_bytes = 0;
                     continue;
                 }
@@ -266,7 +273,8 @@ pub(super) async fn run_lane(
     .await;
     result?;
     finish_files(&s, &mut ls, &mut writers).await?;
-    Ok(writers.into_iter().flat_map(|pw| pw.files).collect())
+    done.extend(writers.into_iter().flat_map(|pw| pw.files));
+    Ok(done)
 }
 
 /// Writes every partition's buffered rows (merging its spilled sorted runs) and closes every

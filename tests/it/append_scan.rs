@@ -1075,3 +1075,59 @@ async fn a_filter_decodes_other_columns_only_for_kept_rows() {
         "{all:?} of {size} bytes"
     );
 }
+
+/// `DataWriter::finish_files` closes every open file and the writer goes on: rows of a
+/// partition sent again start a new file, each file is sorted end to end and records the
+/// sort order, and every row is committed once.
+#[tokio::test]
+async fn finishing_files_midway_keeps_every_row_in_sorted_files() {
+    let (_d, cat) = sqlite_catalog();
+    let schema = parse_schema("id long, v string").unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    c.partition_spec = parse_partition_spec("bucket(2, id)", &schema).unwrap();
+    c.sort_order = Some(parse_sort_order("id desc", &schema).unwrap());
+    let t = cat
+        .create_table(&parse_ident("db.f").unwrap(), c)
+        .await
+        .unwrap();
+    let mut w = floe::write::DataWriter::new(&t).unwrap();
+    w.write(id_batch(0..5_000)).await.unwrap();
+    w.finish_files().await.unwrap();
+    w.write(id_batch(5_000..8_000)).await.unwrap();
+    w.finish_files().await.unwrap();
+    w.finish_files().await.unwrap(); // nothing buffered: no file
+    w.write(id_batch(8_000..9_000)).await.unwrap();
+    let files = w.close().await.unwrap();
+    assert_eq!(files.len(), 6, "3 rounds x 2 buckets");
+    let t = floe::txn::append_files(&cat, &t, files)
+        .await
+        .unwrap()
+        .table;
+    let all = scan_rows(&t, SnapshotSelector::Current).await;
+    assert_eq!(count(&all), 9_000);
+    assert_eq!(sum_i64(&all, "id"), (0..9_000i64).sum::<i64>());
+    let plan = Scan::new(&t).plan().await.unwrap();
+    for f in &plan.files {
+        let path = f.file.file_path().trim_start_matches("file://");
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(path).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut ids = Vec::new();
+        for b in reader {
+            let b = b.unwrap();
+            let col = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>();
+            ids.extend_from_slice(col.unwrap().values());
+        }
+        assert!(
+            ids.windows(2).all(|w| w[0] > w[1]),
+            "{path} is not sorted by id desc"
+        );
+    }
+    assert!(plan.files.iter().all(|f| f.file.sort_order_id() == Some(1)));
+}

@@ -8,6 +8,8 @@
 //! decoding is an error item. Files without field ids go to the general reader (name mapping).
 
 mod chunks;
+mod prune;
+mod row_filter;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef as ArrowSchemaRef;
@@ -21,6 +23,8 @@ use crate::error::{Error, Result};
 use crate::expr::BoundExpr;
 use crate::storage::Storage;
 use chunks::{fetch_blooms, Blooms, CountedBytes, Fetched, RangeReader};
+use prune::prune_row_groups;
+use row_filter::{row_filter, FilterError};
 
 /// Field ids at or above this are Iceberg's reserved metadata columns (row lineage): a file
 /// without them reads as NULLs (inherited values), not as a schema mismatch.
@@ -121,111 +125,6 @@ fn map_file(file: &std::fs::File) -> Option<bytes::Bytes> {
     Some(bytes::Bytes::from_owner(map))
 }
 
-/// Which row groups of a file are read.
-struct RowGroupChoice {
-    /// Indexes of the row groups read.
-    kept: Vec<usize>,
-    /// Their position ranges.
-    read: Vec<(u64, u64)>,
-    /// The position ranges of the others.
-    pruned: Vec<(u64, u64)>,
-    /// Position ranges inside the row groups read whose pages (of the filter's columns) the
-    /// page index rules out, ascending.
-    pages_pruned: Vec<(u64, u64)>,
-}
-
-/// The row groups of a file that may hold rows the filter keeps (statistics, then bloom
-/// filters when the file's bytes are at hand), and inside them the rows whose pages may (page
-/// index, when loaded). Counts them in the filter's counters.
-fn prune_row_groups(
-    meta: &parquet::file::metadata::ParquetMetaData,
-    blooms: &Blooms,
-    filter: &super::RowGroupFilter,
-) -> RowGroupChoice {
-    let metrics = crate::expr::row_group_metrics(meta, &filter.schema, &filter.nan_free);
-    let descr = meta.file_metadata().schema_descr();
-    // Top-level primitive columns by field id: their leaf index and physical type (what a
-    // bloom filter hashed).
-    let leaves: std::collections::HashMap<i32, (usize, parquet::basic::Type)> = (0..descr
-        .num_columns())
-        .filter_map(|c| {
-            let col = descr.column(c);
-            let info = col.self_type().get_basic_info();
-            (col.path().parts().len() == 1 && col.max_rep_level() == 0 && info.has_id())
-                .then(|| (info.id(), (c, col.physical_type())))
-        })
-        .collect();
-    let mut choice = RowGroupChoice {
-        kept: Vec::new(),
-        read: Vec::new(),
-        pruned: Vec::new(),
-        pages_pruned: Vec::new(),
-    };
-    let (mut by_bloom, mut pages, mut pruned_pages) = (0, 0, 0);
-    let mut start = 0u64;
-    for (i, rg) in meta.row_groups().iter().enumerate() {
-        let end = start + rg.num_rows().max(0) as u64;
-        let by_stats = metrics
-            .get(i)
-            .is_none_or(|m| crate::expr::may_match(&filter.predicate, m));
-        let mut filters: std::collections::HashMap<usize, Option<parquet::bloom_filter::Sbbf>> =
-            Default::default();
-        let mut absent = |id: i32, v: &iceberg::spec::Datum| -> Option<bool> {
-            let &(c, physical) = leaves.get(&id)?;
-            let chunk = rg.column(c);
-            chunk.bloom_filter_offset()?;
-            let f = filters.entry(c).or_insert_with(|| blooms.read(chunk));
-            crate::expr::bloom_proves_absent(f.as_ref()?, physical, v)
-        };
-        let may = by_stats && {
-            let b = crate::expr::bloom_may_match(&filter.predicate, &mut absent);
-            by_bloom += usize::from(!b);
-            b
-        };
-        let page = may
-            .then(|| {
-                crate::expr::page_choice(
-                    meta,
-                    i,
-                    &filter.schema,
-                    &filter.predicate,
-                    &filter.nan_free,
-                )
-            })
-            .flatten();
-        if let Some(p) = &page {
-            pages += p.pages;
-            pruned_pages += p.pruned_pages;
-        }
-        let keep: Vec<(u64, u64)> = match &page {
-            Some(p) => p.keep.iter().map(|(s, e)| (start + s, start + e)).collect(),
-            None => vec![(start, end)],
-        };
-        if may && !keep.is_empty() {
-            choice.kept.push(i);
-            choice.read.push((start, end));
-            let mut next = start;
-            for &(s, e) in &keep {
-                if s > next {
-                    choice.pages_pruned.push((next, s));
-                }
-                next = e;
-            }
-            if end > next {
-                choice.pages_pruned.push((next, end));
-            }
-        } else {
-            choice.pruned.push((start, end));
-        }
-        start = end;
-    }
-    filter
-        .counters
-        .add(meta.row_groups().len(), choice.pruned.len(), by_bloom);
-    filter.counters.add_pages(pages, pruned_pages);
-    choice
-}
-
 /// A direct read: its batches (with their rows' positions when the filter ran in the decoder
 /// and positions were asked for), the position ranges of the row groups and pages it left
 /// out, and whether the row filter was applied while decoding.
@@ -248,88 +147,6 @@ struct Configured<T> {
     builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
     shaping: Shaping,
     pruned: Vec<(u64, u64)>,
-}
-
-/// The first error the row filter met while decoding (arrow-rs carries it only as text).
-type FilterError = std::sync::Arc<std::sync::Mutex<Option<Error>>>;
-
-/// The row filter as an arrow-rs [`RowFilter`](parquet::arrow::arrow_reader::RowFilter):
-/// the file columns it reads are decoded first, adapted to the target types and the filter
-/// evaluated on them; the other projected columns are then decoded only for the rows it
-/// keeps. `None` when that cannot help (the filter reads every projected column) or
-/// cannot be done: it reads a column the file lacks (filled with a default) or a nested one.
-fn row_filter(
-    filter: &BoundExpr,
-    sources: &[Source],
-    roots: &[usize],
-    o: &DirectOptions,
-    parquet_schema: &parquet::schema::types::SchemaDescriptor,
-    error: FilterError,
-) -> Option<parquet::arrow::arrow_reader::RowFilter> {
-    use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
-    let columns = filter.columns();
-    let mut read = Vec::with_capacity(columns.len());
-    for &c in &columns {
-        // Nested columns stay out: arrow-rs's async reader panics decoding a struct filter
-        // column ("child with nullable parents must have definition level", parquet 58.4).
-        if o.target.fields().get(c)?.data_type().is_nested() {
-            return None;
-        }
-        match sources.get(c)? {
-            Source::Column(root, _) => read.push(*root),
-            Source::Fill(_) => return None,
-        }
-    }
-    read.sort_unstable();
-    read.dedup();
-    if read.len() >= roots.len() {
-        return None;
-    }
-    let over = filter.over_columns(&columns)?;
-    let fields: Vec<arrow_schema::FieldRef> = columns
-        .iter()
-        .map(|&c| o.target.fields()[c].clone())
-        .collect();
-    let predicate_schema = std::sync::Arc::new(arrow_schema::Schema::new(fields));
-    let adapts: Vec<(usize, Adapt)> = columns
-        .iter()
-        .filter_map(|&c| match &sources[c] {
-            Source::Column(root, a) => Some((read.iter().position(|r| r == root)?, a.clone())),
-            Source::Fill(_) => None,
-        })
-        .collect();
-    let schema = o.schema.clone();
-    let mask = ProjectionMask::roots(parquet_schema, read.iter().copied());
-    let evaluate = move |b: RecordBatch| -> std::result::Result<
-        arrow_array::BooleanArray,
-        arrow_schema::ArrowError,
-    > {
-        let cols = adapts
-            .iter()
-            .zip(predicate_schema.fields())
-            .map(|((at, a), f)| adapt::apply(b.column(*at), a, f.data_type(), &schema))
-            .collect::<Result<Vec<_>>>()
-            .and_then(|cols| {
-                let opts =
-                    arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-                Ok(RecordBatch::try_new_with_options(
-                    predicate_schema.clone(),
-                    cols,
-                    &opts,
-                )?)
-            })
-            .and_then(|batch| over.evaluate_predicate(&batch));
-        cols.map_err(|e| {
-            let text = e.to_string();
-            if let Ok(mut slot) = error.lock() {
-                slot.get_or_insert(e);
-            }
-            arrow_schema::ArrowError::ComputeError(text)
-        })
-    };
-    Some(RowFilter::new(vec![Box::new(ArrowPredicateFn::new(
-        mask, evaluate,
-    ))]))
 }
 
 /// Configures a reader of the file (projection, row groups, pages, deleted rows, the row

@@ -363,8 +363,8 @@ impl MergeChanger {
                         continue;
                     }
                     return Err(Error::invalid(format!(
-                        "MERGE INTO {}: a target row matches {} source rows of key ({}); \
-                         make the source keys unique",
+                        "MERGE INTO {}: a target row matches more than one source row ({} rows \
+                         of key ({})); make the source keys unique",
                         self.table,
                         others.len() + 1,
                         self.key_text(set, s as usize)

@@ -229,7 +229,11 @@ async fn aligned_merge_refuses_duplicate_keys_and_reports_itself() {
     .await
     .unwrap_err();
     assert_eq!(e.kind(), floe::ErrorKind::InvalidInput, "{e}");
-    assert!(e.to_string().contains("2 source rows of key (5)"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("more than one source row (2 rows of key (5))"),
+        "{e}"
+    );
     let now = cat.load_table(&parse_ident("db.t").unwrap()).await.unwrap();
     assert_eq!(now.metadata_location(), t.metadata_location());
 

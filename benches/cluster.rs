@@ -16,6 +16,8 @@
 //! * `FLOE_BENCH_MERGE_ROWS` — MERGE source rows (default 1,000,000; 0 skips the MERGE);
 //!   `FLOE_BENCH_MERGE_ONLY=1` runs only the MERGE section, `FLOE_BENCH_MERGE_SOURCE_MEMORY`
 //!   sets `floe.merge.source-memory-bytes` on both tables;
+//! * `FLOE_BENCH_PAGE_ROWS` — `write.parquet.page-row-limit` of the two 2-D tables (sorted by
+//!   `a`, z-ordered; tables of their own);
 //! * `FLOE_BENCH_NO_BASELINE=1` — floe only;
 //! * `FLOE_BENCH_DIR` — scratch (default `~/.cache/floe/bench`);
 //! * `FLOE_BENCH_REUSE=1` — read the tables a previous run with the same row count left;
@@ -143,6 +145,9 @@ async fn write(cat: &Catalog, name: &str, layout: Layout, key: &[i64]) -> (Table
         Layout::SortedByA => c.sort_order = Some(parse_sort_order("a", &schema).unwrap()),
         Layout::Plain | Layout::ZOrder => {}
     }
+    if let (Layout::SortedByA | Layout::ZOrder, Some(n)) = (layout, page_rows()) {
+        c = c.with_property("write.parquet.page-row-limit", &n.to_string());
+    }
     let t = cat
         .create_table(&parse_ident(&format!("bench.{name}")).unwrap(), c)
         .await
@@ -197,6 +202,12 @@ enum Layout {
 /// vary from their sign and exponent bits on.
 const ZORDER_BY: &str = "a,b";
 const BOX_FILTER: &str = "a >= 600 AND a < 650 AND b >= 0.2 AND b < 0.3";
+
+/// `FLOE_BENCH_PAGE_ROWS`: `write.parquet.page-row-limit` of the sorted-by-`a` and z-ordered
+/// tables (default: Iceberg's 20,000).
+fn page_rows() -> Option<usize> {
+    std::env::var("FLOE_BENCH_PAGE_ROWS").ok()?.parse().ok()
+}
 
 /// Table `name` as a previous run left it (`FLOE_BENCH_REUSE=1`), with its data bytes.
 async fn existing(cat: &Catalog, name: &str, reuse: bool) -> Option<(Table, u64)> {
@@ -526,15 +537,18 @@ fn main() {
         };
         let clustered_s = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        let (sorted_a, _) = match existing(&cat, "sorted_a", reuse).await {
+        // Both 2-D tables with `FLOE_BENCH_PAGE_ROWS` pages get names of their own.
+        let suffix = page_rows().map(|n| format!("_p{n}")).unwrap_or_default();
+        let (sorted_name, zorder_name) = (format!("sorted_a{suffix}"), format!("zorder_ab{suffix}"));
+        let (sorted_a, _) = match existing(&cat, &sorted_name, reuse).await {
             Some(t) => t,
-            None => write(&cat, "sorted_a", Layout::SortedByA, &key).await,
+            None => write(&cat, &sorted_name, Layout::SortedByA, &key).await,
         };
         let sorted_s = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        let (zorder, _) = match existing(&cat, "zorder_ab", reuse).await {
+        let (zorder, _) = match existing(&cat, &zorder_name, reuse).await {
             Some(t) => t,
-            None => write(&cat, "zorder_ab", Layout::ZOrder, &key).await,
+            None => write(&cat, &zorder_name, Layout::ZOrder, &key).await,
         };
         let zorder_s = t0.elapsed().as_secs_f64();
         settle();

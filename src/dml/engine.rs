@@ -158,7 +158,7 @@ pub struct RowLevelResult {
 /// How a partition-aligned MERGE went: the source split by the table's default partition
 /// spec (every partition source column is an ON key), then, per partition, only that
 /// partition's target files read against only its source rows.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct Alignment {
     /// Partitions the source rows fall in.

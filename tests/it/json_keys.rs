@@ -196,6 +196,22 @@ fn every_commands_json_uses_the_readme_keys() {
         &["merge", "db.t", "--source", &inp, "--on", "id"],
         k,
     );
+    // On a table bucketed by the key the MERGE runs one partition at a time (`aligned`).
+    let bucketed = [
+        "create",
+        "db.b",
+        "--schema",
+        "id long, name string",
+        "--partition-by",
+        "bucket(4, id)",
+    ];
+    keys_of(dir, w, &bucketed, k);
+    keys_of(
+        dir,
+        w,
+        &["merge", "db.b", "--source", &inp, "--on", "id"],
+        k,
+    );
     keys_of(dir, w, &["sql", "DELETE FROM db.t WHERE id = 3"], k);
     keys_of(dir, w, &["files", "db.t"], k);
     let plan = keys_of(

@@ -251,7 +251,7 @@ async fn aligned_merge_refuses_duplicate_keys_and_reports_itself() {
     let out = ok(wh, &[&merge[..], &["--json"]].concat());
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(
-        v["aligned"]["source_partitions"].as_u64().unwrap() >= 1,
+        v["aligned"]["source_partitions_count"].as_u64().unwrap() >= 1,
         "{v}"
     );
     assert_eq!(v["deleted_records_count"], 2, "{v}");
@@ -318,7 +318,7 @@ async fn merge_after_partition_evolution_is_aligned_once_files_are_rewritten() {
     );
     let v = merge();
     assert!(
-        v["aligned"]["source_partitions"].as_u64().unwrap() >= 1,
+        v["aligned"]["source_partitions_count"].as_u64().unwrap() >= 1,
         "{v}"
     );
     assert_eq!(v["added_records_count"], 4, "{v}");

@@ -44,7 +44,11 @@ pub fn dml(r: &floe::dml::RowLevelResult, mode: &str, started: Instant) -> Value
         "added_data_files_count": r.added_data_files,
         "added_delete_files_count": r.added_delete_files,
         "added_bytes_count": r.written_bytes,
-        "aligned": r.aligned,
+        "aligned": r.aligned.as_ref().map(|a| json!({
+            "source_partitions_count": a.source_partitions,
+            "read_partitions_count": a.target_partitions_read,
+            "spilled_bytes_count": a.spilled_bytes,
+        })),
         "elapsed_ms": ms(started),
     })
 }

@@ -125,8 +125,8 @@ class RowLevelResult:
     added_data_files_count: int
     added_delete_files_count: int
     added_bytes_count: int
-    #: A MERGE merged partition by partition (``source_partitions``,
-    #: ``target_partitions_read``, ``spilled_bytes``); ``None`` when read in one pass.
+    #: A MERGE merged partition by partition (``source_partitions_count``,
+    #: ``read_partitions_count``, ``spilled_bytes_count``); ``None`` when read in one pass.
     aligned: Optional[Dict[str, int]]
     elapsed_ms: int
 

@@ -146,7 +146,7 @@ async fn write(cat: &Catalog, name: &str, layout: Layout, key: &[i64]) -> (Table
         Layout::Plain | Layout::ZOrder => {}
     }
     if let (Layout::SortedByA | Layout::ZOrder, Some(n)) = (layout, page_rows()) {
-        c = c.with_property("write.parquet.page-row-limit", &n.to_string());
+        c = c.with_property("write.parquet.page-row-limit", n.to_string());
     }
     let t = cat
         .create_table(&parse_ident(&format!("bench.{name}")).unwrap(), c)

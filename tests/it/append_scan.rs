@@ -916,6 +916,18 @@ async fn write_random_ids(
     written
 }
 
+/// The batches of a local data file, read with arrow-rs's reader (not floe's).
+fn file_batches(path: &str) -> Vec<arrow::array::RecordBatch> {
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap()
+    .map(|b| b.unwrap())
+    .collect()
+}
+
 /// Each data file `files` lists, read back: (lane that wrote it, partition directory, its
 /// `id` values); every row's `v` equals its `id` (rows were written whole).
 fn files_by_lane(files: &[floe::spec::DataFile]) -> Vec<(String, String, Vec<i64>)> {
@@ -925,15 +937,8 @@ fn files_by_lane(files: &[floe::spec::DataFile]) -> Vec<(String, String, Vec<i64
         .map(|f| {
             let path = f.file_path().trim_start_matches("file://");
             let (dir, name) = path.rsplit_once('/').unwrap();
-            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-                std::fs::File::open(path).unwrap(),
-            )
-            .unwrap()
-            .build()
-            .unwrap();
             let mut ids = Vec::new();
-            for b in reader {
-                let b = b.unwrap();
+            for b in file_batches(path) {
                 let c = b.column(b.schema().index_of("id").unwrap());
                 let v = b.column(b.schema().index_of("v").unwrap());
                 assert_eq!(c.as_ref(), v.as_ref(), "{path}: rows kept whole (v = id)");
@@ -1109,15 +1114,8 @@ async fn finishing_files_midway_keeps_every_row_in_sorted_files() {
     let plan = Scan::new(&t).plan().await.unwrap();
     for f in &plan.files {
         let path = f.file.file_path().trim_start_matches("file://");
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(path).unwrap(),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
         let mut ids = Vec::new();
-        for b in reader {
-            let b = b.unwrap();
+        for b in file_batches(path) {
             let col = b
                 .column(0)
                 .as_any()

@@ -214,7 +214,17 @@ pub async fn merge(
             }
         });
     }
-    let (read, range) = read_source(table, first, source, &keys, &target_keys).map_err(ctx)?;
+    // The source is read (and split, maybe spilled) on a blocking thread: reading a file
+    // source is synchronous I/O.
+    let (read, range, keys) = {
+        let (t, target_keys) = (table.clone(), target_keys.clone());
+        tokio::task::spawn_blocking(move || {
+            read_source(&t, first, source, &keys, &target_keys).map(|(r, k)| (r, k, keys))
+        })
+        .await
+        .map_err(|e| ctx(Error::io("the MERGE source reader failed").with_source(e)))?
+        .map_err(ctx)?
+    };
     // Without NOT MATCHED BY SOURCE, only target rows whose key is in the source's key range
     // can change: prune by it.
     let filter = match by_source {
@@ -327,22 +337,22 @@ impl MergeChanger {
     }
 
     /// [`RowChanger::change`] against the source rows `set`.
+    /// `unchecked`: the aligned partition being read, whose first row is checked first.
     fn change_with(
         &self,
         set: &mut SourceSet,
         batch: &RecordBatch,
+        unchecked: Option<&Struct>,
     ) -> Result<(BooleanArray, Option<RecordBatch>)> {
         // v3: the rows' `_row_id` follows the target's columns; an updated row keeps it.
         let width = self.target.fields().len();
         let row_ids = (batch.num_columns() >= width + 2).then(|| batch.column(width).clone());
         let batch = &batch.project(&(0..width).collect::<Vec<_>>())?;
         let n = batch.num_rows();
-        let key_cols = self
-            .target_keys
-            .iter()
-            .zip(&self.keys.types)
-            .map(|(i, t)| cast_to(batch.column(*i), t))
-            .collect::<Result<Vec<_>>>()?;
+        let key_cols = self.keys.cast_columns(batch, &self.target_keys)?;
+        if let (Some(a), Some(partition)) = (&self.aligned, unchecked) {
+            a.check_partition(partition, &key_cols)?;
+        }
         let rows = self.keys.converter.convert_columns(&key_cols)?;
         let mut hits: Vec<Option<u32>> = Vec::with_capacity(n);
         for (r, row) in rows.iter().enumerate() {
@@ -448,23 +458,16 @@ impl RowChanger for MergeChanger {
     }
 
     fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
-        if let (Some(a), Some(partition)) = (&self.aligned, &self.unchecked) {
-            if batch.num_rows() > 0 {
-                let keys = self
-                    .target_keys
-                    .iter()
-                    .zip(&self.keys.types)
-                    .map(|(i, t)| cast_to(&batch.column(*i).slice(0, 1), t))
-                    .collect::<Result<Vec<_>>>()?;
-                a.check_partition(partition, &keys)?;
-                self.unchecked = None;
-            }
-        }
         let mut set = self
             .current
             .take()
             .ok_or_else(|| Error::io("MERGE target rows arrived outside a partition group"))?;
-        let r = self.change_with(&mut set, batch);
+        // An empty batch checks nothing: the partition stays unchecked.
+        let unchecked = match batch.num_rows() {
+            0 => None,
+            _ => self.unchecked.take(),
+        };
+        let r = self.change_with(&mut set, batch, unchecked.as_ref());
         self.current = Some(set);
         r
     }

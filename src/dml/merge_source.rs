@@ -60,9 +60,18 @@ impl SourceKeys {
         })
     }
 
-    /// `batch`'s key columns cast to the target's key types.
+    /// A source batch's key columns cast to the target's key types.
     pub(super) fn cast(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
-        self.columns
+        self.cast_columns(batch, &self.columns)
+    }
+
+    /// `batch`'s columns `columns` (one per ON pair) cast to the target's key types.
+    pub(super) fn cast_columns(
+        &self,
+        batch: &RecordBatch,
+        columns: &[usize],
+    ) -> Result<Vec<ArrayRef>> {
+        columns
             .iter()
             .zip(&self.types)
             .map(|(i, t)| cast_to(batch.column(*i), t))

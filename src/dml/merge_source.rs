@@ -197,11 +197,11 @@ pub(super) enum ReadSource {
 
 /// A source split by the table's default partition spec, taken out partition by partition.
 pub(super) struct Aligned {
-    pub spill: PartitionSpill,
+    spill: PartitionSpill,
     splitter: KeyPartitioner,
     /// Partitions already taken out.
-    pub taken: Vec<bool>,
-    pub next_new: usize,
+    taken: Vec<bool>,
+    next_new: usize,
     pub alignment: super::engine::Alignment,
 }
 

@@ -279,6 +279,22 @@ impl Staged {
         &self.added_data
     }
 
+    /// Adds data files written elsewhere (a distributed upsert's tasks) to the change;
+    /// `written`: those of them to delete if the change is given up.
+    pub(crate) fn add_data_files(
+        &mut self,
+        files: impl IntoIterator<Item = DataFile>,
+        written: Vec<String>,
+    ) {
+        for f in files {
+            self.result.added_data_files += 1;
+            self.result.written_rows += f.record_count();
+            self.result.written_bytes += f.file_size_in_bytes();
+            self.added_data.push(f);
+        }
+        self.written.extend(written);
+    }
+
     /// Whether the change rewrites files (copy-on-write): rows of kept files move.
     pub(crate) fn rewrites_files(&self) -> bool {
         self.result.rewritten_rows > 0

@@ -80,6 +80,15 @@ impl IndexSlot {
     }
 }
 
+/// What [`apply_with_retries`] applies.
+#[derive(Clone, Copy)]
+pub(super) enum Batch<'a> {
+    /// Rows of changes.
+    Changes(&'a ChangeBatch),
+    /// Changes whose upserts tasks wrote already ([`super::staged`]).
+    Staged(&'a super::staged::StagedKeys),
+}
+
 /// Plans and commits the batch, planning again after each conflict within `commit.retry.*`.
 /// With `held`, stored rows are found through the key index or rows it holds (built or
 /// rebuilt when they do not reflect the table); it is left holding those of the committed
@@ -87,7 +96,7 @@ impl IndexSlot {
 pub(super) async fn apply_with_retries(
     catalog: &Catalog,
     ident: &TableIdent,
-    changes: &ChangeBatch,
+    batch: Batch<'_>,
     options: &UpsertOptions,
     mut held: Option<&mut Held>,
 ) -> Result<UpsertResult> {
@@ -96,7 +105,12 @@ pub(super) async fn apply_with_retries(
     loop {
         attempt += 1;
         let table = write_target(catalog.load_table(ident).await?, options, held.is_some())?;
-        let r = apply_once(catalog, &table, changes, options, sink, held.as_deref_mut()).await;
+        let r = match batch {
+            Batch::Changes(changes) => {
+                apply_once(catalog, &table, changes, options, sink, held.as_deref_mut()).await
+            }
+            Batch::Staged(staged) => staged.apply_once(catalog, &table, sink).await,
+        };
         match r {
             Ok(mut r) => {
                 r.attempts = attempt;
@@ -132,7 +146,7 @@ pub(super) async fn apply_with_retries(
 /// The table the batch writes: main, a branch, or staged with a WAP id. Tombstones and sink
 /// checkpoints are table-wide state (and a writer's held index follows main), so a branch or
 /// staged upsert is refused where it would read or write them.
-fn write_target(table: Table, options: &UpsertOptions, held: bool) -> Result<Table> {
+pub(super) fn write_target(table: Table, options: &UpsertOptions, held: bool) -> Result<Table> {
     if options.branch.is_none() && options.wap_id.is_none() {
         return Ok(table);
     }
@@ -175,19 +189,20 @@ fn write_target(table: Table, options: &UpsertOptions, held: bool) -> Result<Tab
 }
 
 /// A batch conformed and folded against one state of the table.
-struct Prepared {
-    spec: KeyedSpec,
+pub(super) struct Prepared {
+    pub spec: KeyedSpec,
     /// The table written with (evolved when the batch adds columns) and its schema change.
-    write_table: Table,
-    new_schema: Option<(i32, Schema)>,
-    added_columns: Vec<String>,
-    cols: Columns,
+    pub write_table: Table,
+    pub new_schema: Option<(i32, Schema)>,
+    pub added_columns: Vec<String>,
+    /// The key, version and delete columns of the folded rows.
+    pub cols: Columns,
     /// The key columns' fields and their row encoding.
-    key_fields: Vec<FieldRef>,
-    conv: arrow::row::RowConverter,
-    folded: fold::Folded,
+    pub key_fields: Vec<FieldRef>,
+    pub conv: arrow::row::RowConverter,
+    pub folded: fold::Folded,
     /// The folded keys, encoded.
-    rows: arrow::row::Rows,
+    pub rows: arrow::row::Rows,
 }
 
 impl Prepared {
@@ -202,7 +217,11 @@ impl Prepared {
 }
 
 /// Conforms the batch to `table` (evolving its schema if allowed) and folds it.
-fn prepare(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Result<Prepared> {
+pub(super) fn prepare(
+    table: &Table,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+) -> Result<Prepared> {
     let name = table.name();
     let spec = KeyedSpec::of(table.metadata(), &name)?;
     let (write_table, new_schema, added_columns) = evolve(table, changes, options.evolve_schema)?;
@@ -310,7 +329,7 @@ async fn apply_once(
     let (mut decided, extras) = match index.as_mut() {
         Some(slot) => decide_by_index(table, &prep, &list, sink, slot, &mut result.lookup).await?,
         None => {
-            let decided = decide_by_scan(table, &prep, &list).await?;
+            let decided = decide_by_scan(table, &prep, &list, true).await?;
             match commit_extras(table, &prep, &list, &decided.tombstones, sink).await {
                 Ok(extras) => (decided, extras),
                 Err(e) => {
@@ -377,13 +396,13 @@ async fn apply_once(
 }
 
 /// A batch decided against the table and its files staged.
-struct Decided {
-    settled: Settled,
-    staged: Staged,
+pub(super) struct Decided {
+    pub settled: Settled,
+    pub staged: Staged,
     /// Folded rows whose key's live row the change removes.
-    replaced: Vec<usize>,
+    pub replaced: Vec<usize>,
     /// The tombstone records: folded row, deletes, version.
-    tombstones: Vec<(usize, bool, i64)>,
+    pub tombstones: Vec<(usize, bool, i64)>,
 }
 
 impl Decided {
@@ -418,10 +437,16 @@ fn changer(
     tombstone_of: Vec<Option<i64>>,
     table: &Table,
 ) -> Result<KeyedChanger> {
+    let conv = arrow::row::RowConverter::new(
+        prep.key_fields
+            .iter()
+            .map(|f| arrow::row::SortField::new(f.data_type().clone()))
+            .collect(),
+    )?;
     Ok(KeyedChanger::new(
         &prep.spec.key,
         prep.spec.version.as_ref(),
-        key_converter(&prep.write_table.arrow_schema()?, &prep.cols.key)?,
+        conv,
         prep.folded.clone(),
         position,
         tombstone_of,
@@ -430,8 +455,15 @@ fn changer(
 }
 
 /// Stored rows found by reading the key and version columns of the files the batch's keys
-/// may be in (the row-level engine), tombstones from the tombstone files.
-async fn decide_by_scan(table: &Table, prep: &Prepared, list: &TombstoneList) -> Result<Decided> {
+/// may be in (the row-level engine), tombstones from the tombstone files. `writes_rows`:
+/// the upserts are written as new data files (else they were written already, and
+/// `settled.upserts` says which are kept).
+pub(super) async fn decide_by_scan(
+    table: &Table,
+    prep: &Prepared,
+    list: &TombstoneList,
+    writes_rows: bool,
+) -> Result<Decided> {
     let mut position: KeyMap<Box<[u8]>, u32> =
         KeyMap::with_capacity_and_hasher(prep.rows.num_rows(), Default::default());
     for r in 0..prep.rows.num_rows() {
@@ -450,7 +482,12 @@ async fn decide_by_scan(table: &Table, prep: &Prepared, list: &TombstoneList) ->
         .collect();
     let mut changer = changer(prep, position, tombstone_of, table)?;
     let filter = key_filter(&prep.spec.key[0], prep.folded.rows.column(prep.cols.key[0]));
-    let staged = stage(&prep.write_table, RowLevelKind::Merge, filter, &mut changer).await?;
+    let staged = if writes_rows {
+        stage(&prep.write_table, RowLevelKind::Merge, filter, &mut changer).await?
+    } else {
+        let mut keeps = super::staged::WritesNoRows(&mut changer);
+        stage(&prep.write_table, RowLevelKind::Merge, filter, &mut keeps).await?
+    };
     let settled = changer.settled.take().unwrap_or_default();
     Ok(Decided::new(settled, staged, vec![], prep))
 }
@@ -532,7 +569,7 @@ async fn decide_by_index(
 /// What commits with the batch's files: its tombstone records as one new tombstone file
 /// (the list guarded against concurrent change either way), the sink's checkpoint, the
 /// schema change. Returns them and the bytes of the tombstone files written.
-async fn commit_extras(
+pub(super) async fn commit_extras(
     table: &Table,
     prep: &Prepared,
     list: &TombstoneList,

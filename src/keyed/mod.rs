@@ -37,12 +37,14 @@ mod longmap;
 mod merge;
 mod readback;
 mod sketch;
+mod staged;
 mod state;
 mod tombstones;
 
 pub use batch::{ChangeBatch, UpsertOptions, UpsertResult};
 pub use checkpoint::committed_checkpoint;
 pub(crate) use fold::latest_rows;
+pub use staged::{commit_staged_upserts, discard_staged_upserts, stage_upsert, StagedUpsert};
 pub use tombstones::{expire_tombstones, tombstones, ExpireTombstonesResult, TombstoneReport};
 
 use std::sync::Arc;
@@ -53,7 +55,7 @@ use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::spec::TableIdent;
 
-use apply::{apply_with_retries, Held};
+use apply::{apply_with_retries, Batch, Held};
 
 /// Applies one batch of changes to the keyed table `ident` (see the module docs for the
 /// rules). Bad input (a null key or version, a bad delete flag, an unknown column) is
@@ -101,7 +103,7 @@ pub async fn upsert(
     changes: &ChangeBatch,
     options: &UpsertOptions,
 ) -> Result<UpsertResult> {
-    apply_with_retries(catalog, ident, changes, options, None).await
+    apply_with_retries(catalog, ident, Batch::Changes(changes), options, None).await
 }
 
 /// A keyed table's writer: applies batches with the same options (a sink's checkpoints).
@@ -166,7 +168,7 @@ impl KeyedWriter {
         apply_with_retries(
             &self.catalog,
             &self.ident,
-            &changes,
+            Batch::Changes(&changes),
             &options,
             Some(&mut *held),
         )

@@ -178,7 +178,7 @@ fn mode_name(m: floe::spec::WriteMode) -> &'static str {
     }
 }
 
-fn parse_staged(items: &[String]) -> PyResult<Vec<floe::txn::StagedFiles>> {
+fn parse_staged<T: serde::de::DeserializeOwned>(items: &[String]) -> PyResult<Vec<T>> {
     items
         .iter()
         .map(|s| serde_json::from_str(s).map_err(|e| to_py(invalid(format!("staged files: {e}")))))
@@ -378,7 +378,7 @@ impl Table {
         py: Python<'py>,
         staged: Vec<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let staged = parse_staged(&staged)?;
+        let staged: Vec<floe::txn::StagedFiles> = parse_staged(&staged)?;
         let (cat, table) = (self.cat(), self.get());
         let name = table.name();
         let started = Instant::now();
@@ -393,10 +393,60 @@ impl Table {
 
     /// Deletes staged files that will not be committed.
     fn discard_staged(&self, py: Python<'_>, staged: Vec<String>) -> PyResult<()> {
-        let staged = parse_staged(&staged)?;
+        let staged: Vec<floe::txn::StagedFiles> = parse_staged(&staged)?;
         let table = self.get();
         run(py, async move {
             floe::txn::discard_staged(&table, &staged).await
+        })
+    }
+
+    /// Folds `data` (a distributed upsert's task) and stages its winning upserts as
+    /// uncommitted data files with the task's keys; returns the JSON of
+    /// [`floe::keyed::StagedUpsert`].
+    fn stage_upsert(&self, py: Python<'_>, data: Bound<'_, PyAny>) -> PyResult<String> {
+        let (_, batches) = batches_of(&data)?;
+        let mut changes = floe::keyed::ChangeBatch::new();
+        for b in batches {
+            changes.push("the task's rows", b.map_err(to_py)?);
+        }
+        let table = self.get();
+        let r = run(py, async move {
+            floe::keyed::stage_upsert(&table, &changes).await
+        })?;
+        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+    }
+
+    /// Applies the tasks' staged upserts (JSON of each task's `stage_upsert`, in task
+    /// order) as one upsert (the CLI's `upsert --json` result).
+    #[pyo3(signature = (staged, sink_id=None, checkpoint=None))]
+    fn commit_staged_upserts<'py>(
+        &self,
+        py: Python<'py>,
+        staged: Vec<String>,
+        sink_id: Option<String>,
+        checkpoint: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let staged: Vec<floe::keyed::StagedUpsert> = parse_staged(&staged)?;
+        let mut options = floe::keyed::UpsertOptions::default();
+        options.sink_id = sink_id.clone();
+        options.checkpoint = checkpoint;
+        let (cat, table) = (self.cat(), self.get());
+        let name = table.name();
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::keyed::commit_staged_upserts(&cat, table.ident(), &staged, &options).await
+        })?;
+        let v = crate::report::upsert(&name, &sink_id, checkpoint, &r, started);
+        self.set(r.table.clone());
+        to_py_json(py, &v)
+    }
+
+    /// Deletes what staged upserts wrote (they will not be committed).
+    fn discard_staged_upserts(&self, py: Python<'_>, staged: Vec<String>) -> PyResult<()> {
+        let staged: Vec<floe::keyed::StagedUpsert> = parse_staged(&staged)?;
+        let table = self.get();
+        run(py, async move {
+            floe::keyed::discard_staged_upserts(&table, &staged).await
         })
     }
 

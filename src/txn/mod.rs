@@ -23,6 +23,7 @@ pub use clone::{
 pub(crate) use commit::{commit, commit_or_discard, commit_properties};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use refs::manage_refs;
+pub(crate) use staged::data_files as staged_data_files;
 pub use staged::{commit_staged, discard_staged, read_staged, stage_data_files, StagedFiles};
 pub use summary::SummaryCounts;
 pub(crate) use validate::{NoConcurrentCommit, NoValidation, RowLevelValidation, Validation};

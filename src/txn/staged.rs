@@ -99,7 +99,7 @@ where
 }
 
 /// The data files `staged` lists.
-async fn data_files(table: &Table, staged: &StagedFiles) -> Result<Vec<DataFile>> {
+pub(crate) async fn data_files(table: &Table, staged: &StagedFiles) -> Result<Vec<DataFile>> {
     if staged.table != table.name() {
         return Err(Error::invalid(format!(
             "staged files '{}' belong to table {}, not {}",

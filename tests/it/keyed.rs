@@ -484,6 +484,10 @@ struct Run {
     shapes: Vec<Shape>,
     /// The composite-key table (region, user_id).
     composite: bool,
+    /// Batches are distributed upserts: each batch's changes (in arrival order) cut at
+    /// random into 1 to 4 tasks, each staged ([`floe::keyed::stage_upsert`]), then
+    /// committed at once.
+    tasks: Option<StdRng>,
 }
 
 async fn keyed_table(
@@ -571,7 +575,60 @@ impl Run {
             chdb_final: true,
             shapes: Vec::new(),
             composite,
+            tasks: None,
         }
+    }
+
+    /// The batch as a distributed upsert: its parts cut into tasks (each task's rows
+    /// contiguous in arrival order), staged in turn, committed together; nothing staged is
+    /// left behind.
+    async fn staged(
+        &mut self,
+        batches: Vec<RecordBatch>,
+        opts: &UpsertOptions,
+    ) -> floe::Result<UpsertResult> {
+        let rng = self.tasks.as_mut().unwrap();
+        let rows: Vec<RecordBatch> = batches.into_iter().filter(|b| b.num_rows() > 0).collect();
+        let total: usize = rows.iter().map(|b| b.num_rows()).sum();
+        let n = rng.gen_range(1..=4usize).min(total.max(1));
+        let mut cuts: Vec<usize> = (0..n - 1).map(|_| rng.gen_range(0..=total)).collect();
+        cuts.sort_unstable();
+        cuts.push(total);
+        let mut tasks: Vec<ChangeBatch> = vec![ChangeBatch::new(); cuts.len()];
+        let (mut at, mut task) = (0usize, 0usize);
+        for (i, b) in rows.iter().enumerate() {
+            let mut from = 0;
+            while from < b.num_rows() {
+                while cuts[task] <= at && task + 1 < cuts.len() {
+                    task += 1;
+                }
+                let len = (cuts[task] - at).min(b.num_rows() - from).max(1);
+                tasks[task].push(format!("part {}", i + 1), b.slice(from, len));
+                (from, at) = (from + len, at + len);
+            }
+        }
+        let mut staged = Vec::new();
+        for t in &tasks {
+            staged.push(floe::keyed::stage_upsert(&self.table, t).await?);
+        }
+        let r = floe::keyed::commit_staged_upserts(&self.cat, &self.ident, &staged, opts).await;
+        let t = self.cat.load_table(&self.ident).await.unwrap();
+        let orphans = floe::maintenance::remove_orphan_files(&self.cat, &t, Some(i64::MAX), true)
+            .await
+            .unwrap();
+        let staged_left: Vec<&String> = orphans
+            .orphan_file_locations
+            .iter()
+            // Superseded metadata and tombstone files are not the staging's.
+            .filter(|p| p.contains("/metadata/staged-") || !p.contains("/metadata/"))
+            .collect();
+        assert!(
+            staged_left.is_empty(),
+            "{} batch {}: a distributed upsert left {staged_left:?}",
+            self.label,
+            self.step
+        );
+        r
     }
 
     /// Writes the parts of the next batch as Parquet files (what ClickHouse loads).
@@ -627,6 +684,8 @@ impl Run {
                     }
                 });
             w.apply(batches, sink.map(|(_, n)| n)).await
+        } else if self.tasks.is_some() {
+            self.staged(batches, &opts).await
         } else {
             floe::keyed::upsert(&self.cat, &self.ident, &batch, &opts).await
         }
@@ -1116,14 +1175,17 @@ async fn scenarios(
     fv: FormatVersion,
     tag: &str,
     writer: bool,
+    staged: bool,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
     let new_run = |name: &str| {
         let label = format!("{name}_{tag}");
         async move {
             let mut r = Run::with(cat, work, &label, fv, "merge-on-read", None, writer).await;
-            // A writer's runs repeat batches whose ClickHouse FINAL was compared already.
-            r.chdb_final = !writer;
+            // A writer's (or distributed) runs repeat batches whose ClickHouse FINAL was
+            // compared already.
+            r.chdb_final = !writer && !staged;
+            r.tasks = staged.then(|| StdRng::seed_from_u64(seed() + label.len() as u64));
             r
         }
     };
@@ -1521,13 +1583,15 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
     let w = work.path();
     let mut oracle = Oracle::default();
     let mut checks = Vec::new();
-    for (fv, tag, writer) in [
-        (FormatVersion::V3, "v3", false),
-        (FormatVersion::V2, "v2", false),
-        (FormatVersion::V3, "v3w", true),
-        (FormatVersion::V2, "v2w", true),
+    for (fv, tag, writer, staged) in [
+        (FormatVersion::V3, "v3", false, false),
+        (FormatVersion::V2, "v2", false, false),
+        (FormatVersion::V3, "v3w", true, false),
+        (FormatVersion::V2, "v2w", true, false),
+        (FormatVersion::V3, "v3s", false, true),
+        (FormatVersion::V2, "v2s", false, true),
     ] {
-        checks.extend(scenarios(&mut oracle, &cat, w, fv, tag, writer).await);
+        checks.extend(scenarios(&mut oracle, &cat, w, fv, tag, writer, staged).await);
     }
     eprintln!("keyed scenarios: {:.1} s", t0.elapsed().as_secs_f64());
 
@@ -1544,6 +1608,8 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
         writer: bool,
         batches: &'a [Vec<Vec<Change>>],
         chdb_final: bool,
+        /// Distributed upserts (staged tasks, one commit).
+        staged: bool,
     }
     let mor = "merge-on-read";
     let v2 = FormatVersion::V2;
@@ -1557,6 +1623,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: false,
             batches: &batches,
             chdb_final: true,
+            staged: false,
         },
         Config {
             label: "random_v2_mor_file_deletes",
@@ -1566,6 +1633,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: false,
             batches: &batches,
             chdb_final: false,
+            staged: false,
         },
         Config {
             label: "random_v2_cow",
@@ -1575,6 +1643,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: false,
             batches: &batches,
             chdb_final: false,
+            staged: false,
         },
         // A KeyedWriter (key index), with another writer's upserts and a compaction between
         // its batches.
@@ -1586,6 +1655,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: true,
             batches: &batches,
             chdb_final: false,
+            staged: false,
         },
         Config {
             label: "random_v2_writer_by_plan",
@@ -1595,6 +1665,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: true,
             batches: &batches,
             chdb_final: false,
+            staged: false,
         },
         Config {
             label: "wide_v3_bucket",
@@ -1604,6 +1675,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: false,
             batches: &wide,
             chdb_final: true,
+            staged: false,
         },
         Config {
             label: "wide_v2_writer",
@@ -1613,9 +1685,41 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: true,
             batches: &wide,
             chdb_final: false,
+            staged: false,
         },
     ];
     let configs = configs.into_iter().chain([
+        // Distributed upserts: each batch staged by 1 to 4 tasks, committed once.
+        Config {
+            label: "random_v3_staged",
+            fv: v3,
+            mode: mor,
+            partition: None,
+            writer: false,
+            batches: &batches,
+            chdb_final: false,
+            staged: true,
+        },
+        Config {
+            label: "random_v2_cow_staged_by_plan",
+            fv: v2,
+            mode: "copy-on-write",
+            partition: Some("plan"),
+            writer: false,
+            batches: &batches,
+            chdb_final: false,
+            staged: true,
+        },
+        Config {
+            label: "wide_composite_v2_staged",
+            fv: v2,
+            mode: mor,
+            partition: Some("bucket(4, user_id)"),
+            writer: false,
+            batches: &wide,
+            chdb_final: false,
+            staged: true,
+        },
         // A composite key (region string, user_id): string keys, two key columns.
         Config {
             label: "random_composite_v3_writer",
@@ -1625,6 +1729,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: true,
             batches: &batches,
             chdb_final: true,
+            staged: false,
         },
         Config {
             label: "wide_composite_v2_by_region",
@@ -1634,6 +1739,7 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
             writer: false,
             batches: &wide,
             chdb_final: true,
+            staged: false,
         },
     ]);
     for c in configs {
@@ -1641,6 +1747,9 @@ async fn upserts_match_the_model_clickhouse_and_the_peers() {
         let label = c.label;
         let mut run = Run::with(&cat, w, label, c.fv, c.mode, c.partition, c.writer).await;
         run.chdb_final = c.chdb_final;
+        run.tasks = c
+            .staged
+            .then(|| StdRng::seed_from_u64(seed ^ label.len() as u64));
         if c.writer {
             run.external_every = Some(7);
         }

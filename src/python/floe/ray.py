@@ -10,12 +10,19 @@
   writes its blocks as data files (conformed, partitioned, sorted and rolled as ``append``
   writes them; not committed); the driver commits them all in one snapshot in
   ``on_write_complete``, through the same commit loop (retries, conflict validation) as
-  ``floe append``. ``mode="upsert"``: each task hands its rows, as given, to the driver
-  (through Ray's object store), which applies them to the keyed table as one ``upsert``
-  (the key fold, the lookup of stored rows, the data and delete files and the commit run in
-  the driver, as in :meth:`floe.Table.upsert`: same merge engines, ``evolve_schema``,
-  ``sink_id``/``checkpoint``). A key's rows in different tasks are folded in the order Ray
-  returns the tasks' results: give the table a version column (or set
+  ``floe append``. ``mode="upsert"`` (a keyed table): each write task folds its rows by
+  key and writes the winning upserts as data files, with a list of its keys, versions,
+  deletes and the rows' positions; the driver folds those key lists, looks up the stored
+  rows, removes the rows replaced or deleted (deletion vectors / position deletes, or
+  rewritten files, as ``write.merge.mode`` says), leaves out of the tasks' files the rows
+  that lost (to another task's change of the key, or to a higher stored version or
+  tombstone) and commits once with the tombstones and ``sink_id``/``checkpoint``: the
+  result is that of one :meth:`floe.Table.upsert` of all the rows, and no row passes
+  through the driver. The engines that fold rows (``sum``, ``aggregate``,
+  ``partial-update``, ``first-row``) need the stored rows, and ``evolve_schema=True``
+  changes the schema the tasks write: then each task hands its rows to the driver, which
+  applies them as one ``upsert``. A key's changes in different tasks are folded in the
+  order Ray returns the tasks' results: give the table a version column (or set
   ``DataContext.execution_options.preserve_order``) when arrival order decides.
 * :class:`FloeDatasource` / :func:`read_floe`: the driver plans the scan (row filter pushed
   down to partition, metrics and row-group pruning), each read task reads one group of data
@@ -194,7 +201,10 @@ class FloeDatasink(Datasink):
         self.evolve_schema = evolve_schema
         self.result: Union[None, AppendResult, UpsertResult] = None
         # Fail in the driver, before any task runs, when the table is missing.
-        self.catalog.load_table(identifier)
+        table = self.catalog.load_table(identifier)
+        engine = table.properties().get("floe.merge-engine", "replace")
+        #: Whether upsert tasks write their rows (else the driver applies them).
+        self.staged_upsert = mode == "upsert" and engine == "replace" and not evolve_schema
 
     def get_name(self) -> str:
         return f"Floe({self.identifier})"
@@ -203,12 +213,13 @@ class FloeDatasink(Datasink):
         data = _as_arrow(blocks)
         if data.num_rows == 0:
             return None
+        table = self.catalog.load_table(self.identifier)
+        if self.staged_upsert:
+            return table._inner.stage_upsert(data)
         if self.mode == "upsert":
             # The rows as given: the upsert conforms them itself (evolving the schema, input
-            # columns of aggregate functions, deletes whose other columns are null), and
-            # its key fold needs every task's rows.
+            # columns of aggregate functions), and folding them needs the stored rows.
             return data
-        table = self.catalog.load_table(self.identifier)
         return table._inner.stage(data)
 
     def on_write_complete(self, write_result: Any) -> None:
@@ -216,6 +227,12 @@ class FloeDatasink(Datasink):
         table = self.catalog.load_table(self.identifier)
         if self.mode == "append":
             self.result = _result(AppendResult, table._inner.commit_staged(returned))
+            return
+        if self.staged_upsert:
+            self.result = _result(
+                UpsertResult,
+                table._inner.commit_staged_upserts(returned, self.sink_id, self.checkpoint),
+            )
             return
         rows = (pa.concat_tables(returned, promote_options="permissive") if returned
                 else table.schema().empty_table())

@@ -1,0 +1,565 @@
+//! A distributed upsert (the replace engine): each task folds its share of the changes and
+//! writes the winning upserts as data files of the table, listed with the task's keys
+//! (nothing committed: [`stage_upsert`]); the driver folds the tasks' keys (task order is
+//! arrival order), decides every change against the table as one upsert does, drops from
+//! the tasks' files the rows that lost (a later task's change, or a higher stored version or
+//! tombstone) and commits once ([`commit_staged_upserts`]). The rows cross no process
+//! boundary: the driver reads keys and versions only, and rewrites only task files that
+//! hold rows that lost.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use arrow_array::{
+    new_null_array, Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array,
+};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
+
+use super::apply::{apply_with_retries, commit_extras, decide_by_scan, prepare, Batch, Prepared};
+use super::batch::{ChangeBatch, UpsertOptions, UpsertResult};
+use super::changer::KeyedChanger;
+use super::checkpoint::committed_checkpoint;
+use super::fold::{self, key_converter, key_fields, key_rows, Columns, Part};
+use super::readback::read_back;
+use crate::catalog::Catalog;
+use crate::dml::RowChanger;
+use crate::error::{Error, ErrorKind, Result};
+use crate::spec::keyed::{KeyedSpec, MergeEngine, TombstoneList};
+use crate::spec::{DataFile, TableIdent};
+use crate::storage::join;
+use crate::table::Table;
+use crate::txn::{discard_staged, stage_data_files, StagedFiles};
+use crate::write::DataWriter;
+
+/// The column of a task's key list holding the ordinal of the data file an upsert's row is
+/// in (null for a delete).
+const FILE: &str = "_file";
+/// The column holding the row's position in that file.
+const POS: &str = "_pos";
+
+/// One task's share of a distributed upsert, staged by [`stage_upsert`] (JSON-serializable,
+/// to hand from a worker to the driver).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StagedUpsert {
+    /// The table's name (`ns.table`).
+    pub table: String,
+    /// The task's winning upserts, written as data files.
+    pub files: StagedFiles,
+    /// A Parquet file listing the task's winning changes: the key columns, the version and
+    /// delete flag columns (the table's names; the flag as a boolean), `_file` (the ordinal
+    /// of the upsert's data file in `files`, null for a delete) and `_pos` (its position).
+    pub keys_location: String,
+    /// Rows the task was given.
+    pub input_rows: u64,
+    /// Its winning changes (distinct keys).
+    pub keys: u64,
+}
+
+/// Folds `changes` (a task's share, in arrival order) and writes the winning upserts as data
+/// files of the keyed table `table` with the list of the task's keys; commits nothing. Bad
+/// input is refused as [`super::upsert`] refuses it (columns the table lacks too: a
+/// distributed upsert does not evolve the schema). Only the replace engine: the engines that
+/// fold rows need the stored rows, which the driver alone may read consistently.
+pub async fn stage_upsert(table: &Table, changes: &ChangeBatch) -> Result<StagedUpsert> {
+    let spec = KeyedSpec::of(table.metadata(), &table.name())?;
+    if spec.engine != MergeEngine::Replace {
+        return Err(Error::unsupported(format!(
+            "a staged (distributed) upsert folds rows by the replace engine only; table {} uses \
+             merge engine '{}': apply the batch in one process (upsert)",
+            table.name(),
+            spec.engine.name()
+        )));
+    }
+    let prep = prepare(table, changes, &UpsertOptions::default())?;
+    let upserts = arrow_select::filter::filter_record_batch(
+        &prep.folded.rows,
+        &arrow::compute::not(&prep.folded.deleted)?,
+    )?;
+    let batches = (upserts.num_rows() > 0).then_some(Ok(upserts));
+    let files = stage_data_files(table, batches).await?;
+    let listed = async {
+        let keys = task_keys(table, &prep, &files).await?;
+        let location = join(
+            table.metadata().location(),
+            &format!("metadata/staged-keys-{}.parquet", uuid::Uuid::new_v4()),
+        );
+        let mut bytes = Vec::new();
+        let encode = |e: parquet::errors::ParquetError| {
+            Error::io(format!("writing the staged key list '{location}': {e}"))
+        };
+        let mut w = ArrowWriter::try_new(&mut bytes, keys.schema(), None).map_err(encode)?;
+        w.write(&keys).map_err(encode)?;
+        w.close().map_err(encode)?;
+        table.storage().put(&location, bytes.into()).await?;
+        Ok::<_, Error>(location)
+    }
+    .await;
+    match listed {
+        Ok(keys_location) => Ok(StagedUpsert {
+            table: table.name(),
+            files,
+            keys_location,
+            input_rows: changes.num_rows() as u64,
+            keys: prep.folded.rows.num_rows() as u64,
+        }),
+        Err(e) => {
+            let _ = discard_staged(table, std::slice::from_ref(&files)).await;
+            Err(e.context(format!("staging an upsert of table {}", table.name())))
+        }
+    }
+}
+
+/// The key list of a task: its written upserts (read back for their positions) and its
+/// deletes.
+async fn task_keys(table: &Table, prep: &Prepared, files: &StagedFiles) -> Result<RecordBatch> {
+    let out = key_list_schema(&prep.folded.rows.schema(), &prep.cols, &prep.spec, table)?;
+    let read = prep.cols.key.len() + usize::from(prep.cols.version.is_some());
+    let names: Vec<String> = out.fields()[..read]
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let flag = |v: bool, n: usize| -> Option<ArrayRef> {
+        prep.spec
+            .delete
+            .as_ref()
+            .map(|_| Arc::new(BooleanArray::from(vec![v; n])) as ArrayRef)
+    };
+    let mut parts = Vec::new();
+    for (i, f) in crate::txn::staged_data_files(table, files)
+        .await?
+        .iter()
+        .enumerate()
+    {
+        let mut pos = 0i64;
+        for b in read_back(table, f.file_path(), &names).await? {
+            let n = b.num_rows();
+            let mut cols = Vec::with_capacity(out.fields().len());
+            for field in &out.fields()[..names.len()] {
+                let c = b.column_by_name(field.name()).ok_or_else(|| {
+                    Error::corrupt(format!(
+                        "staged data file '{}' has no column '{}'",
+                        f.file_path(),
+                        field.name()
+                    ))
+                })?;
+                cols.push(arrow_cast::cast(c, field.data_type())?);
+            }
+            cols.extend(flag(false, n));
+            cols.push(Arc::new(UInt32Array::from(vec![i as u32; n])));
+            cols.push(Arc::new(Int64Array::from_iter_values(pos..pos + n as i64)));
+            pos += n as i64;
+            parts.push(RecordBatch::try_new(out.clone(), cols)?);
+        }
+        if pos as u64 != f.record_count() {
+            return Err(Error::corrupt(format!(
+                "staged data file '{}' read back {pos} rows, {} written",
+                f.file_path(),
+                f.record_count()
+            )));
+        }
+    }
+    let deletes =
+        arrow_select::filter::filter_record_batch(&prep.folded.rows, &prep.folded.deleted)?;
+    let n = deletes.num_rows();
+    let mut cols: Vec<ArrayRef> = prep
+        .cols
+        .key
+        .iter()
+        .chain(&prep.cols.version)
+        .map(|&i| deletes.column(i).clone())
+        .collect();
+    cols.extend(flag(true, n));
+    cols.push(new_null_array(&DataType::UInt32, n));
+    cols.push(new_null_array(&DataType::Int64, n));
+    parts.push(RecordBatch::try_new(out.clone(), cols)?);
+    Ok(arrow_select::concat::concat_batches(&out, &parts)?)
+}
+
+/// The columns of a key list for rows of `schema` (whose key, version and delete columns
+/// are `cols`).
+fn key_list_schema(
+    schema: &SchemaRef,
+    cols: &Columns,
+    spec: &KeyedSpec,
+    table: &Table,
+) -> Result<SchemaRef> {
+    let mut fields: Vec<Field> = cols
+        .key
+        .iter()
+        .chain(&cols.version)
+        .map(|&i| schema.field(i).clone())
+        .collect();
+    if let Some(d) = &spec.delete {
+        fields.push(Field::new(d, DataType::Boolean, false));
+    }
+    for n in [FILE, POS] {
+        if fields.iter().any(|f| f.name() == n) {
+            return Err(Error::unsupported(format!(
+                "table {}: a key, version or delete column named '{n}' cannot be staged",
+                table.name()
+            )));
+        }
+    }
+    fields.push(Field::new(FILE, DataType::UInt32, true));
+    fields.push(Field::new(POS, DataType::Int64, true));
+    Ok(Arc::new(ArrowSchema::new(fields)))
+}
+
+/// Applies the tasks' `staged` upserts (in task order: a later task's change of a key wins
+/// ties) to the keyed table `ident` as one upsert with `options` (a sink checkpoint too),
+/// planning again after a concurrent commit. Afterwards nothing staged is left behind: the
+/// committed files are the table's, the rest is deleted (all of it when the batch fails or
+/// its checkpoint was committed already; none when the commit's outcome is unknown).
+pub async fn commit_staged_upserts(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    staged: &[StagedUpsert],
+    options: &UpsertOptions,
+) -> Result<UpsertResult> {
+    let table = catalog.load_table(ident).await?;
+    let keys = match StagedKeys::load(&table, staged).await {
+        Ok(k) => k,
+        Err(e) => {
+            let _ = discard_staged_upserts(&table, staged).await;
+            return Err(e);
+        }
+    };
+    let r = apply_with_retries(catalog, ident, Batch::Staged(&keys), options, None).await;
+    if matches!(&r, Err(e) if e.kind() == ErrorKind::CommitStateUnknown) {
+        return r;
+    }
+    let committed = match &r {
+        Ok(r) if r.snapshot_id.is_some() => {
+            keys.committed.lock().map(|k| k.clone()).unwrap_or_default()
+        }
+        _ => HashSet::new(),
+    };
+    for f in &keys.files {
+        if !committed.contains(f.file_path()) {
+            let _ = table.storage().delete(f.file_path()).await;
+        }
+    }
+    for s in staged {
+        let _ = table.storage().delete(&s.files.data_files_location).await;
+        let _ = table.storage().delete(&s.keys_location).await;
+    }
+    r
+}
+
+/// Deletes what every `staged` upsert wrote (best effort).
+pub async fn discard_staged_upserts(table: &Table, staged: &[StagedUpsert]) -> Result<()> {
+    for s in staged {
+        discard_staged(table, std::slice::from_ref(&s.files)).await?;
+        let _ = table.storage().delete(&s.keys_location).await;
+    }
+    Ok(())
+}
+
+/// The tasks' key lists and data files, gathered by the driver.
+pub(super) struct StagedKeys {
+    /// Each task's key list, `_file` numbering `files`.
+    parts: Vec<Part>,
+    /// Every task's data files, in task order.
+    files: Vec<DataFile>,
+    input_rows: u64,
+    /// The task files the last planning committed (as they are).
+    committed: Mutex<HashSet<String>>,
+}
+
+impl StagedKeys {
+    async fn load(table: &Table, staged: &[StagedUpsert]) -> Result<Self> {
+        let mut parts = Vec::with_capacity(staged.len());
+        let mut files = Vec::new();
+        let mut schema: Option<SchemaRef> = None;
+        for (t, s) in staged.iter().enumerate() {
+            if s.table != table.name() {
+                return Err(Error::invalid(format!(
+                    "staged upsert '{}' belongs to table {}, not {}",
+                    s.keys_location,
+                    s.table,
+                    table.name()
+                )));
+            }
+            let offset = files.len() as u32;
+            files.extend(crate::txn::staged_data_files(table, &s.files).await?);
+            let bytes = table.storage().get(&s.keys_location).await?;
+            let bad = |e: &dyn std::fmt::Display| {
+                Error::corrupt(format!("staged key list '{}': {e}", s.keys_location))
+            };
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .and_then(|b| b.build())
+                .map_err(|e| bad(&e))?;
+            let batches = reader
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| bad(&e))?;
+            let this = match (&schema, batches.first()) {
+                (Some(s), _) => s.clone(),
+                (None, Some(b)) => b.schema(),
+                (None, None) => continue,
+            };
+            let batch = arrow_select::concat::concat_batches(&this, &batches).map_err(|_| {
+                bad(&"its columns differ from the other tasks' (was the table changed between tasks?)")
+            })?;
+            let batch = offset_files(batch, offset, files.len()).map_err(|e| bad(&e))?;
+            schema = Some(this);
+            parts.push(Part {
+                source: format!("task {} ('{}')", t + 1, s.keys_location),
+                first_row: 1,
+                batch,
+            });
+        }
+        Ok(Self {
+            parts,
+            files,
+            input_rows: staged.iter().map(|s| s.input_rows).sum(),
+            committed: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The tasks' keys folded against `table`'s keyed spec.
+    fn prepare(&self, table: &Table, spec: KeyedSpec) -> Result<Prepared> {
+        let empty;
+        let parts = match self.parts.first() {
+            Some(_) => &self.parts[..],
+            None => {
+                // No task had rows: an empty batch (which still records a checkpoint).
+                let schema = table.arrow_schema()?;
+                let cols = Columns::of(&spec, &schema)?;
+                let schema = key_list_schema(&schema, &cols, &spec, table)?;
+                empty = [Part {
+                    source: "the batch".into(),
+                    first_row: 1,
+                    batch: RecordBatch::new_empty(schema),
+                }];
+                &empty[..]
+            }
+        };
+        let schema = parts[0].batch.schema();
+        let cols = Columns::of(&spec, &schema).map_err(|e| {
+            e.context("the staged key lists do not name the table's key columns (was the table changed after the tasks ran?)")
+        })?;
+        let folded = fold::fold(&spec, &schema, &[], parts)?;
+        let conv = key_converter(&schema, &cols.key)?;
+        let rows = key_rows(&conv, &folded.rows, &cols.key)?;
+        Ok(Prepared {
+            spec,
+            write_table: table.clone(),
+            new_schema: None,
+            added_columns: vec![],
+            key_fields: key_fields(&schema, &cols),
+            cols,
+            conv,
+            folded,
+            rows,
+        })
+    }
+
+    /// One planning against `table`, committed only onto it.
+    pub(super) async fn apply_once(
+        &self,
+        catalog: &Catalog,
+        table: &Table,
+        sink: Option<(&str, i64)>,
+    ) -> Result<UpsertResult> {
+        let committed = match sink {
+            Some((s, _)) => committed_checkpoint(table, s)?,
+            None => None,
+        };
+        let mut result = UpsertResult::nothing(table, self.input_rows, committed);
+        if let (Some((_, n)), Some(c)) = (sink, committed) {
+            if n <= c {
+                result.already_committed = true;
+                return Ok(result);
+            }
+        }
+        let spec = KeyedSpec::of(table.metadata(), &table.name())?;
+        if spec.engine != MergeEngine::Replace {
+            return Err(Error::unsupported(format!(
+                "table {} now uses merge engine '{}'; the staged upsert folded by the replace \
+                 engine and was not committed",
+                table.name(),
+                spec.engine.name()
+            )));
+        }
+        let prep = self.prepare(table, spec)?;
+        result.keys = prep.folded.rows.num_rows() as u64;
+        let list = TombstoneList::of(table.metadata(), &table.name())?;
+        let mut decided = decide_by_scan(table, &prep, &list, false).await?;
+        let kept = match self
+            .kept_files(table, &prep, &decided.settled.upserts)
+            .await
+        {
+            Ok(k) => k,
+            Err(e) => {
+                decided.staged.abort(table).await;
+                return Err(e);
+            }
+        };
+        let (as_is, rewritten, written) = kept;
+        let as_is_paths: HashSet<String> =
+            as_is.iter().map(|f| f.file_path().to_string()).collect();
+        decided
+            .staged
+            .add_data_files(as_is.into_iter().chain(rewritten), written);
+        let (extras, bytes) =
+            match commit_extras(table, &prep, &list, &decided.tombstones, sink).await {
+                Ok(x) => x,
+                Err(e) => {
+                    decided.staged.abort(table).await;
+                    return Err(e);
+                }
+            };
+        let c = decided.settled.counts;
+        (result.inserted, result.updated, result.deleted) = (c.inserted, c.updated, c.deleted);
+        (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
+        result.tombstone_records = decided.settled.tombstones.len() as u64;
+        result.written_bytes += bytes;
+        if let Ok(mut k) = self.committed.lock() {
+            *k = as_is_paths;
+        }
+        let r = decided.staged.commit(catalog, table, extras).await?;
+        result.snapshot_id = r.snapshot_id;
+        result.table = r.table;
+        result.added_data_files = r.added_data_files;
+        result.added_delete_files = r.added_delete_files;
+        result.written_bytes += r.written_bytes;
+        result.committed_checkpoint = match (sink, result.snapshot_id) {
+            (Some((_, n)), Some(_)) => Some(n),
+            _ => committed,
+        };
+        Ok(result)
+    }
+
+    /// The task files to commit for the kept folded rows `upserts`: those whose every row is
+    /// kept (as they are), and the others' kept rows rewritten (new files, and their paths
+    /// to delete if the commit fails). A file with no row kept is left out.
+    async fn kept_files(
+        &self,
+        table: &Table,
+        prep: &Prepared,
+        upserts: &[u32],
+    ) -> Result<(Vec<DataFile>, Vec<DataFile>, Vec<String>)> {
+        let rows = &prep.folded.rows;
+        let (file, pos) = (position_columns(rows)?, rows.schema().index_of(POS)?);
+        let pos = rows
+            .column(pos)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| Error::corrupt("the staged key lists' _pos column is not a long"))?;
+        let mut kept: HashMap<u32, RoaringTreemap> = HashMap::new();
+        for &r in upserts {
+            let r = r as usize;
+            if file.is_null(r) || pos.is_null(r) {
+                return Err(Error::corrupt(format!(
+                    "a staged upsert of table {} has no data file row",
+                    table.name()
+                )));
+            }
+            kept.entry(file.value(r))
+                .or_default()
+                .insert(pos.value(r) as u64);
+        }
+        let (mut as_is, mut partial) = (Vec::new(), Vec::new());
+        for (i, f) in self.files.iter().enumerate() {
+            match kept.remove(&(i as u32)) {
+                Some(k) if k.len() == f.record_count() => as_is.push(f.clone()),
+                Some(k) => partial.push((f, k)),
+                None => {}
+            }
+        }
+        if partial.is_empty() {
+            return Ok((as_is, vec![], vec![]));
+        }
+        let mut w = DataWriter::new(table)?;
+        for (f, keep) in partial {
+            let r = keep_rows(table, f, &keep, &mut w).await;
+            if let Err(e) = r {
+                w.abort(table.storage()).await;
+                return Err(e);
+            }
+        }
+        let rewritten = w.close().await?;
+        let written = rewritten
+            .iter()
+            .map(|f| f.file_path().to_string())
+            .collect();
+        Ok((as_is, rewritten, written))
+    }
+}
+
+/// The `_file` column of the folded key lists.
+fn position_columns(rows: &RecordBatch) -> Result<&UInt32Array> {
+    let i = rows.schema().index_of(FILE)?;
+    rows.column(i)
+        .as_any()
+        .downcast_ref::<UInt32Array>()
+        .ok_or_else(|| Error::corrupt("the staged key lists' _file column is not an unsigned int"))
+}
+
+/// `batch` (one task's key list) with `_file` numbering every task's files (`offset` added),
+/// checked to be below `files`.
+fn offset_files(batch: RecordBatch, offset: u32, files: usize) -> Result<RecordBatch> {
+    let i = batch.schema().index_of(FILE)?;
+    let col = position_columns(&batch)?;
+    let moved: UInt32Array = col.iter().map(|v| v.map(|v| v + offset)).collect();
+    if moved.iter().flatten().any(|v| v as usize >= files) {
+        return Err(Error::corrupt(
+            "a row names a data file the task did not stage",
+        ));
+    }
+    let mut cols = batch.columns().to_vec();
+    cols[i] = Arc::new(moved);
+    Ok(RecordBatch::try_new(batch.schema(), cols)?)
+}
+
+/// Writes the rows of staged file `f` at positions `keep` through `w`.
+async fn keep_rows(
+    table: &Table,
+    f: &DataFile,
+    keep: &RoaringTreemap,
+    w: &mut DataWriter,
+) -> Result<()> {
+    let path = f.file_path();
+    let bytes = table.storage().get(path).await?;
+    let bad =
+        |e: &dyn std::fmt::Display| Error::corrupt(format!("reading staged file '{path}': {e}"));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| bad(&e))?;
+    let mut start = 0u64;
+    for b in reader {
+        let b = b.map_err(|e| bad(&e))?;
+        let n = b.num_rows() as u64;
+        let mask: BooleanArray = (start..start + n).map(|p| Some(keep.contains(p))).collect();
+        start += n;
+        let b = arrow_select::filter::filter_record_batch(&b, &mask)?;
+        if b.num_rows() > 0 {
+            w.write(b).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A changer that decides as the keyed changer does but writes no rows: the upserts are in
+/// the tasks' files already.
+pub(super) struct WritesNoRows<'a>(pub &'a mut KeyedChanger);
+
+impl RowChanger for WritesNoRows<'_> {
+    fn columns(&self) -> Option<Vec<String>> {
+        self.0.columns()
+    }
+
+    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        self.0.change(batch)
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.0.finish()?;
+        Ok(vec![])
+    }
+}

@@ -202,7 +202,7 @@ class FloeDatasink(Datasink):
         self.result: Union[None, AppendResult, UpsertResult] = None
         # Fail in the driver, before any task runs, when the table is missing.
         table = self.catalog.load_table(identifier)
-        engine = table.properties().get("floe.merge-engine", "replace")
+        engine = table.properties.get("floe.merge-engine", "replace")
         #: Whether upsert tasks write their rows (else the driver applies them).
         self.staged_upsert = mode == "upsert" and engine == "replace" and not evolve_schema
 

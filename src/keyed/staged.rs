@@ -222,6 +222,15 @@ pub async fn commit_staged_upserts(
     options: &UpsertOptions,
 ) -> Result<UpsertResult> {
     let table = catalog.load_table(ident).await?;
+    // Another table's staging is left alone (its driver may still commit it).
+    if let Some(s) = staged.iter().find(|s| s.table != table.name()) {
+        return Err(Error::invalid(format!(
+            "staged upsert '{}' belongs to table {}, not {}; nothing was committed",
+            s.keys_location,
+            s.table,
+            table.name()
+        )));
+    }
     let keys = match StagedKeys::load(&table, staged).await {
         Ok(k) => k,
         Err(e) => {
@@ -277,14 +286,6 @@ impl StagedKeys {
         let mut files = Vec::new();
         let mut schema: Option<SchemaRef> = None;
         for (t, s) in staged.iter().enumerate() {
-            if s.table != table.name() {
-                return Err(Error::invalid(format!(
-                    "staged upsert '{}' belongs to table {}, not {}",
-                    s.keys_location,
-                    s.table,
-                    table.name()
-                )));
-            }
             let offset = files.len() as u32;
             files.extend(crate::txn::staged_data_files(table, &s.files).await?);
             let bytes = table.storage().get(&s.keys_location).await?;

@@ -1951,3 +1951,131 @@ async fn bad_changes_are_refused_and_commit_nothing() {
         "checkpoint without sink id"
     );
 }
+
+/// A distributed upsert refuses what it cannot do and leaves nothing behind: a task's bad
+/// row (named), a table whose merge engine folds rows, staged upserts of another table; a
+/// concurrent commit between staging and committing is planned against (the tasks staged
+/// against an older state, the driver decides against the newest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
+    let (d, cat) = fs_catalog();
+    let fv = FormatVersion::V3;
+    let ident = parse_ident("keyed.staged_bad").unwrap();
+    let t = keyed_table(&cat, &ident, fv, "merge-on-read", None).await;
+    // Data files and staged key lists on disk.
+    fn files_under(p: &Path) -> usize {
+        let mut n = 0;
+        for e in std::fs::read_dir(p).unwrap().flatten() {
+            let path = e.path();
+            let name = path.to_string_lossy().to_string();
+            if path.is_dir() {
+                n += files_under(&path);
+            } else if !name.contains("/metadata/") || name.contains("/metadata/staged-keys-") {
+                n += 1;
+            }
+        }
+        n
+    }
+    // A null key in the second part of a task: refused, naming it; nothing written.
+    let mut bad = keyed_batch(&[up(1, 1, "a"), up(2, 1, "b")], false);
+    let cols: Vec<ArrayRef> =
+        std::iter::once(Arc::new(Int64Array::from(vec![Some(3), None])) as ArrayRef)
+            .chain(bad.columns()[1..].iter().cloned())
+            .collect();
+    let fields: Vec<arrow::datatypes::Field> = bad
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    bad = RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), cols).unwrap();
+    let mut changes = ChangeBatch::new();
+    changes.push("good.parquet", part_batch(&[up(5, 1, "x")]));
+    changes.push("bad.parquet", bad);
+    let e = floe::keyed::stage_upsert(&t, &changes)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("row 2 of bad.parquet") && e.contains("'user_id'") && e.contains("null"),
+        "{e}"
+    );
+    assert_eq!(files_under(d.path()), 0, "a refused task wrote data files");
+
+    // Two tasks stage; another writer commits between staging and the driver's commit.
+    let a = floe::keyed::stage_upsert(
+        &t,
+        &ChangeBatch::from_batches([part_batch(&[up(1, 2, "task1"), up(2, 2, "task1")])]),
+    )
+    .await
+    .unwrap();
+    let b = floe::keyed::stage_upsert(
+        &t,
+        &ChangeBatch::from_batches([part_batch(&[up(2, 3, "task2"), del(3, 1)])]),
+    )
+    .await
+    .unwrap();
+    let other = ChangeBatch::from_batches([part_batch(&[up(1, 5, "newer"), up(3, 0, "old")])]);
+    floe::keyed::upsert(&cat, &ident, &other, &UpsertOptions::default())
+        .await
+        .unwrap();
+    let r = floe::keyed::commit_staged_upserts(&cat, &ident, &[a, b], &UpsertOptions::default())
+        .await
+        .unwrap();
+    // key 1: the stored version 5 beats task 1's 2; key 2: task 2's version 3 wins; key 3
+    // deleted at version 1 over the stored 0.
+    assert_eq!(
+        (r.keys, r.inserted, r.updated, r.deleted, r.ignored),
+        (3, 1, 0, 1, 1),
+        "{r:?}"
+    );
+    let t = cat.load_table(&ident).await.unwrap();
+    let got = floe_rows(&t, None).await;
+    let want: Vec<Row> = vec![up(1, 5, "newer").row(), up(2, 3, "task2").row()];
+    assert_rows(&want, &got, "staged upserts after a concurrent commit");
+
+    // Another table's staged upsert is refused and left to that table's driver.
+    let other_ident = parse_ident("keyed.staged_other").unwrap();
+    let o = keyed_table(&cat, &other_ident, fv, "merge-on-read", None).await;
+    let before = files_under(d.path());
+    let s = floe::keyed::stage_upsert(
+        &o,
+        &ChangeBatch::from_batches([part_batch(&[up(9, 1, "o")])]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        files_under(d.path()),
+        before + 2,
+        "a data file and a key list"
+    );
+    let e = floe::keyed::commit_staged_upserts(&cat, &ident, &[s], &UpsertOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("belongs to table keyed.staged_other"), "{e}");
+    assert_eq!(
+        files_under(d.path()),
+        before + 2,
+        "another table's staging was touched"
+    );
+
+    // A merge engine that folds rows: the task is refused.
+    let agg = parse_ident("keyed.staged_sum").unwrap();
+    let schema = parse_schema("id long not null, hits long").unwrap();
+    let c = TableCreation::new(schema)
+        .with_primary_key(&["id".to_string()])
+        .with_property("floe.merge-engine", "sum")
+        .with_property("floe.aggregate.hits", "sum");
+    let s = cat.create_table(&agg, c).await.unwrap();
+    let rows = RecordBatch::try_from_iter([
+        ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+        ("hits", Arc::new(Int64Array::from(vec![1])) as _),
+    ])
+    .unwrap();
+    let e = floe::keyed::stage_upsert(&s, &ChangeBatch::from_batches([rows]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), floe::ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("merge engine 'sum'"), "{e}");
+}

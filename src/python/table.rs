@@ -307,11 +307,8 @@ impl Table {
     ) -> PyResult<Bound<'py, PyAny>> {
         let source = match source {
             None => None,
-            Some(s) => {
-                let (_, it) = batches_of(&s)?;
-                let rows = it.collect::<floe::Result<Vec<_>>>().map_err(to_py)?;
-                Some(floe::dml::SourceRows::from(rows))
-            }
+            // Streamed: read batch by batch as the MERGE needs it (the GIL released).
+            Some(s) => Some(floe::dml::SourceRows::new(batches_of(&s)?.1)),
         };
         let cat = self.cat();
         let started = Instant::now();

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""A distributed upsert through Ray's sink: the tasks write (staged) vs the driver applies.
+
+    python tools/bench/ray_upsert.py [--rows N] [--changes M] [--tasks T] [--cpus C]
+
+Run with a python that has the floe wheel (release build for figures: `pip install .`) and
+`ray[data]` (tools/python/setup.sh's venv). A keyed table (id long, v string, ver long;
+version column ver) holds N rows; M changes (half updates of stored keys, half new keys,
+one row per key) arrive as a Ray Dataset of T blocks and are upserted through
+`floe.ray.FloeDatasink(mode="upsert")`:
+  * staged: the sink's default for the replace engine: each task folds its rows and writes
+    them as data files with a key list; the driver folds key lists only and commits once;
+  * driver: the tasks hand their rows to the driver (the path of the merge engines and of
+    evolve_schema), which applies them as one `Table.upsert`;
+  * single: one `Table.upsert` of the same rows in one process, no Ray (the baseline).
+Each variant runs in its own process (a fresh table cloned from the same base, zero-copy),
+and reports wall time and the driver process's peak RSS (ru_maxrss); the ratios are against
+`single`. The rows of the three tables are compared at the end: they must be equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pyarrow as pa
+
+
+def changes(rows: int, m: int) -> pa.Table:
+    half = m // 2
+    ids = list(range(0, 2 * half, 2)) + list(range(rows, rows + m - half))
+    return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"new{i}" for i in ids],
+                     "ver": pa.array([2] * len(ids), pa.int64())})
+
+
+def run_variant(args: argparse.Namespace) -> None:
+    import floe
+    cat = floe.load_catalog("default", warehouse=args.warehouse, create=False)
+    data = changes(args.rows, args.changes)
+    name = f"db.{args.variant}"
+    t0 = time.perf_counter()
+    if args.variant == "single":
+        cat.load_table(name).upsert(data)
+    else:
+        import ray
+        import floe.ray as fr
+        ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        ds = ray.data.from_arrow(data).repartition(args.tasks)
+        ds = ds.materialize()
+        t0 = time.perf_counter()
+        sink = fr.FloeDatasink(cat, name, mode="upsert")
+        if args.variant == "driver":
+            sink.staged_upsert = False
+        ds.write_datasink(sink)
+        ray.shutdown()
+    wall = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"variant": args.variant, "wall_s": wall, "driver_peak_rss": rss}))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rows", type=int, default=2_000_000)
+    p.add_argument("--changes", type=int, default=1_000_000)
+    p.add_argument("--tasks", type=int, default=8)
+    p.add_argument("--cpus", type=int, default=2)
+    p.add_argument("--variant")
+    p.add_argument("--warehouse")
+    args = p.parse_args()
+    if args.variant:
+        return run_variant(args)
+    import floe
+    work = tempfile.mkdtemp(prefix="floe-ray-bench-")
+    try:
+        wh = os.path.join(work, "wh")
+        cat = floe.load_catalog("default", warehouse=wh)
+        base = cat.create_table("db.base", schema="id long not null, v string, ver long",
+                                primary_key="id", format_version=3,
+                                properties={"floe.merge.version-column": "ver",
+                                            "write.merge.mode": "merge-on-read"})
+        ids = pa.array(range(args.rows), pa.int64())
+        base.append(pa.table({"id": ids, "v": [f"old{i}" for i in range(args.rows)],
+                              "ver": pa.array([1] * args.rows, pa.int64())}))
+        results = {}
+        for variant in ("single", "staged", "driver"):
+            base.clone(f"db.{variant}")
+            out = subprocess.run(
+                [sys.executable, __file__, "--variant", variant, "--warehouse", wh,
+                 "--rows", str(args.rows), "--changes", str(args.changes),
+                 "--tasks", str(args.tasks), "--cpus", str(args.cpus)],
+                check=True, capture_output=True, text=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            results[variant] = r
+            print(f"{variant:7s} {r['wall_s']:7.2f} s  driver peak RSS "
+                  f"{r['driver_peak_rss'] / 2**20:7.0f} MiB", flush=True)
+        s = results["single"]
+        for v in ("staged", "driver"):
+            r = results[v]
+            print(f"{v}/single: time {r['wall_s'] / s['wall_s']:.2f}x, driver peak RSS "
+                  f"{r['driver_peak_rss'] / s['driver_peak_rss']:.2f}x")
+        print(f"staged/driver: time {results['staged']['wall_s'] / results['driver']['wall_s']:.2f}x, "
+              f"driver peak RSS {results['staged']['driver_peak_rss'] / results['driver']['driver_peak_rss']:.2f}x")
+        want = None
+        for v in ("single", "staged", "driver"):
+            got = cat.load_table(f"db.{v}").scan().to_arrow().sort_by("id")
+            if want is None:
+                want = got
+            elif not got.equals(want):
+                sys.exit(f"the {v} table's rows differ from single's")
+        print(f"rows equal: {want.num_rows} in each table")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -341,13 +341,8 @@ async fn apply_once(
     };
     let (extras, bytes) = extras;
     result.written_bytes += bytes;
-    let c = decided.settled.counts;
-    (result.inserted, result.updated, result.deleted) = (c.inserted, c.updated, c.deleted);
-    (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
+    result.count(decided.settled.counts);
     result.tombstone_records = decided.settled.tombstones.len() as u64;
-    if let Some((_, n)) = sink {
-        result.committed_checkpoint = Some(n);
-    }
     // Step 3: commit. A key index follows the batch on its own task from here (the added
     // files are read back for their rows' positions, then the index is updated), through
     // the commit and the next batch's preparation; it is kept only if the commit lands.
@@ -383,15 +378,7 @@ async fn apply_once(
         };
         *slot = IndexSlot::Following(task, settle);
     }
-    let r = r?;
-    result.snapshot_id = r.snapshot_id;
-    result.table = r.table;
-    result.added_data_files = r.added_data_files;
-    result.added_delete_files = r.added_delete_files;
-    result.written_bytes += r.written_bytes;
-    if result.snapshot_id.is_none() {
-        result.committed_checkpoint = committed;
-    }
+    result.committed(r?, sink);
     Ok(result)
 }
 
@@ -686,9 +673,7 @@ async fn apply_merge_once(
     .await?;
     result.added_columns = d.added_columns;
     result.keys = d.keys;
-    let c = d.counts;
-    (result.inserted, result.updated, result.deleted) = (c.inserted, c.updated, c.deleted);
-    (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
+    result.count(d.counts);
     let mut extras = base_extras(table, d.new_schema, sink);
     guard_tombstones(table, &mut extras);
     let added: Vec<String> = d
@@ -698,16 +683,7 @@ async fn apply_merge_once(
         .map(|f| f.file_path().to_string())
         .collect();
     let rewrites = d.staged.rewrites_files();
-    let r = d.staged.commit(catalog, table, extras).await?;
-    result.snapshot_id = r.snapshot_id;
-    result.table = r.table;
-    result.added_data_files = r.added_data_files;
-    result.added_delete_files = r.added_delete_files;
-    result.written_bytes += r.written_bytes;
-    result.committed_checkpoint = match (sink, result.snapshot_id) {
-        (Some((_, n)), Some(_)) => Some(n),
-        _ => result.committed_checkpoint,
-    };
+    result.committed(d.staged.commit(catalog, table, extras).await?, sink);
     if let Some(slot) = state {
         // The state follows the commit; copy-on-write moved rows, and a state that cannot
         // follow is dropped: either way the next batch builds it again.

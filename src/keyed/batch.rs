@@ -133,6 +133,24 @@ pub struct UpsertResult {
 }
 
 impl UpsertResult {
+    /// Takes the decided batch's counts.
+    pub(super) fn count(&mut self, c: super::changer::Counts) {
+        (self.inserted, self.updated, self.deleted) = (c.inserted, c.updated, c.deleted);
+        (self.deleted_absent, self.ignored) = (c.deleted_absent, c.ignored);
+    }
+
+    /// Takes what the commit `r` did; a sink's checkpoint is committed with a snapshot.
+    pub(super) fn committed(&mut self, r: crate::dml::RowLevelResult, sink: Option<(&str, i64)>) {
+        self.snapshot_id = r.snapshot_id;
+        self.table = r.table;
+        self.added_data_files = r.added_data_files;
+        self.added_delete_files = r.added_delete_files;
+        self.written_bytes += r.written_bytes;
+        if let (Some((_, n)), Some(_)) = (sink, self.snapshot_id) {
+            self.committed_checkpoint = Some(n);
+        }
+    }
+
     /// The result of a batch that changed nothing (yet).
     pub(super) fn nothing(
         table: &Table,

@@ -415,24 +415,13 @@ impl StagedKeys {
                     return Err(e);
                 }
             };
-        let c = decided.settled.counts;
-        (result.inserted, result.updated, result.deleted) = (c.inserted, c.updated, c.deleted);
-        (result.deleted_absent, result.ignored) = (c.deleted_absent, c.ignored);
+        result.count(decided.settled.counts);
         result.tombstone_records = decided.settled.tombstones.len() as u64;
         result.written_bytes += bytes;
         if let Ok(mut k) = self.committed.lock() {
             *k = as_is_paths;
         }
-        let r = decided.staged.commit(catalog, table, extras).await?;
-        result.snapshot_id = r.snapshot_id;
-        result.table = r.table;
-        result.added_data_files = r.added_data_files;
-        result.added_delete_files = r.added_delete_files;
-        result.written_bytes += r.written_bytes;
-        result.committed_checkpoint = match (sink, result.snapshot_id) {
-            (Some((_, n)), Some(_)) => Some(n),
-            _ => committed,
-        };
+        result.committed(decided.staged.commit(catalog, table, extras).await?, sink);
         Ok(result)
     }
 

@@ -3,9 +3,9 @@
 //! A column fits when every value converts without losing information: integers and floats
 //! widen, decimals rescale only when no digit is dropped and the precision holds, strings
 //! parse into decimals exactly, timestamps change unit only when no sub-unit digit is dropped.
-//! Nested types conform at every level: struct members by name (missing optional members read
-//! as null), list elements and map keys/values by position, with the table's field ids, names
-//! and nullability.
+//! Nested types conform at every level: struct members by name (a missing member takes its
+//! v3 write-default, else is null when optional), list elements and map keys/values by
+//! position, with the table's field ids, names and nullability.
 
 use std::sync::Arc;
 
@@ -26,9 +26,10 @@ pub struct Conformer {
     target: SchemaRef,
     /// The Iceberg type of each target column, for error messages (`decimal(10,2)`).
     types: Vec<String>,
-    /// Each column's v3 `write-default` in the spec's JSON text form (what a missing input
-    /// column is filled with).
-    defaults: Vec<Option<String>>,
+    /// The v3 `write-default` of each field (columns and nested members, by field id) that
+    /// has one, in the spec's JSON text form: what a missing input column or member is
+    /// filled with.
+    defaults: Defaults,
     table: String,
 }
 
@@ -65,6 +66,52 @@ impl Misfit {
 
 type Fit<T> = std::result::Result<T, Misfit>;
 
+/// Write-defaults by field id.
+type Defaults = std::collections::HashMap<i32, String>;
+
+/// The write-defaults of `fields` and of every field nested in them.
+fn collect_defaults(fields: &[iceberg::spec::NestedFieldRef], out: &mut Defaults) {
+    use iceberg::spec::Type;
+    for f in fields {
+        if let Some(json) = f
+            .write_default
+            .clone()
+            .and_then(|d| d.try_into_json(&f.field_type).ok())
+        {
+            let text = match json {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            out.insert(f.id, text);
+        }
+        match &*f.field_type {
+            Type::Struct(st) => collect_defaults(st.fields(), out),
+            Type::List(l) => collect_defaults(std::slice::from_ref(&l.element_field), out),
+            Type::Map(m) => collect_defaults(&[m.key_field.clone(), m.value_field.clone()], out),
+            Type::Primitive(_) => {}
+        }
+    }
+}
+
+/// The Iceberg field id an Arrow field carries.
+fn field_id(f: &arrow_schema::Field) -> Option<i32> {
+    f.metadata()
+        .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)?
+        .parse()
+        .ok()
+}
+
+/// `rows` copies of the write-default of target field `tf`, if it has one.
+fn default_column(defaults: &Defaults, tf: &FieldRef, rows: usize) -> Option<Fit<ArrayRef>> {
+    let text = defaults.get(&field_id(tf)?)?;
+    let strings: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![text.as_str(); rows]));
+    Some(arrow_cast::cast(&strings, tf.data_type()).map_err(|e| {
+        Misfit::new(format!(
+            "its write-default '{text}' does not fit its type: {e}"
+        ))
+    }))
+}
+
 impl Conformer {
     /// A conformer for the table's current schema.
     pub fn new(schema: &iceberg::spec::Schema, table: &str) -> Result<Self> {
@@ -79,22 +126,8 @@ impl Conformer {
                 },
             )
             .collect();
-        let defaults = target
-            .fields()
-            .iter()
-            .map(|f| {
-                let field = schema.field_by_name(f.name())?;
-                let json = field
-                    .write_default
-                    .clone()?
-                    .try_into_json(&field.field_type)
-                    .ok()?;
-                Some(match json {
-                    serde_json::Value::String(s) => s,
-                    other => other.to_string(),
-                })
-            })
-            .collect();
+        let mut defaults = Defaults::new();
+        collect_defaults(schema.as_struct().fields(), &mut defaults);
         Ok(Self {
             target,
             types,
@@ -137,22 +170,21 @@ impl Conformer {
             let col = match input.index_of(tf.name()) {
                 Ok(i) => {
                     let a = batch.column(i);
-                    fit_field(a, tf).map_err(|m| self.misfit(a, n, m, source, first_row))?
+                    fit_field(a, tf, &self.defaults)
+                        .map_err(|m| self.misfit(a, n, m, source, first_row))?
                 }
-                Err(_) if self.defaults[n].is_some() => {
-                    // v3: a column the input lacks takes its write-default.
-                    let text = self.defaults[n].clone().unwrap_or_default();
-                    let strings: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![
-                        text.as_str();
-                        batch.num_rows()
-                    ]));
-                    arrow_cast::cast(&strings, tf.data_type()).map_err(|e| {
-                        Error::invalid(format!(
-                            "table {}: write-default '{text}' of column '{}' does not fit its type: {e}",
-                            self.table,
-                            tf.name()
-                        ))
-                    })?
+                // v3: a column the input lacks takes its write-default.
+                Err(_) if self.defaults.contains_key(&field_id(tf).unwrap_or(-1)) => {
+                    default_column(&self.defaults, tf, batch.num_rows())
+                        .unwrap_or_else(|| Ok(new_null_array(tf.data_type(), batch.num_rows())))
+                        .map_err(|m| {
+                            Error::invalid(format!(
+                                "table {}: column '{}': {}",
+                                self.table,
+                                tf.name(),
+                                m.why
+                            ))
+                        })?
                 }
                 Err(_) if tf.is_nullable() => new_null_array(tf.data_type(), batch.num_rows()),
                 Err(_) => {
@@ -192,8 +224,8 @@ impl Conformer {
 }
 
 /// Fits `a` to the field `to`: its type, and its nullability (rows where `a` is null).
-fn fit_field(a: &ArrayRef, to: &FieldRef) -> Fit<ArrayRef> {
-    let out = fit(a, to.data_type())?;
+fn fit_field(a: &ArrayRef, to: &FieldRef, defaults: &Defaults) -> Fit<ArrayRef> {
+    let out = fit(a, to.data_type(), defaults)?;
     if !to.is_nullable() {
         if let Some(r) = out.logical_nulls().and_then(|n| first_null(&n, None)) {
             return Err(Misfit::at(r, "is null, and the column is required"));
@@ -208,18 +240,18 @@ fn first_null(nulls: &NullBuffer, parent: Option<&NullBuffer>) -> Option<usize> 
 }
 
 /// Same type → as is; nested → member by member; else an exact cast.
-fn fit(a: &ArrayRef, to: &DataType) -> Fit<ArrayRef> {
+fn fit(a: &ArrayRef, to: &DataType, defaults: &Defaults) -> Fit<ArrayRef> {
     use DataType::*;
     if a.data_type() == to {
         return Ok(a.clone());
     }
     match (a.data_type(), to) {
-        (Dictionary(_, v), _) => fit(&cast(a, v)?, to),
+        (Dictionary(_, v), _) => fit(&cast(a, v)?, to, defaults),
         (Null, _) => Ok(new_null_array(to, a.len())),
-        (LargeList(f), List(_)) => fit(&cast(a, &List(f.clone()))?, to),
-        (List(_), List(tf)) => fit_list(a.as_list::<i32>(), tf),
-        (Struct(_), Struct(tfs)) => fit_struct(a.as_struct(), tfs),
-        (Map(_, _), Map(tf, sorted)) => fit_map(a.as_map(), tf, *sorted),
+        (LargeList(f), List(_)) => fit(&cast(a, &List(f.clone()))?, to, defaults),
+        (List(_), List(tf)) => fit_list(a.as_list::<i32>(), tf, defaults),
+        (Struct(_), Struct(tfs)) => fit_struct(a.as_struct(), tfs, defaults),
+        (Map(_, _), Map(tf, sorted)) => fit_map(a.as_map(), tf, *sorted, defaults),
         (List(_) | LargeList(_) | Struct(_) | Map(_, _), _)
         | (_, List(_) | LargeList(_) | Struct(_) | Map(_, _)) => {
             Err(Misfit::new("the nested types differ"))
@@ -273,8 +305,9 @@ fn finer(u: &arrow_schema::TimeUnit, v: &arrow_schema::TimeUnit) -> bool {
 }
 
 /// A list with the target element field, its values fitted.
-fn fit_list(l: &ListArray, tf: &FieldRef) -> Fit<ArrayRef> {
-    let values = fit_field(l.values(), tf).map_err(|m| m.inside(tf.name(), |r| owner(l, r)))?;
+fn fit_list(l: &ListArray, tf: &FieldRef, defaults: &Defaults) -> Fit<ArrayRef> {
+    let values =
+        fit_field(l.values(), tf, defaults).map_err(|m| m.inside(tf.name(), |r| owner(l, r)))?;
     ListArray::try_new(tf.clone(), l.offsets().clone(), values, l.nulls().cloned())
         .map(|l| Arc::new(l) as ArrayRef)
         .map_err(|e| Misfit::new(e.to_string()))
@@ -290,9 +323,9 @@ fn owner_of(offsets: &OffsetBuffer<i32>, r: usize) -> usize {
     offsets.partition_point(|&o| o <= r).saturating_sub(1)
 }
 
-/// A struct with the target members, matched by name: a missing optional member is null, an
-/// unknown member is refused.
-fn fit_struct(s: &StructArray, tfs: &Fields) -> Fit<ArrayRef> {
+/// A struct with the target members, matched by name: a missing member takes its
+/// write-default, else is null (refused when required); an unknown member is refused.
+fn fit_struct(s: &StructArray, tfs: &Fields, defaults: &Defaults) -> Fit<ArrayRef> {
     for f in s.fields() {
         if tfs.find(f.name()).is_none() {
             return Err(Misfit::new(format!(
@@ -304,14 +337,17 @@ fn fit_struct(s: &StructArray, tfs: &Fields) -> Fit<ArrayRef> {
     let mut cols = Vec::with_capacity(tfs.len());
     for tf in tfs {
         let col = match s.column_by_name(tf.name()) {
-            Some(c) => fit(c, tf.data_type()).map_err(|m| m.inside(tf.name(), |r| r))?,
-            None if tf.is_nullable() => new_null_array(tf.data_type(), s.len()),
-            None => {
-                return Err(Misfit::new(format!(
-                    "required member '{}' is missing",
-                    tf.name()
-                )))
-            }
+            Some(c) => fit(c, tf.data_type(), defaults).map_err(|m| m.inside(tf.name(), |r| r))?,
+            None => match default_column(defaults, tf, s.len()) {
+                Some(d) => d.map_err(|m| m.inside(tf.name(), |r| r))?,
+                None if tf.is_nullable() => new_null_array(tf.data_type(), s.len()),
+                None => {
+                    return Err(Misfit::new(format!(
+                        "required member '{}' is missing",
+                        tf.name()
+                    )))
+                }
+            },
         };
         if !tf.is_nullable() {
             if let Some(r) = col.logical_nulls().and_then(|n| first_null(&n, s.nulls())) {
@@ -328,7 +364,7 @@ fn fit_struct(s: &StructArray, tfs: &Fields) -> Fit<ArrayRef> {
 }
 
 /// A map with the target entries field, keys and values fitted by position.
-fn fit_map(m: &MapArray, tf: &FieldRef, sorted: bool) -> Fit<ArrayRef> {
+fn fit_map(m: &MapArray, tf: &FieldRef, sorted: bool, defaults: &Defaults) -> Fit<ArrayRef> {
     let DataType::Struct(tfs) = tf.data_type() else {
         return Err(Misfit::new("the table's map has no entries struct"));
     };
@@ -339,7 +375,8 @@ fn fit_map(m: &MapArray, tf: &FieldRef, sorted: bool) -> Fit<ArrayRef> {
     let offsets = m.offsets();
     let mut cols = Vec::with_capacity(2);
     for (c, t) in entries.columns().iter().zip(tfs.iter()) {
-        let col = fit_field(c, t).map_err(|e| e.inside(t.name(), |r| owner_of(offsets, r)))?;
+        let col =
+            fit_field(c, t, defaults).map_err(|e| e.inside(t.name(), |r| owner_of(offsets, r)))?;
         cols.push(col);
     }
     let entries = StructArray::try_new_with_length(tfs.clone(), cols, None, entries.len())

@@ -1,7 +1,7 @@
 //! Model-based testing of table operations: random sequences of appends, DELETE / UPDATE /
 //! MERGE (copy-on-write and merge-on-read, v2 and v3), rewrite-data-files with random options,
 //! rewrite-position-delete-files, expire-snapshots, remove-orphan-files, clones written on
-//! their own, and time travel, each run through floe's public library API against an
+//! their own, partition evolution, and time travel, each run through floe's public library API against an
 //! in-memory model: per table, the multiset of rows of every retained snapshot.
 //!
 //! After every step floe's scan of the touched table's current snapshot and of a random retained
@@ -222,6 +222,12 @@ pub enum Op {
         t: usize,
         pick: u64,
     },
+    /// Partition evolution: the spec becomes `PARTITIONS[spec]` (unpartitioned past the end),
+    /// by ALTER TABLE DROP / ADD PARTITION FIELD; the rows stay.
+    Repartition {
+        t: usize,
+        spec: usize,
+    },
 }
 
 impl Op {
@@ -236,7 +242,8 @@ impl Op {
             | Op::Expire { t, .. }
             | Op::Orphans { t }
             | Op::Clone { t, .. }
-            | Op::TimeTravel { t, .. } => *t,
+            | Op::TimeTravel { t, .. }
+            | Op::Repartition { t, .. } => *t,
         }
     }
     fn kind(&self) -> &'static str {
@@ -251,6 +258,7 @@ impl Op {
             Op::Orphans { .. } => "remove-orphan-files",
             Op::Clone { .. } => "clone",
             Op::TimeTravel { .. } => "time-travel",
+            Op::Repartition { .. } => "repartition",
         }
     }
 }
@@ -515,7 +523,11 @@ fn gen_op(rng: &mut StdRng, first: bool) -> Op {
             },
         },
         85..=88 => Op::Orphans { t },
-        89..=93 => Op::Clone {
+        89..=90 => Op::Repartition {
+            t,
+            spec: rng.gen_range(0..=PARTITIONS.len()),
+        },
+        91..=93 => Op::Clone {
             t,
             at: rng.gen_bool(0.4).then(|| rng.gen()),
         },
@@ -717,14 +729,27 @@ static ALIGNED_MERGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 static ONE_PASS_MERGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Whether a MERGE on `id` runs partition-aligned: the table is partitioned on `id` alone and
-/// its properties do not turn alignment off.
-fn merges_aligned(table: &Table) -> bool {
+/// its properties do not turn alignment off. `None` (either path) when the table also holds
+/// data files of an older partition spec: a MERGE that plans one of them runs in one pass.
+async fn merges_aligned(table: &Table) -> Option<bool> {
     let md = table.metadata();
     let id = md.current_schema().field_by_name("id").unwrap().id;
     let spec = md.default_partition_spec();
-    !spec.is_unpartitioned()
+    let aligned = !spec.is_unpartitioned()
         && spec.fields().iter().all(|f| f.source_id == id)
-        && table.properties().unwrap().merge_partition_aligned
+        && table.properties().unwrap().merge_partition_aligned;
+    let files = floe::scan::read_metadata_table(table, floe::scan::MetadataTable::DataFiles, None)
+        .await
+        .unwrap();
+    let specs = files
+        .column_by_name("spec_id")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Int32Array>()
+        .unwrap()
+        .clone();
+    let mixed = specs.iter().any(|s| s != Some(spec.spec_id()));
+    (!(aligned && mixed)).then_some(aligned)
 }
 
 /// The rows after the MERGE, or `Err` when Spark refuses it (a target row matched by several
@@ -1250,7 +1275,10 @@ impl Run<'_> {
                             None => &ONE_PASS_MERGES,
                         };
                         path.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if r.aligned.is_some() != merges_aligned(&table) {
+                        if merges_aligned(&table)
+                            .await
+                            .is_some_and(|a| a != r.aligned.is_some())
+                        {
                             return Err(fail(
                                 step,
                                 "merge-path",
@@ -1389,6 +1417,57 @@ impl Run<'_> {
                 }
                 self.sync(step, t, &table, &before, 0)?;
                 self.check_all(step, "after expire").await?;
+            }
+            Op::Repartition { spec, .. } => {
+                let md = table.metadata();
+                let current: Vec<String> = md
+                    .default_partition_spec()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .collect();
+                // The spec's terms: split at commas outside parentheses.
+                let mut terms: Vec<String> = Vec::new();
+                let (mut depth, mut term) = (0, String::new());
+                for c in PARTITIONS.get(*spec).copied().unwrap_or("").chars() {
+                    match c {
+                        '(' => depth += 1,
+                        ')' => depth -= 1,
+                        ',' if depth == 0 => {
+                            terms.push(std::mem::take(&mut term).trim().to_string());
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    term.push(c);
+                }
+                if !term.trim().is_empty() {
+                    terms.push(term.trim().to_string());
+                }
+                let drops: Vec<String> = current
+                    .iter()
+                    .map(|n| format!("DROP PARTITION FIELD {n}"))
+                    .collect();
+                let adds: Vec<String> = terms
+                    .iter()
+                    .map(|t| format!("ADD PARTITION FIELD {t}"))
+                    .collect();
+                for clauses in [drops, adds] {
+                    let mut changes = Vec::new();
+                    for c in &clauses {
+                        changes.extend(floe::spec::parse_alter_clause(c).unwrap());
+                    }
+                    if changes.is_empty() {
+                        continue;
+                    }
+                    floe::txn::alter_table(&self.cat, table.ident(), &changes)
+                        .await
+                        .map_err(|e| {
+                            fail(step, "repartition-error", format!("{clauses:?}: {e}"))
+                        })?;
+                }
+                let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
+                self.sync(step, t, &table, &before, 0)?;
             }
             Op::Orphans { .. } => {
                 let future = chrono::Utc::now().timestamp_millis() + 60_000;

@@ -80,13 +80,30 @@ impl IndexSlot {
     }
 }
 
-/// What [`apply_with_retries`] applies.
-#[derive(Clone, Copy)]
-pub(super) enum Batch<'a> {
-    /// Rows of changes.
-    Changes(&'a ChangeBatch),
-    /// Changes whose upserts tasks wrote already ([`super::staged`]).
-    Staged(&'a super::staged::StagedKeys),
+/// A batch [`apply_with_retries`] plans against one state of the table at a time.
+pub(super) trait Planned {
+    /// One planning against `table`, committed only onto `table`.
+    async fn apply_once(
+        &self,
+        catalog: &Catalog,
+        table: &Table,
+        options: &UpsertOptions,
+        sink: Option<(&str, i64)>,
+        held: Option<&mut Held>,
+    ) -> Result<UpsertResult>;
+}
+
+impl Planned for ChangeBatch {
+    async fn apply_once(
+        &self,
+        catalog: &Catalog,
+        table: &Table,
+        options: &UpsertOptions,
+        sink: Option<(&str, i64)>,
+        held: Option<&mut Held>,
+    ) -> Result<UpsertResult> {
+        apply_once(catalog, table, self, options, sink, held).await
+    }
 }
 
 /// Plans and commits the batch, planning again after each conflict within `commit.retry.*`.
@@ -96,7 +113,7 @@ pub(super) enum Batch<'a> {
 pub(super) async fn apply_with_retries(
     catalog: &Catalog,
     ident: &TableIdent,
-    batch: Batch<'_>,
+    batch: &impl Planned,
     options: &UpsertOptions,
     mut held: Option<&mut Held>,
 ) -> Result<UpsertResult> {
@@ -105,12 +122,9 @@ pub(super) async fn apply_with_retries(
     loop {
         attempt += 1;
         let table = write_target(catalog.load_table(ident).await?, options, held.is_some())?;
-        let r = match batch {
-            Batch::Changes(changes) => {
-                apply_once(catalog, &table, changes, options, sink, held.as_deref_mut()).await
-            }
-            Batch::Staged(staged) => staged.apply_once(catalog, &table, sink).await,
-        };
+        let r = batch
+            .apply_once(catalog, &table, options, sink, held.as_deref_mut())
+            .await;
         match r {
             Ok(mut r) => {
                 r.attempts = attempt;
@@ -472,7 +486,7 @@ pub(super) async fn decide_by_scan(
     let staged = if writes_rows {
         stage(&prep.write_table, RowLevelKind::Merge, filter, &mut changer).await?
     } else {
-        let mut keeps = super::staged::WritesNoRows(&mut changer);
+        let mut keeps = super::changer::WritesNoRows(&mut changer);
         stage(&prep.write_table, RowLevelKind::Merge, filter, &mut keeps).await?
     };
     let settled = changer.settled.take().unwrap_or_default();

@@ -214,3 +214,22 @@ impl RowChanger for KeyedChanger {
         )?])
     }
 }
+
+/// A changer that decides as the keyed changer does but writes no rows: the upserts are in
+/// the tasks' files already.
+pub(super) struct WritesNoRows<'a>(pub &'a mut KeyedChanger);
+
+impl RowChanger for WritesNoRows<'_> {
+    fn columns(&self) -> Option<Vec<String>> {
+        self.0.columns()
+    }
+
+    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
+        self.0.change(batch)
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.0.finish()?;
+        Ok(vec![])
+    }
+}

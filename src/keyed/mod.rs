@@ -55,7 +55,7 @@ use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::spec::TableIdent;
 
-use apply::{apply_with_retries, Batch, Held};
+use apply::{apply_with_retries, Held};
 
 /// Applies one batch of changes to the keyed table `ident` (see the module docs for the
 /// rules). Bad input (a null key or version, a bad delete flag, an unknown column) is
@@ -103,7 +103,7 @@ pub async fn upsert(
     changes: &ChangeBatch,
     options: &UpsertOptions,
 ) -> Result<UpsertResult> {
-    apply_with_retries(catalog, ident, Batch::Changes(changes), options, None).await
+    apply_with_retries(catalog, ident, changes, options, None).await
 }
 
 /// A keyed table's writer: applies batches with the same options (a sink's checkpoints).
@@ -168,7 +168,7 @@ impl KeyedWriter {
         apply_with_retries(
             &self.catalog,
             &self.ident,
-            Batch::Changes(&changes),
+            &changes,
             &options,
             Some(&mut *held),
         )

@@ -19,14 +19,14 @@ use parquet::arrow::ArrowWriter;
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
-use super::apply::{apply_with_retries, commit_extras, decide_by_scan, prepare, Batch, Prepared};
+use super::apply::{
+    apply_with_retries, commit_extras, decide_by_scan, prepare, Held, Planned, Prepared,
+};
 use super::batch::{ChangeBatch, UpsertOptions, UpsertResult};
-use super::changer::KeyedChanger;
 use super::checkpoint::committed_checkpoint;
 use super::fold::{self, key_converter, key_fields, key_rows, Columns, Part};
 use super::readback::read_back;
 use crate::catalog::Catalog;
-use crate::dml::RowChanger;
 use crate::error::{Error, ErrorKind, Result};
 use crate::spec::keyed::{KeyedSpec, MergeEngine, TombstoneList};
 use crate::spec::{DataFile, TableIdent};
@@ -238,7 +238,7 @@ pub async fn commit_staged_upserts(
             return Err(e);
         }
     };
-    let r = apply_with_retries(catalog, ident, Batch::Staged(&keys), options, None).await;
+    let r = apply_with_retries(catalog, ident, &keys, options, None).await;
     if matches!(&r, Err(e) if e.kind() == ErrorKind::CommitStateUnknown) {
         return r;
     }
@@ -360,12 +360,71 @@ impl StagedKeys {
         })
     }
 
-    /// One planning against `table`, committed only onto it.
-    pub(super) async fn apply_once(
+    /// The task files to commit for the kept folded rows `upserts`: those whose every row is
+    /// kept (as they are), and the others' kept rows rewritten (new files, and their paths
+    /// to delete if the commit fails). A file with no row kept is left out.
+    async fn kept_files(
+        &self,
+        table: &Table,
+        prep: &Prepared,
+        upserts: &[u32],
+    ) -> Result<(Vec<DataFile>, Vec<DataFile>, Vec<String>)> {
+        let rows = &prep.folded.rows;
+        let (file, pos) = (position_columns(rows)?, rows.schema().index_of(POS)?);
+        let pos = rows
+            .column(pos)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or_else(|| Error::corrupt("the staged key lists' _pos column is not a long"))?;
+        let mut kept: HashMap<u32, RoaringTreemap> = HashMap::new();
+        for &r in upserts {
+            let r = r as usize;
+            if file.is_null(r) || pos.is_null(r) {
+                return Err(Error::corrupt(format!(
+                    "a staged upsert of table {} has no data file row",
+                    table.name()
+                )));
+            }
+            kept.entry(file.value(r))
+                .or_default()
+                .insert(pos.value(r) as u64);
+        }
+        let (mut as_is, mut partial) = (Vec::new(), Vec::new());
+        for (i, f) in self.files.iter().enumerate() {
+            match kept.remove(&(i as u32)) {
+                Some(k) if k.len() == f.record_count() => as_is.push(f.clone()),
+                Some(k) => partial.push((f, k)),
+                None => {}
+            }
+        }
+        if partial.is_empty() {
+            return Ok((as_is, vec![], vec![]));
+        }
+        let mut w = DataWriter::new(table)?;
+        for (f, keep) in partial {
+            let r = keep_rows(table, f, &keep, &mut w).await;
+            if let Err(e) = r {
+                w.abort(table.storage()).await;
+                return Err(e);
+            }
+        }
+        let rewritten = w.close().await?;
+        let written = rewritten
+            .iter()
+            .map(|f| f.file_path().to_string())
+            .collect();
+        Ok((as_is, rewritten, written))
+    }
+}
+
+impl Planned for StagedKeys {
+    async fn apply_once(
         &self,
         catalog: &Catalog,
         table: &Table,
+        _options: &UpsertOptions,
         sink: Option<(&str, i64)>,
+        _held: Option<&mut Held>,
     ) -> Result<UpsertResult> {
         let committed = match sink {
             Some((s, _)) => committed_checkpoint(table, s)?,
@@ -424,62 +483,6 @@ impl StagedKeys {
         result.committed(decided.staged.commit(catalog, table, extras).await?, sink);
         Ok(result)
     }
-
-    /// The task files to commit for the kept folded rows `upserts`: those whose every row is
-    /// kept (as they are), and the others' kept rows rewritten (new files, and their paths
-    /// to delete if the commit fails). A file with no row kept is left out.
-    async fn kept_files(
-        &self,
-        table: &Table,
-        prep: &Prepared,
-        upserts: &[u32],
-    ) -> Result<(Vec<DataFile>, Vec<DataFile>, Vec<String>)> {
-        let rows = &prep.folded.rows;
-        let (file, pos) = (position_columns(rows)?, rows.schema().index_of(POS)?);
-        let pos = rows
-            .column(pos)
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| Error::corrupt("the staged key lists' _pos column is not a long"))?;
-        let mut kept: HashMap<u32, RoaringTreemap> = HashMap::new();
-        for &r in upserts {
-            let r = r as usize;
-            if file.is_null(r) || pos.is_null(r) {
-                return Err(Error::corrupt(format!(
-                    "a staged upsert of table {} has no data file row",
-                    table.name()
-                )));
-            }
-            kept.entry(file.value(r))
-                .or_default()
-                .insert(pos.value(r) as u64);
-        }
-        let (mut as_is, mut partial) = (Vec::new(), Vec::new());
-        for (i, f) in self.files.iter().enumerate() {
-            match kept.remove(&(i as u32)) {
-                Some(k) if k.len() == f.record_count() => as_is.push(f.clone()),
-                Some(k) => partial.push((f, k)),
-                None => {}
-            }
-        }
-        if partial.is_empty() {
-            return Ok((as_is, vec![], vec![]));
-        }
-        let mut w = DataWriter::new(table)?;
-        for (f, keep) in partial {
-            let r = keep_rows(table, f, &keep, &mut w).await;
-            if let Err(e) = r {
-                w.abort(table.storage()).await;
-                return Err(e);
-            }
-        }
-        let rewritten = w.close().await?;
-        let written = rewritten
-            .iter()
-            .map(|f| f.file_path().to_string())
-            .collect();
-        Ok((as_is, rewritten, written))
-    }
 }
 
 /// The `_file` column of the folded key lists.
@@ -533,23 +536,4 @@ async fn keep_rows(
         }
     }
     Ok(())
-}
-
-/// A changer that decides as the keyed changer does but writes no rows: the upserts are in
-/// the tasks' files already.
-pub(super) struct WritesNoRows<'a>(pub &'a mut KeyedChanger);
-
-impl RowChanger for WritesNoRows<'_> {
-    fn columns(&self) -> Option<Vec<String>> {
-        self.0.columns()
-    }
-
-    fn change(&mut self, batch: &RecordBatch) -> Result<(BooleanArray, Option<RecordBatch>)> {
-        self.0.change(batch)
-    }
-
-    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        self.0.finish()?;
-        Ok(vec![])
-    }
 }

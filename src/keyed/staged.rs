@@ -242,10 +242,10 @@ pub async fn commit_staged_upserts(
     if matches!(&r, Err(e) if e.kind() == ErrorKind::CommitStateUnknown) {
         return r;
     }
-    let committed = match &r {
-        Ok(r) if r.snapshot_id.is_some() => {
-            keys.committed.lock().map(|k| k.clone()).unwrap_or_default()
-        }
+    let committed = match (&r, keys.committed.lock()) {
+        (Ok(r), Ok(k)) if r.snapshot_id.is_some() => k.clone(),
+        // Which task files were committed is not known: delete none of them.
+        (Ok(_), Err(_)) => return r,
         _ => HashSet::new(),
     };
     for f in &keys.files {

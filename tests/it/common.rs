@@ -455,3 +455,13 @@ pub async fn filtered_first_longs(t: &Table, filter: &str) -> (Vec<i64>, floe::s
     got.sort_unstable();
     (got, stats)
 }
+
+/// The `int` column `name` of `b` (a metadata table's `spec_id`, `sort_order_id`, …).
+pub fn i32_column(b: &arrow::array::RecordBatch, name: &str) -> arrow::array::Int32Array {
+    b.column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .as_any()
+        .downcast_ref::<arrow::array::Int32Array>()
+        .unwrap_or_else(|| panic!("column {name} is not an int"))
+        .clone()
+}

@@ -588,20 +588,8 @@ async fn alter_then_sort_rewrite_clusters_a_table_in_place() {
     let files = floe::scan::read_metadata_table(&t, floe::scan::MetadataTable::DataFiles, None)
         .await
         .unwrap();
-    let spec = files
-        .column_by_name("spec_id")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<Int32Array>()
-        .unwrap()
-        .clone();
-    let order = files
-        .column_by_name("sort_order_id")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<Int32Array>()
-        .unwrap()
-        .clone();
+    let spec = i32_column(&files, "spec_id");
+    let order = i32_column(&files, "sort_order_id");
     let paths = files
         .column_by_name("file_path")
         .unwrap()

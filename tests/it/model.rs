@@ -741,13 +741,7 @@ async fn merges_aligned(table: &Table) -> Option<bool> {
     let files = floe::scan::read_metadata_table(table, floe::scan::MetadataTable::DataFiles, None)
         .await
         .unwrap();
-    let specs = files
-        .column_by_name("spec_id")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<Int32Array>()
-        .unwrap()
-        .clone();
+    let specs = crate::common::i32_column(&files, "spec_id");
     let mixed = specs.iter().any(|s| s != Some(spec.spec_id()));
     (!(aligned && mixed)).then_some(aligned)
 }

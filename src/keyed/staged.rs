@@ -271,7 +271,8 @@ pub async fn discard_staged_upserts(table: &Table, staged: &[StagedUpsert]) -> R
 
 /// The tasks' key lists and data files, gathered by the driver.
 pub(super) struct StagedKeys {
-    /// Each task's key list, `_file` numbering `files`.
+    /// Each task's key list, `_file` numbering `files` (one empty part when no task had
+    /// rows).
     parts: Vec<Part>,
     /// Every task's data files, in task order.
     files: Vec<DataFile>,
@@ -314,6 +315,17 @@ impl StagedKeys {
                 batch,
             });
         }
+        if parts.is_empty() {
+            // No task had rows: an empty batch (which still records a checkpoint).
+            let spec = KeyedSpec::of(table.metadata(), &table.name())?;
+            let schema = table.arrow_schema()?;
+            let cols = Columns::of(&spec, &schema)?;
+            parts.push(Part {
+                source: "the batch".into(),
+                first_row: 1,
+                batch: RecordBatch::new_empty(key_list_schema(&schema, &cols, &spec, table)?),
+            });
+        }
         Ok(Self {
             parts,
             files,
@@ -324,22 +336,7 @@ impl StagedKeys {
 
     /// The tasks' keys folded against `table`'s keyed spec.
     fn prepare(&self, table: &Table, spec: KeyedSpec) -> Result<Prepared> {
-        let empty;
-        let parts = match self.parts.first() {
-            Some(_) => &self.parts[..],
-            None => {
-                // No task had rows: an empty batch (which still records a checkpoint).
-                let schema = table.arrow_schema()?;
-                let cols = Columns::of(&spec, &schema)?;
-                let schema = key_list_schema(&schema, &cols, &spec, table)?;
-                empty = [Part {
-                    source: "the batch".into(),
-                    first_row: 1,
-                    batch: RecordBatch::new_empty(schema),
-                }];
-                &empty[..]
-            }
-        };
+        let parts = &self.parts;
         let schema = parts[0].batch.schema();
         let cols = Columns::of(&spec, &schema).map_err(|e| {
             e.context("the staged key lists do not name the table's key columns (was the table changed after the tasks ran?)")

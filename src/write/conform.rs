@@ -174,26 +174,24 @@ impl Conformer {
                         .map_err(|m| self.misfit(a, n, m, source, first_row))?
                 }
                 // v3: a column the input lacks takes its write-default.
-                Err(_) if self.defaults.contains_key(&field_id(tf).unwrap_or(-1)) => {
-                    default_column(&self.defaults, tf, batch.num_rows())
-                        .unwrap_or_else(|| Ok(new_null_array(tf.data_type(), batch.num_rows())))
-                        .map_err(|m| {
-                            Error::invalid(format!(
-                                "table {}: column '{}': {}",
-                                self.table,
-                                tf.name(),
-                                m.why
-                            ))
-                        })?
-                }
-                Err(_) if tf.is_nullable() => new_null_array(tf.data_type(), batch.num_rows()),
-                Err(_) => {
-                    return Err(Error::invalid(format!(
-                        "required column '{}' of table {} is missing from the input",
-                        tf.name(),
-                        self.table
-                    )))
-                }
+                Err(_) => match default_column(&self.defaults, tf, batch.num_rows()) {
+                    Some(d) => d.map_err(|m| {
+                        Error::invalid(format!(
+                            "table {}: column '{}': {}",
+                            self.table,
+                            tf.name(),
+                            m.why
+                        ))
+                    })?,
+                    None if tf.is_nullable() => new_null_array(tf.data_type(), batch.num_rows()),
+                    None => {
+                        return Err(Error::invalid(format!(
+                            "required column '{}' of table {} is missing from the input",
+                            tf.name(),
+                            self.table
+                        )))
+                    }
+                },
             };
             cols.push(col);
         }

@@ -213,13 +213,13 @@ class FloeDatasink(Datasink):
         data = _as_arrow(blocks)
         if data.num_rows == 0:
             return None
-        table = self.catalog.load_table(self.identifier)
-        if self.staged_upsert:
-            return table._inner.stage_upsert(data)
-        if self.mode == "upsert":
+        if self.mode == "upsert" and not self.staged_upsert:
             # The rows as given: the upsert conforms them itself (evolving the schema, input
             # columns of aggregate functions), and folding them needs the stored rows.
             return data
+        table = self.catalog.load_table(self.identifier)
+        if self.staged_upsert:
+            return table._inner.stage_upsert(data)
         return table._inner.stage(data)
 
     def on_write_complete(self, write_result: Any) -> None:

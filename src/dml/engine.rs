@@ -244,6 +244,8 @@ pub(crate) struct Staged {
     isolation: IsolationLevel,
     decision: Decision,
     added_data: Vec<DataFile>,
+    /// Data files written elsewhere, with the partition spec each was written with.
+    added_elsewhere: Vec<(i32, DataFile)>,
     added_deletes: Vec<(i32, DataFile)>,
     written: Vec<String>,
 }
@@ -275,22 +277,25 @@ impl CommitExtras {
 
 impl Staged {
     /// The data files the change adds.
-    pub(crate) fn added_data_files(&self) -> &[DataFile] {
-        &self.added_data
+    pub(crate) fn added_data_files(&self) -> impl Iterator<Item = &DataFile> {
+        self.added_data
+            .iter()
+            .chain(self.added_elsewhere.iter().map(|(_, f)| f))
     }
 
-    /// Adds data files written elsewhere (a distributed upsert's tasks) to the change;
-    /// `written`: those of them to delete if the change is given up.
+    /// Adds data files written elsewhere (a distributed upsert's tasks), each with the
+    /// partition spec it was written with (the table's default may have changed since), to
+    /// the change; `written`: those of them to delete if the change is given up.
     pub(crate) fn add_data_files(
         &mut self,
-        files: impl IntoIterator<Item = DataFile>,
+        files: impl IntoIterator<Item = (i32, DataFile)>,
         written: Vec<String>,
     ) {
-        for f in files {
+        for (spec_id, f) in files {
             self.result.added_data_files += 1;
             self.result.written_rows += f.record_count();
             self.result.written_bytes += f.file_size_in_bytes();
-            self.added_data.push(f);
+            self.added_elsewhere.push((spec_id, f));
         }
         self.written.extend(written);
     }
@@ -319,6 +324,7 @@ impl Staged {
         let d = self.decision;
         if d.removed.is_empty()
             && self.added_data.is_empty()
+            && self.added_elsewhere.is_empty()
             && self.added_deletes.is_empty()
             && extras.is_empty()
         {
@@ -333,6 +339,7 @@ impl Staged {
             self.isolation,
             d,
             self.added_data,
+            self.added_elsewhere,
             self.added_deletes,
             &written,
             extras,
@@ -517,6 +524,7 @@ async fn stage_with(
         isolation,
         decision: d,
         added_data,
+        added_elsewhere: Vec::new(),
         added_deletes,
         written,
     })
@@ -551,7 +559,11 @@ fn mode_of(table: &Table, kind: RowLevelKind) -> Result<(WriteMode, IsolationLev
 /// A scan of `table` at `snapshot_id` (the current state of an empty table when `None`).
 fn scan_at(table: &Table, snapshot_id: Option<i64>) -> Scan {
     match snapshot_id {
-        Some(id) => Scan::new(table).snapshot(SnapshotSelector::Id(id)),
+        // The rows are rewritten in the current schema (an ALTER since the snapshot
+        // renamed, dropped, widened or added columns).
+        Some(id) => Scan::new(table)
+            .snapshot(SnapshotSelector::Id(id))
+            .in_current_schema(),
         None => Scan::new(table),
     }
 }
@@ -901,11 +913,12 @@ async fn commit_change(
     isolation: IsolationLevel,
     d: Decision,
     added_data: Vec<DataFile>,
+    added_elsewhere: Vec<(i32, DataFile)>,
     added_deletes: Vec<(i32, DataFile)>,
     written: &[String],
     extras: CommitExtras,
 ) -> Result<(Table, i64)> {
-    let operation = if !added_data.is_empty() {
+    let operation = if !added_data.is_empty() || !added_elsewhere.is_empty() {
         Operation::Overwrite
     } else if !d.removed.is_empty() || !added_deletes.is_empty() {
         Operation::Delete
@@ -914,7 +927,7 @@ async fn commit_change(
         Operation::Append
     };
     let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
-    for (s, f) in added_deletes {
+    for (s, f) in added_elsewhere.into_iter().chain(added_deletes) {
         by_spec.entry(s).or_default().push(f);
     }
     let mut producer = SnapshotProducer::new(operation, added_data).remove_files(d.removed);

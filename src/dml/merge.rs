@@ -56,12 +56,15 @@ enum Action {
 enum Clause {
     Matched(Option<BoundExpr>, Action),
     NotMatchedBySource(Option<BoundExpr>, Action),
-    /// Per target column: the inserted value (`None`: NULL).
+    /// Per target column: the inserted value (`None`: its write-default, else NULL).
     NotMatched(Option<BoundExpr>, Vec<Option<BoundExpr>>),
 }
 
 struct MergeChanger {
     target: ArrowSchemaRef,
+    /// Per target column: its write-default (one row), what an INSERT that does not list
+    /// the column writes (`None`: NULL).
+    write_defaults: Vec<Option<ArrayRef>>,
     joined: ArrowSchemaRef,
     source_schema: ArrowSchemaRef,
     target_keys: Vec<usize>,
@@ -243,8 +246,11 @@ pub async fn merge(
         ReadSource::Whole(rows) => (Some(SourceSet::new(rows, &keys).map_err(ctx)?), None),
         ReadSource::Aligned(a) => (None, Some(a)),
     };
+    let write_defaults =
+        crate::write::write_default_row(table.metadata().current_schema(), &target).map_err(ctx)?;
     let mut changer = MergeChanger {
         target,
+        write_defaults,
         joined,
         source_schema,
         target_keys,
@@ -294,7 +300,8 @@ impl MergeChanger {
         Ok(RecordBatch::try_new(self.joined.clone(), cols)?)
     }
 
-    /// New target rows from `values` (per target column; `None`: keep / NULL).
+    /// New target rows from `values` (per target column; `None`: keep, or the write-default
+    /// / NULL).
     fn build(
         &self,
         rows: &RecordBatch,
@@ -309,7 +316,13 @@ impl MergeChanger {
                 match v {
                     Some(e) => cast_to(&e.evaluate(rows)?, ty),
                     None if keep => Ok(rows.column(i).clone()),
-                    None => Ok(new_null_array(ty, rows.num_rows())),
+                    None => match &self.write_defaults[i] {
+                        Some(d) => {
+                            let zeros = UInt32Array::from(vec![0u32; rows.num_rows()]);
+                            Ok(arrow_select::take::take(d.as_ref(), &zeros, None)?)
+                        }
+                        None => Ok(new_null_array(ty, rows.num_rows())),
+                    },
                 }
             })
             .collect::<Result<Vec<_>>>()?;

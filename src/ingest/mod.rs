@@ -405,7 +405,9 @@ async fn rewrite(
         .map(|s| s.sequence_number())
         .unwrap_or(i64::MAX);
     // 2. Rewrite the partitions that had rows before.
-    let scan = Scan::new(&table).snapshot(SnapshotSelector::Id(append_id));
+    let scan = Scan::new(&table)
+        .snapshot(SnapshotSelector::Id(append_id))
+        .in_current_schema();
     let plan = scan.plan().await?;
     let mut groups: HashMap<&crate::spec::Struct, Vec<usize>> = HashMap::new();
     for (i, f) in plan.files.iter().enumerate() {

@@ -364,7 +364,6 @@ async fn apply_once(
     let added: Vec<String> = decided
         .staged
         .added_data_files()
-        .iter()
         .map(|f| f.file_path().to_string())
         .collect();
     let followed = match index.as_mut() {
@@ -693,7 +692,6 @@ async fn apply_merge_once(
     let added: Vec<String> = d
         .staged
         .added_data_files()
-        .iter()
         .map(|f| f.file_path().to_string())
         .collect();
     let rewrites = d.staged.rewrites_files();

@@ -282,6 +282,7 @@ impl KeyIndex {
         columns.extend(spec.version.clone());
         let scan = Scan::new(table)
             .snapshot(SnapshotSelector::Id(snapshot_id))
+            .in_current_schema()
             .select(columns);
         let plan = scan.plan().await?;
         let paths: Vec<String> = plan

@@ -28,11 +28,12 @@ use super::fold::{self, key_converter, key_fields, key_rows, Columns, Part};
 use super::readback::read_back;
 use crate::catalog::Catalog;
 use crate::error::{Error, ErrorKind, Result};
+use crate::scan::{PlannedFile, Scan};
 use crate::spec::keyed::{KeyedSpec, MergeEngine, TombstoneList};
 use crate::spec::{DataFile, TableIdent};
 use crate::storage::join;
 use crate::table::Table;
-use crate::txn::{discard_staged, stage_data_files, StagedFiles};
+use crate::txn::{discard_staged, stage_data_files, StagedFiles, StagingJob};
 use crate::write::DataWriter;
 
 /// The column of a task's key list holding the ordinal of the data file an upsert's row is
@@ -61,11 +62,16 @@ pub struct StagedUpsert {
 }
 
 /// Folds `changes` (a task's share, in arrival order) and writes the winning upserts as data
-/// files of the keyed table `table` with the list of the task's keys; commits nothing. Bad
+/// files of the keyed table `table` with the list of the task's keys, every name tagged with
+/// `job`; commits nothing. Bad
 /// input is refused as [`super::upsert`] refuses it (columns the table lacks too: a
 /// distributed upsert does not evolve the schema). Only the replace engine: the engines that
 /// fold rows need the stored rows, which the driver alone may read consistently.
-pub async fn stage_upsert(table: &Table, changes: &ChangeBatch) -> Result<StagedUpsert> {
+pub async fn stage_upsert(
+    table: &Table,
+    changes: &ChangeBatch,
+    job: &StagingJob,
+) -> Result<StagedUpsert> {
     let spec = KeyedSpec::of(table.metadata(), &table.name())?;
     if spec.engine != MergeEngine::Replace {
         return Err(Error::unsupported(format!(
@@ -81,12 +87,16 @@ pub async fn stage_upsert(table: &Table, changes: &ChangeBatch) -> Result<Staged
         &arrow::compute::not(&prep.folded.deleted)?,
     )?;
     let batches = (upserts.num_rows() > 0).then_some(Ok(upserts));
-    let files = stage_data_files(table, batches).await?;
+    let files = stage_data_files(table, batches, job).await?;
     let listed = async {
         let keys = task_keys(table, &prep, &files).await?;
         let location = join(
             table.metadata().location(),
-            &format!("metadata/staged-keys-{}.parquet", uuid::Uuid::new_v4()),
+            &format!(
+                "metadata/staged-keys-{}{}.parquet",
+                uuid::Uuid::new_v4(),
+                job.suffix()
+            ),
         );
         let mut bytes = Vec::new();
         let encode = |e: parquet::errors::ParquetError| {
@@ -248,7 +258,7 @@ pub async fn commit_staged_upserts(
         (Ok(_), Err(_)) => return r,
         _ => HashSet::new(),
     };
-    for f in &keys.files {
+    for (f, _) in &keys.files {
         if !committed.contains(f.file_path()) {
             let _ = table.storage().delete(f.file_path()).await;
         }
@@ -274,8 +284,8 @@ pub(super) struct StagedKeys {
     /// Each task's key list, `_file` numbering `files` (one empty part when no task had
     /// rows).
     parts: Vec<Part>,
-    /// Every task's data files, in task order.
-    files: Vec<DataFile>,
+    /// Every task's data files, in task order, with their partition spec ids.
+    files: Vec<(DataFile, i32)>,
     input_rows: u64,
     /// The task files the last planning committed (as they are).
     committed: Mutex<HashSet<String>>,
@@ -288,7 +298,8 @@ impl StagedKeys {
         let mut schema: Option<SchemaRef> = None;
         for (t, s) in staged.iter().enumerate() {
             let offset = files.len() as u32;
-            files.extend(crate::txn::staged_data_files(table, &s.files).await?);
+            let task_files = crate::txn::staged_data_files(table, &s.files).await?;
+            files.extend(task_files.into_iter().map(|f| (f, s.files.spec_id)));
             let bytes = table.storage().get(&s.keys_location).await?;
             let bad = |e: &dyn std::fmt::Display| {
                 Error::corrupt(format!("staged key list '{}': {e}", s.keys_location))
@@ -358,14 +369,14 @@ impl StagedKeys {
     }
 
     /// The task files to commit for the kept folded rows `upserts`: those whose every row is
-    /// kept (as they are), and the others' kept rows rewritten (new files, and their paths
+    /// kept (as they are, with their partition spec ids), and the others' kept rows rewritten (new files, and their paths
     /// to delete if the commit fails). A file with no row kept is left out.
     async fn kept_files(
         &self,
         table: &Table,
         prep: &Prepared,
         upserts: &[u32],
-    ) -> Result<(Vec<DataFile>, Vec<DataFile>, Vec<String>)> {
+    ) -> Result<(Vec<(i32, DataFile)>, Vec<DataFile>, Vec<String>)> {
         let rows = &prep.folded.rows;
         let (file, pos) = (position_columns(rows)?, rows.schema().index_of(POS)?);
         let pos = rows
@@ -387,10 +398,10 @@ impl StagedKeys {
                 .insert(pos.value(r) as u64);
         }
         let (mut as_is, mut partial) = (Vec::new(), Vec::new());
-        for (i, f) in self.files.iter().enumerate() {
+        for (i, (f, spec_id)) in self.files.iter().enumerate() {
             match kept.remove(&(i as u32)) {
-                Some(k) if k.len() == f.record_count() => as_is.push(f.clone()),
-                Some(k) => partial.push((f, k)),
+                Some(k) if k.len() == f.record_count() => as_is.push((*spec_id, f.clone())),
+                Some(k) => partial.push((planned(table, f, *spec_id)?, k)),
                 None => {}
             }
         }
@@ -458,11 +469,17 @@ impl Planned for StagedKeys {
             }
         };
         let (as_is, rewritten, written) = kept;
-        let as_is_paths: HashSet<String> =
-            as_is.iter().map(|f| f.file_path().to_string()).collect();
-        decided
-            .staged
-            .add_data_files(as_is.into_iter().chain(rewritten), written);
+        let as_is_paths: HashSet<String> = as_is
+            .iter()
+            .map(|(_, f)| f.file_path().to_string())
+            .collect();
+        let spec = table.metadata().default_partition_spec_id();
+        decided.staged.add_data_files(
+            as_is
+                .into_iter()
+                .chain(rewritten.into_iter().map(|f| (spec, f))),
+            written,
+        );
         let (extras, bytes) =
             match commit_extras(table, &prep, &list, &decided.tombstones, sink).await {
                 Ok(x) => x,
@@ -510,27 +527,52 @@ fn offset_files(batch: RecordBatch, offset: u32, files: usize) -> Result<RecordB
 /// Writes the rows of staged file `f` at positions `keep` through `w`.
 async fn keep_rows(
     table: &Table,
-    f: &DataFile,
+    f: PlannedFile,
     keep: &RoaringTreemap,
     w: &mut DataWriter,
 ) -> Result<()> {
-    let path = f.file_path();
-    let bytes = table.storage().get(path).await?;
-    let bad =
-        |e: &dyn std::fmt::Display| Error::corrupt(format!("reading staged file '{path}': {e}"));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .and_then(|b| b.build())
-        .map_err(|e| bad(&e))?;
-    let mut start = 0u64;
-    for b in reader {
-        let b = b.map_err(|e| bad(&e))?;
-        let n = b.num_rows() as u64;
-        let mask: BooleanArray = (start..start + n).map(|p| Some(keep.contains(p))).collect();
-        start += n;
+    let path = f.file.file_path().to_string();
+    let plan = Scan::plan_of_files(table, vec![f])?;
+    let mut rows = Scan::new(table).read_positioned(plan, true)?;
+    while let Some(r) = futures::StreamExt::next(&mut rows).await {
+        let (b, positions) = r?.1;
+        let positions = positions.ok_or_else(|| {
+            Error::corrupt(format!(
+                "staged file '{path}' was read without row positions"
+            ))
+        })?;
+        let mask: BooleanArray = positions
+            .values()
+            .iter()
+            .map(|&p| Some(keep.contains(p)))
+            .collect();
         let b = arrow_select::filter::filter_record_batch(&b, &mask)?;
         if b.num_rows() > 0 {
             w.write(b).await?;
         }
     }
     Ok(())
+}
+
+/// Staged data file `f` (written with partition spec `spec_id`) as a file to read.
+fn planned(table: &Table, f: &DataFile, spec_id: i32) -> Result<PlannedFile> {
+    let spec = table
+        .metadata()
+        .partition_spec_by_id(spec_id)
+        .cloned()
+        .ok_or_else(|| {
+            Error::corrupt(format!(
+                "staged file '{}' names partition spec {spec_id}, which table {} does not have",
+                f.file_path(),
+                table.name()
+            ))
+        })?;
+    Ok(PlannedFile {
+        file: f.clone(),
+        spec,
+        partition: f.partition().clone(),
+        sequence_number: 0,
+        deletes: vec![],
+        first_row_id: None,
+    })
 }

@@ -158,7 +158,9 @@ impl<K: StateKey> State<K> {
         let Some(snapshot_id) = state.snapshot_id else {
             return Ok(state);
         };
-        let scan = Scan::new(table).snapshot(SnapshotSelector::Id(snapshot_id));
+        let scan = Scan::new(table)
+            .snapshot(SnapshotSelector::Id(snapshot_id))
+            .in_current_schema();
         let plan = scan.plan().await?;
         let ids: Vec<u32> = plan
             .files

@@ -1,6 +1,7 @@
 //! Table maintenance with the option names and result columns of Iceberg's Spark procedures:
 //! compaction (`rewrite_data_files`, `rewrite_position_delete_files`), `expire_snapshots`,
-//! `remove_orphan_files`, `rewrite_manifests`; and a clone-safe `drop_table` purge.
+//! `remove_orphan_files` (and `discard_staging_job`, a failed distributed write's files),
+//! `rewrite_manifests`; and a clone-safe `drop_table` purge.
 
 mod dangling;
 mod expire;
@@ -13,7 +14,7 @@ mod rewrite_manifests;
 mod rewrite_plan;
 
 pub use expire::{expire_snapshots, ExpireOptions, ExpireResult};
-pub use orphans::{remove_orphan_files, OrphanResult};
+pub use orphans::{discard_staging_job, remove_orphan_files, OrphanResult};
 pub use purge::{drop_table, DropResult};
 pub use rewrite_data_files::{
     commit_rewrite, commit_rewrite_groups, discard_task_results, execute_task, plan_rewrite,

@@ -1,11 +1,13 @@
 //! `remove_orphan_files`: deletes files under the table location that no metadata of the
-//! table (nor of any other table of the catalog) references and that are older than a cutoff.
+//! table (nor of any other table of the catalog) references and that are older than a cutoff;
+//! `discard_staging_job`: the same for the files one staging job wrote, at any age.
 
 use super::reachable::{locations_overlap, other_tables, Reachable};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::scan::canonical_path;
 use crate::table::Table;
+use crate::txn::StagingJob;
 
 /// What `remove_orphan_files` found (and deleted unless it was a dry run).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -109,4 +111,52 @@ pub async fn remove_orphan_files(
         orphan_file_locations: orphans,
         deleted: !dry_run,
     })
+}
+
+/// Deletes the files `job` staged for `table` (data files, listings, key lists: every name
+/// tagged with the job) that no snapshot of the table, nor of any other table of the catalog,
+/// references: what a distributed write whose tasks' results never reached its driver (a
+/// failed job) leaves behind. Files already committed stay, so a job id reused after a
+/// commit is safe. Returns the deleted locations. Call it only when no commit of the job can
+/// still be in flight (an unknown commit outcome may yet reference the files).
+pub async fn discard_staging_job(
+    catalog: &Catalog,
+    table: &Table,
+    job: &StagingJob,
+) -> Result<Vec<String>> {
+    let table = catalog.load_table(table.ident()).await?;
+    let md = table.metadata();
+    let location = md.location().trim_end_matches('/').to_string();
+    let mut roots = vec![location.clone()];
+    if let Some(data) = table.properties()?.data_path {
+        let data = data.trim_end_matches('/').to_string();
+        if !canonical_path(&data).starts_with(&format!("{}/", canonical_path(&location))) {
+            roots.push(data);
+        }
+    }
+    let mut staged = Vec::new();
+    for root in &roots {
+        for o in table.storage().list(root).await? {
+            if job.owns(&o.location) {
+                staged.push(o.location);
+            }
+        }
+    }
+    if staged.is_empty() {
+        return Ok(staged);
+    }
+    let mut live = Reachable::of_table(&table).await?;
+    live.extend(Reachable::of_tables(&other_tables(catalog, &table).await?).await?);
+    staged.retain(|p| !live.contains(p));
+    staged.sort();
+    for p in &staged {
+        table.storage().delete(p).await.map_err(|e| {
+            e.context(format!(
+                "discarding staging job {} of table {}",
+                job.id(),
+                table.name()
+            ))
+        })?;
+    }
+    Ok(staged)
 }

@@ -243,7 +243,9 @@ pub async fn plan_rewrite(
             table.name()
         )));
     };
-    let mut planning = Scan::new(table).snapshot(SnapshotSelector::Id(start.snapshot_id()));
+    let mut planning = Scan::new(table)
+        .snapshot(SnapshotSelector::Id(start.snapshot_id()))
+        .in_current_schema();
     if let Some(f) = &filter {
         planning = planning.prune(f.clone());
     }
@@ -340,7 +342,11 @@ async fn rewrite_group(
         )?),
     };
     let v3 = table.metadata().format_version() == crate::spec::FormatVersion::V3;
-    let mut scan = Scan::new(table).snapshot(SnapshotSelector::Id(task.snapshot_id));
+    // Rows are rewritten in the current schema (an ALTER since the snapshot may have
+    // renamed, dropped, widened or added columns).
+    let mut scan = Scan::new(table)
+        .snapshot(SnapshotSelector::Id(task.snapshot_id))
+        .in_current_schema();
     let mut w = DataWriter::with_lanes(table, lanes)?.with_partition_spec(spec);
     if v3 {
         // Rewritten rows keep their row ids and last-updated sequence numbers.
@@ -387,6 +393,7 @@ pub async fn execute_task(
         .await?;
     let scan_plan = Scan::new(&table)
         .snapshot(SnapshotSelector::Id(task.snapshot_id))
+        .in_current_schema()
         .plan()
         .await?;
     let keep: HashSet<&str> = task.files.iter().map(String::as_str).collect();

@@ -358,13 +358,14 @@ impl Table {
         )
     }
 
-    /// Stages `data` as uncommitted data files (a distributed writer's task); returns the
-    /// JSON of [`floe::txn::StagedFiles`].
-    fn stage(&self, py: Python<'_>, data: Bound<'_, PyAny>) -> PyResult<String> {
+    /// Stages `data` as uncommitted data files of staging job `job` (a distributed writer's
+    /// task); returns the JSON of [`floe::txn::StagedFiles`].
+    fn stage(&self, py: Python<'_>, data: Bound<'_, PyAny>, job: &str) -> PyResult<String> {
+        let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
         let (_, batches) = batches_of(&data)?;
         let table = self.get();
         let r = run(py, async move {
-            floe::txn::stage_data_files(&table, batches).await
+            floe::txn::stage_data_files(&table, batches, &job).await
         })?;
         serde_json::to_string(&r).map_err(|e| to_py(e.into()))
     }
@@ -397,10 +398,21 @@ impl Table {
         })
     }
 
+    /// Deletes the uncommitted files staging job `job` wrote (a failed distributed write
+    /// whose tasks' results never reached the driver); returns their locations.
+    fn discard_staging_job(&self, py: Python<'_>, job: &str) -> PyResult<Vec<String>> {
+        let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
+        let (cat, table) = (self.cat(), self.get());
+        run(py, async move {
+            floe::maintenance::discard_staging_job(&cat, &table, &job).await
+        })
+    }
+
     /// Folds `data` (a distributed upsert's task) and stages its winning upserts as
     /// uncommitted data files with the task's keys; returns the JSON of
     /// [`floe::keyed::StagedUpsert`].
-    fn stage_upsert(&self, py: Python<'_>, data: Bound<'_, PyAny>) -> PyResult<String> {
+    fn stage_upsert(&self, py: Python<'_>, data: Bound<'_, PyAny>, job: &str) -> PyResult<String> {
+        let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
         let (_, batches) = batches_of(&data)?;
         let mut changes = floe::keyed::ChangeBatch::new();
         for b in batches {
@@ -408,7 +420,7 @@ impl Table {
         }
         let table = self.get();
         let r = run(py, async move {
-            floe::keyed::stage_upsert(&table, &changes).await
+            floe::keyed::stage_upsert(&table, &changes, &job).await
         })?;
         serde_json::to_string(&r).map_err(|e| to_py(e.into()))
     }

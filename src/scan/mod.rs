@@ -462,6 +462,52 @@ pub struct ScanPlan {
     counters: Arc<ReadCounters>,
 }
 
+/// The iceberg reader's task for each of `files` (Parquet only), projecting `project_ids` of
+/// `schema` (files are matched by field id, or by the table's name mapping).
+fn file_tasks(
+    table: &Table,
+    files: &[PlannedFile],
+    schema: &SchemaRef,
+    project_ids: &[i32],
+) -> Result<Vec<FileScanTask>> {
+    let name = table.name();
+    let name_mapping: Option<Arc<NameMapping>> = table
+        .metadata()
+        .properties()
+        .get("schema.name-mapping.default")
+        .and_then(|s| serde_json::from_str(s).ok())
+        .map(Arc::new);
+    files
+        .iter()
+        .map(|p| {
+            if p.file.file_format() != DataFileFormat::Parquet {
+                return Err(Error::unsupported(format!(
+                    "data file '{}' of table {name} is {:?}; floe reads Parquet only",
+                    p.file.file_path(),
+                    p.file.file_format()
+                )));
+            }
+            Ok(FileScanTask {
+                file_size_in_bytes: p.file.file_size_in_bytes(),
+                start: 0,
+                length: p.file.file_size_in_bytes(),
+                record_count: Some(p.file.record_count()),
+                data_file_path: p.file.file_path().to_string(),
+                data_file_format: DataFileFormat::Parquet,
+                schema: schema.clone(),
+                project_field_ids: project_ids.to_vec(),
+                // floe evaluates rows itself; the iceberg reader only decodes.
+                predicate: None,
+                deletes: vec![],
+                partition: Some(p.partition.clone()),
+                partition_spec: Some(p.spec.clone()),
+                name_mapping: name_mapping.clone(),
+                case_sensitive: false,
+            })
+        })
+        .collect()
+}
+
 impl ScanPlan {
     /// A plan of the files at `indexes` only (each with its loaded deletes).
     pub(crate) fn subset(&self, indexes: &[usize]) -> ScanPlan {
@@ -909,40 +955,7 @@ impl Scan {
         stats.data_manifests = data_manifests;
         stats.pruned_data_manifests = pruned_manifests;
         let deletes = vec![None; files.len()];
-        let name_mapping: Option<Arc<NameMapping>> = md
-            .properties()
-            .get("schema.name-mapping.default")
-            .and_then(|s| serde_json::from_str(s).ok())
-            .map(Arc::new);
-        let tasks = files
-            .iter()
-            .map(|p| {
-                if p.file.file_format() != DataFileFormat::Parquet {
-                    return Err(Error::unsupported(format!(
-                        "data file '{}' of table {name} is {:?}; floe reads Parquet only",
-                        p.file.file_path(),
-                        p.file.file_format()
-                    )));
-                }
-                Ok(FileScanTask {
-                    file_size_in_bytes: p.file.file_size_in_bytes(),
-                    start: 0,
-                    length: p.file.file_size_in_bytes(),
-                    record_count: Some(p.file.record_count()),
-                    data_file_path: p.file.file_path().to_string(),
-                    data_file_format: DataFileFormat::Parquet,
-                    schema: schema.clone(),
-                    project_field_ids: project_ids.clone(),
-                    // floe evaluates rows itself; the iceberg reader only decodes.
-                    predicate: None,
-                    deletes: vec![],
-                    partition: Some(p.partition.clone()),
-                    partition_spec: Some(p.spec.clone()),
-                    name_mapping: name_mapping.clone(),
-                    case_sensitive: false,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let tasks = file_tasks(&self.table, &files, &schema, &project_ids)?;
         Ok(ScanPlan {
             snapshot,
             schema,
@@ -955,6 +968,28 @@ impl Scan {
             row_groups,
             counters,
             table: self.table.clone(),
+        })
+    }
+
+    /// A plan reading `files` whole (every column of the current schema, by field id; no
+    /// deletes, no filter), whether or not a snapshot lists them: the staged files of a
+    /// distributed write, read in the table's current schema.
+    pub(crate) fn plan_of_files(table: &Table, files: Vec<PlannedFile>) -> Result<ScanPlan> {
+        let schema = table.metadata().current_schema().clone();
+        let ids: Vec<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
+        let tasks = file_tasks(table, &files, &schema, &ids)?;
+        Ok(ScanPlan {
+            snapshot: None,
+            schema,
+            deletes: vec![Some(FileDeletes::default()); files.len()],
+            files,
+            stats: PlanStats::default(),
+            tasks,
+            filter: None,
+            row_filter: None,
+            row_groups: None,
+            counters: Arc::new(ReadCounters::default()),
+            table: table.clone(),
         })
     }
 

@@ -24,7 +24,9 @@ pub(crate) use commit::{commit, commit_or_discard, commit_properties};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use refs::manage_refs;
 pub(crate) use staged::data_files as staged_data_files;
-pub use staged::{commit_staged, discard_staged, read_staged, stage_data_files, StagedFiles};
+pub use staged::{
+    commit_staged, discard_staged, read_staged, stage_data_files, StagedFiles, StagingJob,
+};
 pub use summary::SummaryCounts;
 pub(crate) use validate::{NoConcurrentCommit, NoValidation, RowLevelValidation, Validation};
 
@@ -127,7 +129,22 @@ pub async fn append_files(
     table: &Table,
     files: Vec<iceberg::spec::DataFile>,
 ) -> Result<AppendResult> {
-    if files.is_empty() {
+    let spec = table.metadata().default_partition_spec_id();
+    append_files_by_spec(catalog, table, vec![(spec, files)]).await
+}
+
+/// [`append_files`] of files written with several partition specs (each list with the id of
+/// the spec its files were written with: the table's default may have changed since).
+pub(crate) async fn append_files_by_spec(
+    catalog: &Catalog,
+    table: &Table,
+    files: Vec<(i32, Vec<iceberg::spec::DataFile>)>,
+) -> Result<AppendResult> {
+    let all = || files.iter().flat_map(|(_, f)| f);
+    let added_records = all().map(|f| f.record_count()).sum();
+    let added_bytes = all().map(|f| f.file_size_in_bytes()).sum();
+    let added_files = all().count();
+    if added_files == 0 {
         return Ok(AppendResult {
             table: table.clone(),
             snapshot_id: None,
@@ -136,10 +153,10 @@ pub async fn append_files(
             added_bytes: 0,
         });
     }
-    let added_records = files.iter().map(|f| f.record_count()).sum();
-    let added_bytes = files.iter().map(|f| f.file_size_in_bytes()).sum();
-    let added_files = files.len();
-    let mut producer = SnapshotProducer::new(Operation::Append, files);
+    let mut producer = SnapshotProducer::new(Operation::Append, vec![]);
+    for (spec, f) in files {
+        producer = producer.add_files(spec, f);
+    }
     let t = commit(catalog, table, &mut producer, &NoValidation).await?;
     Ok(AppendResult {
         table: t,

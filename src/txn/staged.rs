@@ -3,7 +3,9 @@
 //!
 //! A worker calls [`stage_data_files`]: its batches become Parquet data files under the
 //! table's data directory, listed in an Avro file (iceberg's `data_file` struct) under the
-//! metadata directory; nothing is committed. The driver gathers the serializable
+//! metadata directory; nothing is committed. Every file a job's workers stage carries the
+//! job's [`StagingJob`] tag in its name, so when a job fails without the workers' results
+//! reaching the driver, [`crate::maintenance::discard_staging_job`] still finds them. The driver gathers the serializable
 //! [`StagedFiles`] of every worker and calls [`commit_staged`] once (the commit loop retries
 //! and validates as [`crate::txn::append`] does), [`read_staged`] to read the rows back
 //! (an upsert applied by the driver), or [`discard_staged`] to delete what was written.
@@ -12,13 +14,59 @@ use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
-use super::{append_files, AppendResult};
+use super::{append_files_by_spec, AppendResult};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::spec::DataFile;
 use crate::storage::join;
 use crate::table::Table;
 use crate::write::DataWriter;
+
+/// The identity of one distributed write: the files its workers stage end their names with
+/// `-job-<id>` (a UUID's 32 hex digits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagingJob(String);
+
+impl Default for StagingJob {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StagingJob {
+    /// A new job (a random id).
+    pub fn new() -> Self {
+        Self(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    /// The job whose id is `id` (a UUID, hyphenated or as 32 hex digits).
+    pub fn parse(id: &str) -> Result<Self> {
+        uuid::Uuid::try_parse(id)
+            .map(|u| Self(u.simple().to_string()))
+            .map_err(|e| {
+                Error::invalid(format!(
+                    "staging job id '{id}' is not a UUID ({e}); make one with StagingJob::new"
+                ))
+            })
+    }
+
+    /// The id (32 lowercase hex digits).
+    pub fn id(&self) -> &str {
+        &self.0
+    }
+
+    /// What the job's file names end with (before the extension).
+    pub(crate) fn suffix(&self) -> String {
+        format!("-job-{}", self.0)
+    }
+
+    /// Whether `location` names a file the job staged.
+    pub fn owns(&self, location: &str) -> bool {
+        let name = location.rsplit('/').next().unwrap_or(location);
+        let stem = name.split_once('.').map_or(name, |(stem, _)| stem);
+        stem.ends_with(&self.suffix())
+    }
+}
 
 /// Data files written by [`stage_data_files`] and not committed yet (JSON-serializable, to
 /// hand from a worker to the driver).
@@ -41,13 +89,13 @@ pub struct StagedFiles {
 
 /// Writes `batches` as data files of `table` (partitioned, sorted and rolled as an append
 /// writes them; conformed to the table schema by column name) and lists them in an Avro
-/// file under the table's metadata directory. Commits nothing; on an error the files written
-/// so far are deleted.
-pub async fn stage_data_files<I>(table: &Table, batches: I) -> Result<StagedFiles>
+/// file under the table's metadata directory, every name tagged with `job`. Commits
+/// nothing; on an error the files written so far are deleted.
+pub async fn stage_data_files<I>(table: &Table, batches: I, job: &StagingJob) -> Result<StagedFiles>
 where
     I: IntoIterator<Item = Result<RecordBatch>>,
 {
-    let mut w = DataWriter::new(table)?;
+    let mut w = DataWriter::new(table)?.with_name_suffix(&job.suffix());
     for b in batches {
         let r = match b {
             Ok(b) => w.write(b).await,
@@ -76,7 +124,11 @@ where
         });
     let location = join(
         md.location(),
-        &format!("metadata/staged-{}.avro", uuid::Uuid::new_v4()),
+        &format!(
+            "metadata/staged-{}{}.avro",
+            uuid::Uuid::new_v4(),
+            job.suffix()
+        ),
     );
     let listed = match listed {
         Ok(_) => table.storage().put(&location, bytes.into()).await,
@@ -134,7 +186,8 @@ pub(crate) async fn data_files(table: &Table, staged: &StagedFiles) -> Result<Ve
 }
 
 /// Commits the files of every `staged` (from any number of workers) as one `append`
-/// snapshot of `table`, then deletes the Avro listings. A failed commit that surely did
+/// snapshot of `table` (each file with the partition spec it was written with), then deletes
+/// the Avro listings. A failed commit that surely did
 /// not happen deletes the staged data files too (they would only be orphans).
 pub async fn commit_staged(
     catalog: &Catalog,
@@ -143,10 +196,14 @@ pub async fn commit_staged(
 ) -> Result<AppendResult> {
     let mut files = Vec::new();
     for s in staged {
-        files.extend(data_files(table, s).await?);
+        files.push((s.spec_id, data_files(table, s).await?));
     }
-    let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
-    let r = append_files(catalog, table, files).await;
+    let paths: Vec<String> = files
+        .iter()
+        .flat_map(|(_, f)| f)
+        .map(|f| f.file_path().to_string())
+        .collect();
+    let r = append_files_by_spec(catalog, table, files).await;
     match &r {
         Err(e) if e.kind() != crate::ErrorKind::CommitStateUnknown => {
             for p in &paths {

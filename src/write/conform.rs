@@ -112,6 +112,25 @@ fn default_column(defaults: &Defaults, tf: &FieldRef, rows: usize) -> Option<Fit
     }))
 }
 
+/// One row holding the write-default of each top-level field of `arrow` (the Arrow form of
+/// `schema`), `None` for a field without one: what a row written without that column holds.
+pub(crate) fn write_default_row(
+    schema: &iceberg::spec::Schema,
+    arrow: &arrow_schema::Schema,
+) -> Result<Vec<Option<ArrayRef>>> {
+    let mut defaults = Defaults::new();
+    collect_defaults(schema.as_struct().fields(), &mut defaults);
+    arrow
+        .fields()
+        .iter()
+        .map(|f| {
+            default_column(&defaults, f, 1)
+                .transpose()
+                .map_err(|m| Error::invalid(format!("column '{}': {}", f.name(), m.why)))
+        })
+        .collect()
+}
+
 impl Conformer {
     /// A conformer for the table's current schema.
     pub fn new(schema: &iceberg::spec::Schema, table: &str) -> Result<Self> {

@@ -98,6 +98,7 @@ impl DataWriter {
             data_path,
             storage: table.storage().clone(),
             commit_uuid: uuid::Uuid::new_v4(),
+            name_suffix: String::new(),
             progress: crate::progress::Progress::current(),
         };
         Ok(Self {
@@ -114,6 +115,15 @@ impl DataWriter {
             rows: 0,
             orphans: Vec::new(),
         })
+    }
+
+    /// Ends every file name with `suffix` (a staging job's tag: see
+    /// [`crate::txn::StagingJob`]).
+    pub fn with_name_suffix(mut self, suffix: &str) -> Self {
+        if let Some(s) = self.pending.as_mut() {
+            s.name_suffix = suffix.to_string();
+        }
+        self
     }
 
     /// Sorts rows by `order` instead of the table's sort order (`None`: not at all). Files

@@ -82,6 +82,8 @@ pub(super) struct Settings {
     pub data_path: String,
     pub storage: Storage,
     pub commit_uuid: uuid::Uuid,
+    /// Appended to every file name (a staging job's tag, e.g. `-job-<id>`), or empty.
+    pub name_suffix: String,
     /// Where written bytes are counted (the writer's creator's [`crate::progress::Progress`]).
     pub progress: Option<crate::progress::Progress>,
 }
@@ -495,8 +497,8 @@ async fn write_chunk(
         let path = join(
             &dir,
             &format!(
-                "{:05}-{}-{}-{:05}.parquet",
-                ls.index, ls.file_seq, s.commit_uuid, ls.index
+                "{:05}-{}-{}-{:05}{}.parquet",
+                ls.index, ls.file_seq, s.commit_uuid, ls.index, s.name_suffix
             ),
         );
         ls.file_seq += 1;

@@ -14,6 +14,7 @@ mod runs;
 mod spill;
 mod zorder;
 
+pub(crate) use conform::write_default_row;
 pub use conform::Conformer;
 pub use data::DataWriter;
 pub(crate) use deletes::DeleteFileWriter;

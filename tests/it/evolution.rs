@@ -1,8 +1,10 @@
 //! ALTER TABLE against an independent model: random sequences of column changes (add, drop,
 //! rename, widen, move, make optional, v3 defaults) and partition / sort-order / property
-//! changes, with rows appended between them. After every step floe's scan equals the model
-//! (columns tracked by field id, as Iceberg resolves them); at the end DuckDB, pyiceberg and
-//! Spark read every snapshot as floe does. Mistakes are refused with nothing committed.
+//! changes, with rows appended between them and, right after an ALTER (the last snapshot
+//! still has the old schema), a DELETE, an UPDATE or a compaction, copy-on-write or
+//! merge-on-read. After every step floe's scan equals the model (columns tracked by field id,
+//! as Iceberg resolves them); at the end DuckDB, pyiceberg and Spark read every snapshot as
+//! floe does. Mistakes are refused with nothing committed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -205,6 +207,107 @@ fn rows(rng: &mut StdRng, m: &mut Model, start: i64, count: usize) -> RecordBatc
     RecordBatch::try_new(Arc::new(ArrowSchema::new(fields)), arrays).unwrap()
 }
 
+/// A DELETE, an UPDATE (of a random column but `id`), a MERGE (updating matched rows'
+/// column, inserting new ids; `next_id` numbers them) or a compaction of every file, picked at
+/// random and applied to `t` and to the model; returns what it did.
+async fn row_level(
+    rng: &mut StdRng,
+    m: &mut Model,
+    cat: &floe::Catalog,
+    t: &floe::Table,
+    next_id: &mut i64,
+) -> String {
+    let (k, r) = (rng.gen_range(2..5i64), rng.gen_range(0..2i64));
+    let hit = |row: &BTreeMap<u32, Option<i64>>| row[&0].is_some_and(|id| id % k == r);
+    let name = t.name();
+    // `id` may have been renamed.
+    let key = m
+        .cols
+        .iter()
+        .find(|(id, _)| *id == 0)
+        .map(|(_, c)| c.name.clone())
+        .unwrap();
+    let others: Vec<(u32, Col)> = m.cols.iter().filter(|(id, _)| *id != 0).cloned().collect();
+    let sql = match rng.gen_range(0..4) {
+        3 if !others.is_empty() => {
+            let (col_id, c) = others[rng.gen_range(0..others.len())].clone();
+            // Two existing ids and two new ones.
+            let mut ids: Vec<i64> = (0..2)
+                .map(|_| m.rows[rng.gen_range(0..m.rows.len())][&0].unwrap())
+                .collect();
+            ids.dedup();
+            ids.extend([*next_id, *next_id + 1]);
+            *next_id += 2;
+            let vals: Vec<i64> = ids.iter().map(|_| rng.gen_range(-50..50)).collect();
+            for (&id, &v) in ids.iter().zip(&vals) {
+                match m.rows.iter_mut().find(|row| row[&0] == Some(id)) {
+                    Some(row) => {
+                        row.insert(col_id, Some(v));
+                    }
+                    None => {
+                        // Columns the INSERT leaves out take their (write-)default.
+                        let mut row = BTreeMap::from([(0, Some(id)), (col_id, Some(v))]);
+                        for (o, oc) in &m.cols {
+                            row.entry(*o).or_insert(oc.default);
+                        }
+                        m.rows.push(row);
+                    }
+                }
+            }
+            let src = RecordBatch::try_from_iter([
+                ("k", Arc::new(Int64Array::from(ids)) as ArrayRef),
+                ("val", Arc::new(Int64Array::from(vals)) as ArrayRef),
+            ])
+            .unwrap();
+            let (col, cast) = (&c.name, if c.long { "" } else { "CAST(" });
+            let val = if c.long {
+                "s.val".to_string()
+            } else {
+                format!("{cast}s.val AS int)")
+            };
+            let sql = format!(
+                "MERGE INTO {name} t USING src s ON t.{key} = s.k \
+                 WHEN MATCHED THEN UPDATE SET {col} = {val} \
+                 WHEN NOT MATCHED THEN INSERT ({key}, {col}) VALUES (s.k, {val})"
+            );
+            floe::dml::execute(cat, &sql, Some(vec![src]))
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            return sql;
+        }
+        0 => {
+            m.rows.retain(|row| !hit(row));
+            format!("DELETE FROM {name} WHERE {key} % {k} = {r}")
+        }
+        1 => {
+            let Some((id, c)) = others.get(rng.gen_range(0..others.len().max(1))).cloned() else {
+                return "nothing (only id left)".into();
+            };
+            let v = rng.gen_range(-50..50i64);
+            for row in m.rows.iter_mut().filter(|row| hit(row)) {
+                row.insert(id, Some(v));
+            }
+            format!("UPDATE {name} SET {} = {v} WHERE {key} % {k} = {r}", c.name)
+        }
+        2 => {
+            let options: std::collections::HashMap<String, String> =
+                [("rewrite-all", "true"), ("min-input-files", "1")]
+                    .into_iter()
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect();
+            floe::maintenance::rewrite_data_files(cat, t, None, &options, None)
+                .await
+                .unwrap_or_else(|e| panic!("rewrite-data-files: {e}"));
+            return "rewrite-data-files".into();
+        }
+        _ => return "nothing (only id left)".into(),
+    };
+    floe::dml::execute(cat, &sql, None)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    sql
+}
+
 async fn random_sequence(seed: u64, v3: bool, steps: usize) -> (tempfile::TempDir, Vec<Check>) {
     let (dir, cat) = sqlite_catalog();
     let ident = parse_ident("db.evolve").unwrap();
@@ -216,6 +319,14 @@ async fn random_sequence(seed: u64, v3: bool, steps: usize) -> (tempfile::TempDi
         floe::spec::FormatVersion::V2
     };
     c.partition_spec = floe::spec::parse_partition_spec("bucket(4, id)", &schema).unwrap();
+    let mode = if seed % 2 == 0 {
+        "copy-on-write"
+    } else {
+        "merge-on-read"
+    };
+    for p in ["write.delete.mode", "write.update.mode"] {
+        c = c.with_property(p, mode);
+    }
     let mut t = cat.create_table(&ident, c).await.unwrap();
     let mut m = Model {
         cols: vec![
@@ -249,6 +360,16 @@ async fn random_sequence(seed: u64, v3: bool, steps: usize) -> (tempfile::TempDi
             .await
             .unwrap_or_else(|e| panic!("seed {seed} step {step}: {clause}: {e}"))
             .table;
+        if !m.rows.is_empty() && rng.gen_bool(0.5) {
+            let what = row_level(&mut rng, &mut m, &cat, &t, &mut next_id).await;
+            t = cat.load_table(&ident).await.unwrap();
+            let got = floe_rows(&t, None).await;
+            assert_eq!(
+                got,
+                m.expected(),
+                "seed {seed} step {step}: {what} after {clause}"
+            );
+        }
         let n = rng.gen_range(1..4);
         let b = rows(&mut rng, &mut m, next_id, n);
         next_id += n as i64;

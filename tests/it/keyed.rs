@@ -608,11 +608,21 @@ impl Run {
             }
         }
         let mut staged = Vec::new();
+        let job = floe::txn::StagingJob::new();
         for t in &tasks {
-            staged.push(floe::keyed::stage_upsert(&self.table, t).await?);
+            staged.push(floe::keyed::stage_upsert(&self.table, t, &job).await?);
         }
         let r = floe::keyed::commit_staged_upserts(&self.cat, &self.ident, &staged, opts).await;
         let t = self.cat.load_table(&self.ident).await.unwrap();
+        let left = floe::maintenance::discard_staging_job(&self.cat, &t, &job)
+            .await
+            .unwrap();
+        assert!(
+            left.is_empty(),
+            "{} batch {}: the job's files left after its commit: {left:?}",
+            self.label,
+            self.step
+        );
         let orphans = floe::maintenance::remove_orphan_files(&self.cat, &t, Some(i64::MAX), true)
             .await
             .unwrap();
@@ -1992,7 +2002,8 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
     let mut changes = ChangeBatch::new();
     changes.push("good.parquet", part_batch(&[up(5, 1, "x")]));
     changes.push("bad.parquet", bad);
-    let e = floe::keyed::stage_upsert(&t, &changes)
+    let job = floe::txn::StagingJob::new();
+    let e = floe::keyed::stage_upsert(&t, &changes, &job)
         .await
         .unwrap_err()
         .to_string();
@@ -2006,12 +2017,14 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
     let a = floe::keyed::stage_upsert(
         &t,
         &ChangeBatch::from_batches([part_batch(&[up(1, 2, "task1"), up(2, 2, "task1")])]),
+        &job,
     )
     .await
     .unwrap();
     let b = floe::keyed::stage_upsert(
         &t,
         &ChangeBatch::from_batches([part_batch(&[up(2, 3, "task2"), del(3, 1)])]),
+        &job,
     )
     .await
     .unwrap();
@@ -2041,6 +2054,7 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
     let s = floe::keyed::stage_upsert(
         &o,
         &ChangeBatch::from_batches([part_batch(&[up(9, 1, "o")])]),
+        &job,
     )
     .await
     .unwrap();
@@ -2073,9 +2087,116 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
         ("hits", Arc::new(Int64Array::from(vec![1])) as _),
     ])
     .unwrap();
-    let e = floe::keyed::stage_upsert(&s, &ChangeBatch::from_batches([rows]))
+    let e = floe::keyed::stage_upsert(&s, &ChangeBatch::from_batches([rows]), &job)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), floe::ErrorKind::Unsupported, "{e}");
     assert!(e.to_string().contains("merge engine 'sum'"), "{e}");
+}
+
+/// Staged upserts commit across schema changes made between the tasks' staging and the
+/// driver's commit (a renamed, a widened, a dropped and an added column, a new partition
+/// field): the task files the driver keeps and those it rewrites (rows that lost to a later
+/// task) are read by field id, as every reader reads them, so each value stays in its column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staged_upserts_commit_across_a_schema_change() {
+    let (_d, cat) = fs_catalog();
+    for (fv, mode) in [
+        (FormatVersion::V3, "merge-on-read"),
+        (FormatVersion::V2, "copy-on-write"),
+    ] {
+        let ident = parse_ident(&format!("keyed.staged_evolved_{}", fv as u8)).unwrap();
+        let schema = parse_schema("id long not null, v string, n int, gone string").unwrap();
+        let c = TableCreation::new(schema)
+            .with_primary_key(&["id".to_string()])
+            .with_format_version(fv)
+            .with_property("write.merge.mode", mode);
+        let t = cat.create_table(&ident, c).await.unwrap();
+        let rows = |ids: &[i64], tag: &str, n: i32| {
+            RecordBatch::try_from_iter([
+                ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+                (
+                    "v",
+                    Arc::new(StringArray::from_iter_values(
+                        ids.iter().map(|i| format!("{tag}{i}")),
+                    )) as _,
+                ),
+                (
+                    "n",
+                    Arc::new(Int32Array::from_iter_values(
+                        ids.iter().map(|&i| n + i as i32),
+                    )) as _,
+                ),
+                (
+                    "gone",
+                    Arc::new(StringArray::from(vec!["g"; ids.len()])) as _,
+                ),
+            ])
+            .unwrap()
+        };
+        let stored = ChangeBatch::from_batches([rows(&[1, 2, 3, 4], "s", 0)]);
+        floe::keyed::upsert(&cat, &ident, &stored, &UpsertOptions::default())
+            .await
+            .unwrap();
+        let job = floe::txn::StagingJob::new();
+        let stage = |ids: &'static [i64], tag: &'static str, n: i32| {
+            let t = t.clone();
+            let job = job.clone();
+            async move {
+                floe::keyed::stage_upsert(&t, &ChangeBatch::from_batches([rows(ids, tag, n)]), &job)
+                    .await
+                    .unwrap()
+            }
+        };
+        // Task a's file keeps 3, 4, 7 and loses 5, 6 to task b (rewritten); b's is kept whole.
+        let a = stage(&[3, 4, 5, 6, 7], "a", 100).await;
+        let b = stage(&[5, 6], "b", 200).await;
+        for clause in [
+            "RENAME COLUMN v TO w",
+            "ALTER COLUMN n TYPE long",
+            "DROP COLUMN gone",
+            "ADD COLUMN extra string",
+            "ADD PARTITION FIELD bucket(2, id)",
+        ] {
+            floe::txn::alter_table(
+                &cat,
+                &ident,
+                &floe::spec::parse_alter_clause(clause).unwrap(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{clause}: {e}"));
+        }
+        let r =
+            floe::keyed::commit_staged_upserts(&cat, &ident, &[a, b], &UpsertOptions::default())
+                .await
+                .unwrap();
+        assert_eq!((r.inserted, r.updated), (3, 2), "{r:?}");
+        let t = cat.load_table(&ident).await.unwrap();
+        let mut got: Vec<(i64, String, i64, Option<String>)> = Vec::new();
+        let cols = ["id", "w", "n", "extra"].map(String::from).to_vec();
+        for b in Scan::new(&t).select(cols).to_batches().await.unwrap() {
+            let id = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            let w = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+            let n = b.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+            let x = b.column(3).as_any().downcast_ref::<StringArray>().unwrap();
+            for i in 0..b.num_rows() {
+                let extra = (!arrow::array::Array::is_null(x, i)).then(|| x.value(i).to_string());
+                got.push((id.value(i), w.value(i).to_string(), n.value(i), extra));
+            }
+        }
+        got.sort();
+        let want: Vec<(i64, String, i64, Option<String>)> = [
+            (1, "s1", 1),
+            (2, "s2", 2),
+            (3, "a3", 103),
+            (4, "a4", 104),
+            (5, "b5", 205),
+            (6, "b6", 206),
+            (7, "a7", 107),
+        ]
+        .into_iter()
+        .map(|(i, w, n)| (i, w.to_string(), n, None))
+        .collect();
+        assert_eq!(got, want, "format {fv:?} {mode}");
+    }
 }

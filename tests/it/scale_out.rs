@@ -769,3 +769,117 @@ async fn seaweedfs_killed_mid_commit() {
         );
     }
 }
+
+/// Every file under `dir`, relative to it, sorted.
+fn files_in(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, p: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(p).unwrap().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else {
+                out.push(path.strip_prefix(base).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// A distributed write whose driver never received its tasks' results (a failed job) is
+/// cleaned up by the staging job's tag: every file its tasks staged (data files in several
+/// partitions, listings) goes; another job's staging, every committed file and the rows stay,
+/// also when a job id is reused after its commit; a bad job id is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_staging_job_is_discarded_by_its_tag() {
+    use floe::txn::{commit_staged, stage_data_files, StagingJob};
+    let (d, cat) = sqlite_catalog();
+    let schema = parse_schema(DDL).unwrap();
+    let mut c = TableCreation::new(schema.clone());
+    c.partition_spec = parse_partition_spec("part", &schema).unwrap();
+    let t = cat
+        .create_table(&parse_ident("db.staging").unwrap(), c)
+        .await
+        .unwrap();
+    let t = append(&cat, &t, [Ok(rows(0..100))]).await.unwrap().table;
+    let committed = files_in(d.path());
+
+    // Job `failed`: two tasks stage, the driver never commits. Job `kept` stages too.
+    let failed = StagingJob::new();
+    let kept = StagingJob::new();
+    for ids in [100..200, 200..260] {
+        stage_data_files(&t, [Ok(rows(ids))], &failed)
+            .await
+            .unwrap();
+    }
+    let k = stage_data_files(&t, [Ok(rows(300..340))], &kept)
+        .await
+        .unwrap();
+    let staged: Vec<String> = files_in(d.path())
+        .into_iter()
+        .filter(|f| !committed.contains(f))
+        .collect();
+    let of_failed = staged.iter().filter(|f| failed.owns(f)).count();
+    // 4 partitions' data files per task, and a listing per task.
+    assert_eq!(of_failed, 2 * 4 + 2, "{staged:?}");
+    assert_eq!(staged.len() - of_failed, 4 + 1, "{staged:?}");
+
+    let gone = floe::maintenance::discard_staging_job(&cat, &t, &failed)
+        .await
+        .unwrap();
+    assert_eq!(gone.len(), of_failed, "{gone:?}");
+    assert!(gone.iter().all(|g| failed.owns(g)), "{gone:?}");
+    let left: Vec<String> = files_in(d.path())
+        .into_iter()
+        .filter(|f| !committed.contains(f))
+        .collect();
+    assert!(left.iter().all(|f| kept.owns(f)), "{left:?}");
+    assert_eq!(left.len(), 5, "job `kept`'s staging was touched: {left:?}");
+    for f in &committed {
+        assert!(d.path().join(f).exists(), "committed file {f} deleted");
+    }
+
+    // The partition spec changes before job `kept` commits: its files keep the spec they
+    // were written with (partition pruning by `part` still finds their rows).
+    floe::txn::alter_table(
+        &cat,
+        t.ident(),
+        &floe::spec::parse_alter_clause("REPLACE PARTITION FIELD part WITH bucket(4, id)").unwrap(),
+    )
+    .await
+    .unwrap();
+    let t = cat.load_table(t.ident()).await.unwrap();
+    // Job `kept` commits; its id reused by a later, failed stage: the committed files stay.
+    let t = commit_staged(&cat, &t, &[k]).await.unwrap().table;
+    let (got, _) = filtered_scan(&t, "part = 'p1'").await;
+    let want: Vec<Row> = row_set(&[rows(0..100), rows(300..340)])
+        .into_iter()
+        .filter(|r| r.1.as_deref() == Some("p1"))
+        .collect();
+    assert_eq!(row_set(&got), want, "pruned by the files' own spec");
+    stage_data_files(&t, [Ok(rows(400..420))], &kept)
+        .await
+        .unwrap();
+    let gone = floe::maintenance::discard_staging_job(&cat, &t, &kept)
+        .await
+        .unwrap();
+    assert_eq!(gone.len(), 4 + 1, "only the uncommitted stage: {gone:?}");
+    let t = cat.load_table(t.ident()).await.unwrap();
+    let want = row_set(&[rows(0..100), rows(300..340)]);
+    assert_eq!(table_rows(&t).await, want);
+    assert!(floe::maintenance::discard_staging_job(&cat, &t, &kept)
+        .await
+        .unwrap()
+        .is_empty());
+
+    let e = StagingJob::parse("not-a-uuid").unwrap_err();
+    assert_eq!(e.kind(), floe::ErrorKind::InvalidInput, "{e}");
+    assert_eq!(
+        StagingJob::parse(&uuid::Uuid::nil().to_string())
+            .unwrap()
+            .id(),
+        "00000000000000000000000000000000"
+    );
+}

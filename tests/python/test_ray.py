@@ -356,6 +356,68 @@ def test_distributed_upsert_rounds_equal_single_process(catalog, warehouse, fv, 
     check_peers(warehouse, t, want)
 
 
+class FailingSink(fr.FloeDatasink):
+    """A sink whose job fails after tasks staged: in the task holding ids >= 1000 (after the
+    other tasks finished) or in the driver before it commits. ``cleanup=False`` skips the
+    cleanup (the control: files are then left)."""
+
+    def __init__(self, *args, fail_in, cleanup=True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fail_in, self.cleanup = fail_in, cleanup
+
+    def write(self, blocks, ctx):
+        blocks = list(blocks)
+        data = fr._as_arrow(blocks)
+        if self.fail_in == "task" and data.num_rows and max(data["id"].to_pylist()) >= 1000:
+            import time
+
+            time.sleep(3)
+            raise RuntimeError("a write task failed")
+        return super().write(blocks, ctx)
+
+    def on_write_complete(self, write_result):
+        if self.fail_in == "driver":
+            raise RuntimeError("the driver failed before its commit")
+        super().on_write_complete(write_result)
+
+    def on_write_failed(self, error):
+        if self.cleanup:
+            super().on_write_failed(error)
+
+
+def files_of(warehouse):
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(warehouse) for f in fs)
+
+
+@pytest.mark.parametrize("mode,fail_in,cleanup", [
+    ("append", "task", True), ("append", "driver", True), ("upsert", "task", True),
+    ("upsert", "driver", True), ("append", "driver", False), ("upsert", "task", False)])
+def test_a_failed_job_leaves_no_staged_file(catalog, warehouse, mode, fail_in, cleanup):
+    """A Ray job that fails before its commit (a task raising after the others staged, or
+    the driver failing in on_write_complete) deletes what its finished tasks staged, though
+    Ray hands on_write_failed none of their results: the table's files and rows are those of
+    before. Without the cleanup (the control) the finished tasks' files are left."""
+    rng = random.Random(11)
+    t = catalog.create_table("db.t", schema=SCHEMA, partition_by="g", primary_key="id")
+    t.append(batch(rng, range(300)))
+    before, want = files_of(warehouse), rows(plain(t.scan().to_arrow()))
+    data = [batch(rng, range(i, i + 100), ver=2) for i in (0, 500)]
+    if fail_in == "task":
+        data.append(batch(rng, range(1000, 1100), ver=2))
+    sink = FailingSink(catalog, "db.t", mode=mode, fail_in=fail_in, cleanup=cleanup)
+    with pytest.raises(Exception, match="failed"):
+        ray.data.from_arrow(data).write_datasink(sink)
+    after = files_of(warehouse)
+    tagged = [f for f in after if sink.job in os.path.basename(f)]
+    if cleanup:
+        assert tagged == [] and after == before
+    else:
+        assert tagged and sorted(set(after) - set(before)) == tagged
+    t = catalog.load_table("db.t")
+    assert rows(plain(t.scan().to_arrow())) == want
+    assert len(t.snapshots()) == 1
+
+
 def test_datasource_reads_with_pushdown(catalog):
     rng = random.Random(3)
     t = fragmented(catalog, "db.a", rng)

@@ -24,6 +24,11 @@
   applies them as one ``upsert``. A key's changes in different tasks are folded in the
   order Ray returns the tasks' results: give the table a version column (or set
   ``DataContext.execution_options.preserve_order``) when arrival order decides.
+  Every file the tasks stage carries the sink's staging job id in its name: when the job
+  fails before the commit (a task raises, the driver's ``on_write_complete`` fails before
+  committing), ``on_write_failed`` deletes what the finished tasks staged, though Ray hands
+  it none of their results. A failed commit cleans up after itself, and an unknown commit
+  outcome leaves everything in place.
 * :class:`FloeDatasource` / :func:`read_floe`: the driver plans the scan (row filter pushed
   down to partition, metrics and row-group pruning), each read task reads one group of data
   files with their deletes applied.
@@ -35,6 +40,8 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
+import warnings
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
@@ -200,6 +207,10 @@ class FloeDatasink(Datasink):
         self.checkpoint = checkpoint
         self.evolve_schema = evolve_schema
         self.result: Union[None, AppendResult, UpsertResult] = None
+        #: Tags every file the tasks stage (see ``on_write_failed``).
+        self.job = uuid.uuid4().hex
+        # Set once on_write_complete starts a commit: the commit cleans up after itself.
+        self._committing = False
         # Fail in the driver, before any task runs, when the table is missing.
         table = self.catalog.load_table(identifier)
         engine = table.properties.get("floe.merge-engine", "replace")
@@ -219,27 +230,47 @@ class FloeDatasink(Datasink):
             return data
         table = self.catalog.load_table(self.identifier)
         if self.staged_upsert:
-            return table._inner.stage_upsert(data)
-        return table._inner.stage(data)
+            return table._inner.stage_upsert(data, self.job)
+        return table._inner.stage(data, self.job)
 
     def on_write_complete(self, write_result: Any) -> None:
         returned = [r for r in write_result.write_returns if r is not None]
         table = self.catalog.load_table(self.identifier)
+        self._committing = True
+        self.result = self._commit(table, returned)
+        self._committing = False
+
+    def _commit(self, table: Table, returned: List[Any]) -> Union[AppendResult, UpsertResult]:
         if self.mode == "append":
-            self.result = _result(AppendResult, table._inner.commit_staged(returned))
-            return
+            return _result(AppendResult, table._inner.commit_staged(returned))
         if self.staged_upsert:
-            self.result = _result(
+            return _result(
                 UpsertResult,
                 table._inner.commit_staged_upserts(returned, self.sink_id, self.checkpoint),
             )
-            return
         rows = (pa.concat_tables(returned, promote_options="permissive") if returned
                 else table.schema().empty_table())
-        self.result = _result(
+        return _result(
             UpsertResult,
             table._inner.upsert(rows, self.sink_id, self.checkpoint, self.evolve_schema),
         )
+
+    def on_write_failed(self, error: Exception) -> None:
+        # Before a commit began, nothing of this job is committed: delete what the tasks
+        # that finished staged (Ray passes none of their results here). After, the commit
+        # deleted what surely was not committed, and an unknown outcome must keep it all.
+        committing, self._committing = self._committing, False
+        if committing:
+            return
+        try:
+            table = self.catalog.load_table(self.identifier)
+            table._inner.discard_staging_job(self.job)
+        except Exception as e:  # the job's own error is what Ray raises next
+            warnings.warn(
+                f"floe: could not delete the files staging job {self.job} left in "
+                f"{self.identifier} ({e}); remove_orphan_files will find them",
+                RuntimeWarning,
+            )
 
 
 class FloeDatasource(Datasource):

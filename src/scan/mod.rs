@@ -792,8 +792,9 @@ impl Scan {
         self.snapshot.resolve(&self.table)
     }
 
-    /// The schema rows are returned in: the snapshot's own schema when time travelling,
-    /// the current schema otherwise.
+    /// The schema rows are returned in: the snapshot's own schema when time travelling (a
+    /// snapshot id, a time, a tag), the current schema otherwise (also for a branch, as
+    /// Iceberg Java's `SnapshotUtil.schemaFor`: a branch moves on under the table's schema).
     pub fn schema(&self) -> Result<SchemaRef> {
         Ok(self.schema_of(&self.resolve_snapshot()?))
     }
@@ -803,6 +804,13 @@ impl Scan {
         match (&self.snapshot, snapshot) {
             _ if self.current_schema => md.current_schema().clone(),
             (SnapshotSelector::Current, _) | (_, None) => md.current_schema().clone(),
+            (SnapshotSelector::Ref(r), _)
+                if crate::spec::refs(md)
+                    .iter()
+                    .any(|(n, s)| n == r && s.is_branch()) =>
+            {
+                md.current_schema().clone()
+            }
             (_, Some(s)) => s.schema(md).unwrap_or_else(|_| md.current_schema().clone()),
         }
     }

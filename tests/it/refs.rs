@@ -540,3 +540,69 @@ async fn clone_with_all_refs_copies_branches_and_tags() {
         assert_eq!(floe::spec::refs(plain.metadata()).len(), 1);
     }
 }
+
+/// After a schema change a branch reads in the table's current schema (it moves on under it)
+/// and a tag in its snapshot's, as Iceberg Java's `SnapshotUtil.schemaFor(table, ref)`
+/// resolves them; a snapshot id or a time reads in the snapshot's schema.
+#[tokio::test]
+async fn a_branch_reads_in_the_current_schema_and_a_tag_in_its_snapshots() {
+    let (_d, cat) = sqlite_catalog();
+    let ident = parse_ident("db.schemas").unwrap();
+    let schema = floe::spec::parse_schema("id long not null, v long").unwrap();
+    let t = cat
+        .create_table(&ident, floe::TableCreation::new(schema))
+        .await
+        .unwrap();
+    let b = RecordBatch::try_from_iter([
+        ("id", Arc::new(Int64Array::from(vec![1, 2])) as _),
+        ("v", Arc::new(Int64Array::from(vec![10, 20])) as _),
+    ])
+    .unwrap();
+    let t = floe::txn::append(&cat, &t, [Ok(b)]).await.unwrap().table;
+    let snap = t.current_snapshot().unwrap().snapshot_id();
+    for change in [
+        RefChange::CreateBranch {
+            name: "dev".into(),
+            snapshot: None,
+            retention: Retention::default(),
+        },
+        RefChange::CreateTag {
+            name: "v1".into(),
+            snapshot: None,
+            retention: Retention::default(),
+        },
+    ] {
+        floe::txn::manage_refs(&cat, &ident, &change).await.unwrap();
+    }
+    for clause in ["RENAME COLUMN v TO w", "ADD COLUMN x long"] {
+        floe::txn::alter_table(
+            &cat,
+            &ident,
+            &floe::spec::parse_alter_clause(clause).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let t = cat.load_table(&ident).await.unwrap();
+    let columns = |sel: SnapshotSelector| {
+        let s = Scan::new(&t).snapshot(sel);
+        async move {
+            let b = s.to_batches().await.unwrap();
+            let names: Vec<String> = b[0]
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            names.join(",")
+        }
+    };
+    assert_eq!(columns(SnapshotSelector::Ref("dev".into())).await, "id,w,x");
+    assert_eq!(
+        columns(SnapshotSelector::Ref("main".into())).await,
+        "id,w,x"
+    );
+    assert_eq!(columns(SnapshotSelector::Current).await, "id,w,x");
+    assert_eq!(columns(SnapshotSelector::Ref("v1".into())).await, "id,v");
+    assert_eq!(columns(SnapshotSelector::Id(snap)).await, "id,v");
+}

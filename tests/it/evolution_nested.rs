@@ -265,6 +265,32 @@ async fn random_sequence(seed: u64, v3: bool, steps: usize) -> (tempfile::TempDi
 
 /// One random sequence on a table of `cat` in namespace `ns`; the peers' checks of some of
 /// its snapshots (their expected rows written under `work`).
+/// `DELETE WHERE s.<name> > bound` on the table and the model.
+async fn delete_where(
+    cat: &floe::catalog::Catalog,
+    t: &floe::Table,
+    m: &mut Model,
+    name: &str,
+    bound: i64,
+    ctx: &str,
+) -> floe::Table {
+    let cond = format!("s.{name} > {bound}");
+    let p = floe::expr::parse_expr(&cond).unwrap();
+    let t = floe::dml::delete(cat, t, Some(&p))
+        .await
+        .unwrap_or_else(|e| panic!("{ctx}: DELETE WHERE {cond}: {e}"))
+        .table;
+    let i = m.index(name);
+    let gone: Vec<bool> = m
+        .rows
+        .iter()
+        .map(|r| m.value(r, i).is_some_and(|v| v > bound))
+        .collect();
+    let mut k = gone.iter();
+    m.rows.retain(|_| !k.next().unwrap());
+    t
+}
+
 async fn run_sequence(
     cat: &floe::catalog::Catalog,
     ns: &str,
@@ -318,6 +344,17 @@ async fn run_sequence(
             m.expected(|_| true),
             "{ctx} after {clause}"
         );
+        if rng.gen_bool(0.3) {
+            // Right after the ALTER: the last snapshot still has the old schema.
+            let at = rng.gen_range(0..m.members.len());
+            let name = m.members[at].1.name.clone();
+            t = delete_where(cat, &t, &mut m, &name, rng.gen_range(-300..600), &ctx).await;
+            assert_eq!(
+                floe_rows(Scan::new(&t)).await,
+                m.expected(|_| true),
+                "{ctx}: DELETE right after {clause}"
+            );
+        }
         let n = rng.gen_range(1..5);
         let b = rows(&mut rng, &mut m, next_id, n);
         next_id += n as i64;
@@ -333,20 +370,7 @@ async fn run_sequence(
             "{ctx}: WHERE {cond}"
         );
         if rng.gen_bool(0.3) {
-            let cond = format!("s.{name} > {}", bound + 300);
-            let p = floe::expr::parse_expr(&cond).unwrap();
-            t = floe::dml::delete(cat, &t, Some(&p))
-                .await
-                .unwrap_or_else(|e| panic!("{ctx}: DELETE WHERE {cond}: {e}"))
-                .table;
-            let i = m.index(&name);
-            let gone: Vec<bool> = m
-                .rows
-                .iter()
-                .map(|r| m.value(r, i).is_some_and(|v| v > bound + 300))
-                .collect();
-            let mut k = gone.iter();
-            m.rows.retain(|_| !k.next().unwrap());
+            t = delete_where(cat, &t, &mut m, &name, bound + 300, &ctx).await;
         }
         assert_eq!(
             floe_rows(Scan::new(&t)).await,

@@ -324,6 +324,13 @@ async fn apply_once(
         };
         return apply_merge_once(catalog, table, changes, options, sink, result, state).await;
     }
+    if options.pre_folded {
+        return Err(crate::Error::unsupported(format!(
+            "table {} uses the replace engine: pre-folded rows are for the engines that fold \
+             (a distributed replace upsert stages its tasks' upserts: stage_upsert)",
+            table.name()
+        )));
+    }
     let mut slot = held.map(|h| {
         h.state = None;
         &mut h.index

@@ -54,6 +54,9 @@ pub struct UpsertOptions {
     /// Stage the commit for write-audit-publish with this WAP id; see
     /// [`UpsertOptions::with_wap_id`].
     pub wap_id: Option<String>,
+    /// The batch holds rows [`super::pre_fold`] made (the table's columns, the functions'
+    /// states included), not changes; see [`UpsertOptions::with_pre_folded`].
+    pub pre_folded: bool,
 }
 
 impl UpsertOptions {
@@ -62,6 +65,14 @@ impl UpsertOptions {
     pub fn with_checkpoint(mut self, sink_id: impl Into<String>, checkpoint: i64) -> Self {
         self.sink_id = Some(sink_id.into());
         self.checkpoint = Some(checkpoint);
+        self
+    }
+
+    /// Takes the batch as the rows distributed tasks folded with [`super::pre_fold`] (in
+    /// task order), merged with the stored rows as the changes they folded would be: a merge
+    /// engine other than `replace` only, and the schema does not evolve.
+    pub fn with_pre_folded(mut self, pre_folded: bool) -> Self {
+        self.pre_folded = pre_folded;
         self
     }
 

@@ -35,16 +35,24 @@ pub(super) struct MergeDecided {
     pub follow: Option<Follow>,
 }
 
-/// Folds `changes` into `table`'s stored rows and stages the result. With `state` (a
-/// writer's), the stored rows come from it (built first when it does not reflect `table`);
-/// `lookup` says how they were found.
-pub(super) async fn decide(
-    table: &Table,
-    changes: &ChangeBatch,
-    options: &UpsertOptions,
-    state: Option<&mut Option<MergeState>>,
-    lookup: &mut &'static str,
-) -> Result<MergeDecided> {
+/// A batch's rows as partial states in the (relaxed) schema of the table they are written to.
+struct Partials {
+    /// The table written (with the batch's new columns when the schema evolves).
+    write_table: Table,
+    spec: KeyedSpec,
+    /// The table's schema as written (required columns).
+    strict: SchemaRef,
+    /// The partial states' schema (the table's, relaxed).
+    schema: SchemaRef,
+    rows: RecordBatch,
+    new_schema: Option<(i32, Schema)>,
+    added_columns: Vec<String>,
+}
+
+/// `changes` as partial states of `table` ([`super::aggregate`]). With `pre_folded`, the
+/// changes are rows [`pre_fold`] made (the table's columns, states included): conformed, not
+/// converted.
+fn partials(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Result<Partials> {
     let name = table.name();
     let spec = KeyedSpec::of(table.metadata(), &name)?;
     // Input columns that feed functions without being table columns leave the batch first.
@@ -58,6 +66,11 @@ pub(super) async fn decide(
     let mut stripped = ChangeBatch::new();
     let mut inputs: Vec<Inputs> = Vec::new();
     for (source, b) in &changes.parts {
+        if options.pre_folded {
+            stripped.push(source.clone(), b.clone());
+            inputs.push(Vec::new());
+            continue;
+        }
         let mut keep = Vec::new();
         let mut taken: Inputs = Vec::new();
         for (i, f) in b.schema().fields().iter().enumerate() {
@@ -76,7 +89,8 @@ pub(super) async fn decide(
         stripped.push(source.clone(), b.project(&keep)?);
         inputs.push(taken);
     }
-    let (write_table, new_schema, added_columns) = evolve(table, &stripped, options.evolve_schema)?;
+    let evolve_schema = options.evolve_schema && !options.pre_folded;
+    let (write_table, new_schema, added_columns) = evolve(table, &stripped, evolve_schema)?;
     let spec = KeyedSpec::of(write_table.metadata(), &name)?;
     let strict = write_table.arrow_schema()?;
     let conformer = Conformer::new(
@@ -94,9 +108,75 @@ pub(super) async fn decide(
             .conform_from(b, source, first_row)
             .map_err(|e| e.context(source))?;
         check_keys(&spec, &conformed, source, first_row)?;
-        partials.push(partial_states(&spec, &schema, &conformed, taken, source)?);
+        partials.push(match options.pre_folded {
+            true => conformed,
+            false => partial_states(&spec, &schema, &conformed, taken, source)?,
+        });
     }
-    let partials = arrow_select::concat::concat_batches(&schema, &partials)?;
+    let rows = arrow_select::concat::concat_batches(&schema, &partials)?;
+    Ok(Partials {
+        write_table,
+        spec,
+        strict,
+        schema,
+        rows,
+        new_schema,
+        added_columns,
+    })
+}
+
+/// Folds a share of a batch (a distributed task's rows, in arrival order) into one row per
+/// key in the table's columns, the functions' states included, without reading the table:
+/// what [`super::upsert`] with [`UpsertOptions::pre_folded`] takes. Merging is associative,
+/// so the tasks' rows folded in task order equal the whole batch folded at once. The
+/// `replace` engine stages instead ([`super::stage_upsert`]); `partial-update` with a version
+/// column is refused (a row folded from versions 1 and 5 cannot later take version 3's
+/// values in between).
+pub async fn pre_fold(table: &Table, changes: &ChangeBatch) -> Result<RecordBatch> {
+    let name = table.name();
+    let spec = KeyedSpec::of(table.metadata(), &name)?;
+    match (spec.engine, &spec.version) {
+        (MergeEngine::Replace, _) => {
+            return Err(Error::unsupported(format!(
+                "table {name} uses the replace engine: a task stages its upserts (stage_upsert) \
+                 instead of folding them"
+            )))
+        }
+        (MergeEngine::PartialUpdate, Some(v)) => {
+            return Err(Error::unsupported(format!(
+                "table {name} orders partial updates by version column '{v}': folding a share of \
+                 the changes apart from the others would lose the order; apply them in one upsert"
+            )))
+        }
+        _ => {}
+    }
+    let p = partials(table, changes, &UpsertOptions::default())?;
+    let cols = Columns::of(&p.spec, &p.schema)?;
+    let conv = key_converter(&p.schema, &cols.key)?;
+    let keys = key_rows(&conv, &p.rows, &cols.key)?;
+    Ok(fold_states(&p.spec, &p.rows, &keys, None, &name)?.rows)
+}
+
+/// Folds `changes` into `table`'s stored rows and stages the result. With `state` (a
+/// writer's), the stored rows come from it (built first when it does not reflect `table`);
+/// `lookup` says how they were found.
+pub(super) async fn decide(
+    table: &Table,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+    state: Option<&mut Option<MergeState>>,
+    lookup: &mut &'static str,
+) -> Result<MergeDecided> {
+    let name = table.name();
+    let Partials {
+        write_table,
+        spec,
+        strict,
+        schema,
+        rows: partials,
+        new_schema,
+        added_columns,
+    } = partials(table, changes, options)?;
     let cols = Columns::of(&spec, &schema)?;
     let conv = key_converter(&schema, &cols.key)?;
     let keys = key_rows(&conv, &partials, &cols.key)?;

@@ -44,6 +44,7 @@ mod tombstones;
 pub use batch::{ChangeBatch, UpsertOptions, UpsertResult};
 pub use checkpoint::committed_checkpoint;
 pub(crate) use fold::latest_rows;
+pub use merge::pre_fold;
 pub use staged::{commit_staged_upserts, discard_staged_upserts, stage_upsert, StagedUpsert};
 pub use tombstones::{expire_tombstones, tombstones, ExpireTombstonesResult, TombstoneReport};
 

@@ -355,7 +355,48 @@ impl Table {
             evolve_schema,
             branch,
             wap_id,
+            false,
         )
+    }
+
+    /// Folds `data` (a distributed upsert's task, for the merge engines that fold rows) into
+    /// one row per key, the functions' states included, without reading the table
+    /// ([`floe::keyed::pre_fold`]).
+    fn pre_fold<'py>(
+        &self,
+        py: Python<'py>,
+        data: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (_, batches) = batches_of(&data)?;
+        let mut changes = floe::keyed::ChangeBatch::new();
+        for b in batches {
+            changes.push("the task's rows", b.map_err(to_py)?);
+        }
+        let table = self.get();
+        let folded = run(
+            py,
+            async move { floe::keyed::pre_fold(&table, &changes).await },
+        )?;
+        to_pyarrow_table(py, folded.schema(), vec![folded])
+    }
+
+    /// Applies the tasks' `pre_fold` results (in task order) as one upsert.
+    #[pyo3(signature = (folded, sink_id=None, checkpoint=None))]
+    fn upsert_pre_folded<'py>(
+        &self,
+        py: Python<'py>,
+        folded: Vec<Bound<'py, PyAny>>,
+        sink_id: Option<String>,
+        checkpoint: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut changes = floe::keyed::ChangeBatch::new();
+        for (i, data) in folded.iter().enumerate() {
+            let (_, batches) = batches_of(data)?;
+            for b in batches {
+                changes.push(format!("task {}", i + 1), b.map_err(to_py)?);
+            }
+        }
+        self.upsert_changes(py, changes, sink_id, checkpoint, false, None, None, true)
     }
 
     /// Stages `data` as uncommitted data files of staging job `job` (a distributed writer's
@@ -936,9 +977,12 @@ impl Table {
         evolve_schema: bool,
         branch: Option<String>,
         wap_id: Option<String>,
+        pre_folded: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let table = self.get();
-        let mut options = floe::keyed::UpsertOptions::default().with_evolve_schema(evolve_schema);
+        let mut options = floe::keyed::UpsertOptions::default()
+            .with_evolve_schema(evolve_schema)
+            .with_pre_folded(pre_folded);
         options.sink_id = sink_id.clone();
         options.checkpoint = checkpoint;
         match (&branch, table.branch()) {

@@ -2092,6 +2092,24 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
         .unwrap_err();
     assert_eq!(e.kind(), floe::ErrorKind::Unsupported, "{e}");
     assert!(e.to_string().contains("merge engine 'sum'"), "{e}");
+    // Pre-folding is for those engines: refused on the replace engine, and for a
+    // partial-update ordered by a version column (not associative).
+    let one = ChangeBatch::from_batches([part_batch(&[up(1, 9, "x")])]);
+    let e = floe::keyed::pre_fold(&t, &one).await.unwrap_err();
+    assert_eq!(e.kind(), floe::ErrorKind::Unsupported, "{e}");
+    let opts = UpsertOptions::default().with_pre_folded(true);
+    let e = floe::keyed::upsert(&cat, &ident, &one, &opts)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), floe::ErrorKind::Unsupported, "{e}");
+    let pu = parse_ident("keyed.staged_pu").unwrap();
+    let c = TableCreation::new(parse_schema("id long not null, v string, ver long").unwrap())
+        .with_primary_key(&["id".to_string()])
+        .with_property("floe.merge-engine", "partial-update")
+        .with_property("floe.merge.version-column", "ver");
+    let p = cat.create_table(&pu, c).await.unwrap();
+    let e = floe::keyed::pre_fold(&p, &one).await.unwrap_err();
+    assert!(e.to_string().contains("version column 'ver'"), "{e}");
 }
 
 /// Staged upserts commit across schema changes made between the tasks' staging and the

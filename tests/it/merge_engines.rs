@@ -258,6 +258,11 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
             floe::table::parse_ident(&format!("db.{}_w", case.engine.replace('-', "_"))).unwrap();
         create(&cat, &wident, &case).await;
         let writer = floe::keyed::KeyedWriter::new(&cat, wident.clone());
+        // And split into 1-3 tasks that fold their share apart (`pre_fold`), the folded rows
+        // applied in task order in one upsert: the same rows again.
+        let dident =
+            floe::table::parse_ident(&format!("db.{}_d", case.engine.replace('-', "_"))).unwrap();
+        let mut dt = create(&cat, &dident, &case).await;
         for b in 0..6 {
             let mut changes = ChangeBatch::new();
             let mut files = Vec::new();
@@ -271,7 +276,7 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
                 files.push(path.display().to_string());
             }
             let wr = writer
-                .apply(parts, None)
+                .apply(parts.clone(), None)
                 .await
                 .unwrap_or_else(|e| panic!("{} writer batch {b}: {e}", case.engine));
             if b > 0 {
@@ -285,6 +290,44 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
                 .await
                 .unwrap_or_else(|e| panic!("{} batch {b}: {e}", case.engine));
             t = r.table;
+            let total: usize = parts.iter().map(|p| p.num_rows()).sum();
+            let mut cuts: Vec<usize> = (0..rng.gen_range(0..3))
+                .map(|_| rng.gen_range(0..=total))
+                .collect();
+            cuts.extend([0, total]);
+            cuts.sort();
+            let mut folded = ChangeBatch::new();
+            for (i, w) in cuts.windows(2).enumerate() {
+                // The task's rows [w[0], w[1]) of the batch's parts, in order.
+                let mut share = ChangeBatch::new();
+                let mut at = 0;
+                for p in &parts {
+                    let (s, e) = (w[0].max(at), w[1].min(at + p.num_rows()));
+                    if s < e {
+                        share.push(format!("task {i}"), p.slice(s - at, e - s));
+                    }
+                    at += p.num_rows();
+                }
+                let f = floe::keyed::pre_fold(&dt, &share)
+                    .await
+                    .unwrap_or_else(|e| panic!("{} batch {b} task {i}: {e}", case.engine));
+                folded.push(format!("task {i}"), f);
+            }
+            let dr = floe::keyed::upsert(
+                &cat,
+                &dident,
+                &folded,
+                &UpsertOptions::default().with_pre_folded(true),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{} batch {b} (pre-folded): {e}", case.engine));
+            dt = dr.table;
+            assert_eq!(
+                (dr.inserted, dr.updated, dr.deleted, dr.ignored),
+                (r.inserted, r.updated, r.deleted, r.ignored),
+                "{} batch {b}: pre-folded tasks count as one upsert",
+                case.engine
+            );
             assert_eq!(
                 (r.inserted, r.updated, r.deleted, r.ignored),
                 (wr.inserted, wr.updated, wr.deleted, wr.ignored),
@@ -304,6 +347,12 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
                 floe_rows(&t, None, &all).await,
                 floe_rows(&wr.table, None, &all).await,
                 "{} batch {b}: the writer's rows",
+                case.engine
+            );
+            assert_eq!(
+                floe_rows(&t, None, &all).await,
+                floe_rows(&dt, None, &all).await,
+                "{} batch {b}: the pre-folded tasks' rows (cuts {cuts:?})",
                 case.engine
             );
             snapshots.push(t.current_snapshot().map(|s| s.snapshot_id()));

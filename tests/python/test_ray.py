@@ -356,6 +356,55 @@ def test_distributed_upsert_rounds_equal_single_process(catalog, warehouse, fv, 
     check_peers(warehouse, t, want)
 
 
+@pytest.mark.parametrize("engine", ["aggregate", "sum", "partial-update", "first-row"])
+def test_merge_engine_upsert_folded_in_tasks_equals_single_process(catalog, warehouse, engine):
+    """A merge engine's Ray upsert: each task folds its rows by key with the functions'
+    states (duplicates of a key within and across tasks, nulls, input columns that are not
+    table columns), the driver merges the folded rows with the stored ones: after every round
+    the rows (states included) and counts are those of one single-process upsert."""
+    rng = random.Random(len(engine))
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("hits", pa.int64()),
+                        ("top", pa.float64()), ("avg_ms", pa.float64()), ("users", pa.int64()),
+                        ("last", pa.string())])
+    props = {"floe.merge-engine": engine, "write.merge.mode": "merge-on-read"}
+    if engine == "aggregate":
+        props.update({"floe.aggregate.hits": "sum", "floe.aggregate.top": "max",
+                      "floe.aggregate.avg_ms": "avg:ms", "floe.aggregate.users": "count_distinct:user",
+                      "floe.aggregate.last": "last_non_null"})
+    if engine == "sum":
+        props.update({"floe.aggregate.hits": "sum", "floe.merge.drop-zero-rows": "true"})
+    for name in ("db.single", "db.ray"):
+        catalog.create_table(name, schema=schema, primary_key="k", format_version=3,
+                             properties=props)
+    for rnd in range(3):
+        n = 300
+        maybe = lambda v: None if rng.random() < 0.15 else v  # noqa: E731
+        cols = {"k": [rng.randrange(60) for _ in range(n)],
+                "hits": [maybe(rng.randrange(-3, 4)) for _ in range(n)],
+                "top": [maybe(rng.uniform(-5, 5)) for _ in range(n)],
+                "last": [maybe(f"r{rnd}-{i}") for i in range(n)]}
+        if engine == "aggregate":
+            cols["ms"] = [maybe(float(rng.randrange(100))) for _ in range(n)]
+            cols["user"] = [maybe(rng.randrange(40)) for _ in range(n)]
+        data = pa.table(cols)
+        single = catalog.load_table("db.single").upsert(data)
+        sink = fr.FloeDatasink(catalog, "db.ray", mode="upsert")
+        assert sink.pre_fold and not sink.staged_upsert
+        # Blocks in order (one task each): arrival order decides first/last.
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = True
+        try:
+            ray.data.from_arrow([data.slice(i, 100) for i in range(0, n, 100)]).write_datasink(sink)
+        finally:
+            ctx.execution_options.preserve_order = False
+        r = sink.result
+        for key in ("inserted_records_count", "updated_records_count", "deleted_records_count"):
+            assert getattr(r, key) == getattr(single, key), (rnd, key)
+        want = rows(plain(catalog.load_table("db.single").scan().to_arrow()), key=("k",))
+        got = rows(plain(catalog.load_table("db.ray").scan().to_arrow()), key=("k",))
+        assert got == want, rnd
+
+
 class FailingSink(fr.FloeDatasink):
     """A sink whose job fails after tasks staged: in the task holding ids >= 1000 (after the
     other tasks finished) or in the driver before it commits. ``cleanup=False`` skips the

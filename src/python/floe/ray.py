@@ -19,9 +19,11 @@
   tombstone) and commits once with the tombstones and ``sink_id``/``checkpoint``: the
   result is that of one :meth:`floe.Table.upsert` of all the rows, and no row passes
   through the driver. The engines that fold rows (``sum``, ``aggregate``,
-  ``partial-update``, ``first-row``) need the stored rows, and ``evolve_schema=True``
-  changes the schema the tasks write: then each task hands its rows to the driver, which
-  applies them as one ``upsert``. A key's changes in different tasks are folded in the
+  ``partial-update``, ``first-row``) need the stored rows: each task folds its rows into one
+  row per key with the functions' states (``pre_fold``; merging is associative) and the
+  driver merges those with the stored rows in one ``upsert``. A ``partial-update`` ordered
+  by a version column (folding it in shares would lose the order) and
+  ``evolve_schema=True`` hand the rows as they are to the driver. A key's changes in different tasks are folded in the
   order Ray returns the tasks' results: give the table a version column (or set
   ``DataContext.execution_options.preserve_order``) when arrival order decides.
   Every file the tasks stage carries the sink's staging job id in its name: when the job
@@ -216,6 +218,11 @@ class FloeDatasink(Datasink):
         engine = table.properties.get("floe.merge-engine", "replace")
         #: Whether upsert tasks write their rows (else the driver applies them).
         self.staged_upsert = mode == "upsert" and engine == "replace" and not evolve_schema
+        #: Whether upsert tasks fold their rows by key first (merge engines that fold; not
+        #: a partial-update ordered by a version column, whose fold is not associative).
+        self.pre_fold = (mode == "upsert" and engine != "replace" and not evolve_schema
+                         and not (engine == "partial-update"
+                                  and "floe.merge.version-column" in table.properties))
 
     def get_name(self) -> str:
         return f"Floe({self.identifier})"
@@ -225,8 +232,12 @@ class FloeDatasink(Datasink):
         if data.num_rows == 0:
             return None
         if self.mode == "upsert" and not self.staged_upsert:
-            # The rows as given: the upsert conforms them itself (evolving the schema, input
-            # columns of aggregate functions), and folding them needs the stored rows.
+            if self.pre_fold:
+                # One row per key, states included: the driver merges them with the stored
+                # rows (merging is associative, so task order keeps arrival order).
+                return self.catalog.load_table(self.identifier)._inner.pre_fold(data)
+            # The rows as given: the upsert conforms them itself (evolving the schema), and
+            # folding them in order needs them all.
             return data
         table = self.catalog.load_table(self.identifier)
         if self.staged_upsert:
@@ -247,6 +258,11 @@ class FloeDatasink(Datasink):
             return _result(
                 UpsertResult,
                 table._inner.commit_staged_upserts(returned, self.sink_id, self.checkpoint),
+            )
+        if self.pre_fold:
+            return _result(
+                UpsertResult,
+                table._inner.upsert_pre_folded(returned, self.sink_id, self.checkpoint),
             )
         rows = (pa.concat_tables(returned, promote_options="permissive") if returned
                 else table.schema().empty_table())

@@ -23,9 +23,11 @@
   row per key with the functions' states (``pre_fold``; merging is associative) and the
   driver merges those with the stored rows in one ``upsert``. A ``partial-update`` ordered
   by a version column (folding it in shares would lose the order) and
-  ``evolve_schema=True`` hand the rows as they are to the driver. A key's changes in different tasks are folded in the
-  order Ray returns the tasks' results: give the table a version column (or set
-  ``DataContext.execution_options.preserve_order``) when arrival order decides.
+  ``evolve_schema=True`` hand the rows as they are to the driver (the result's
+  ``input_records_count`` counts the folded rows otherwise). A key's changes in different
+  tasks are folded in the order Ray returns the tasks' results: give the table a version
+  column (or set ``DataContext.execution_options.preserve_order``) when arrival order
+  decides.
   Every file the tasks stage carries the sink's staging job id in its name: when the job
   fails before the commit (a task raises, the driver's ``on_write_complete`` fails before
   committing), ``on_write_failed`` deletes what the finished tasks staged, though Ray hands

@@ -125,20 +125,23 @@ fn map_file(file: &std::fs::File) -> Option<bytes::Bytes> {
     Some(bytes::Bytes::from_owner(map))
 }
 
-/// A direct read: its batches (with their rows' positions when the filter ran in the decoder
-/// and positions were asked for), the position ranges of the row groups and pages it left
-/// out, and whether the row filter was applied while decoding.
-pub(super) struct DirectRead {
-    pub batches: futures::stream::BoxStream<'static, Result<Positioned>>,
-    pub pruned: Vec<(u64, u64)>,
-    /// The batches hold only the rows the filter keeps (late materialization: its columns
-    /// were decoded first, the others only for the rows it kept).
-    pub filtered: bool,
-}
+/// A direct read's batches, each through the read's [`BatchStep`] (with their rows' positions
+/// when the filter ran in the decoder and positions were asked for).
+pub(super) type Batches = futures::stream::BoxStream<'static, Result<Positioned>>;
 
 /// A batch in the target shape, and its rows' positions in the file when the reader returns
 /// them.
 pub(super) type Positioned = (RecordBatch, Option<arrow_array::UInt64Array>);
+
+/// What each decoded batch goes through on the thread that decoded it, while its buffers are
+/// still in that core's cache (removing deleted rows moves most of a batch's bytes); `None`
+/// drops the batch.
+pub(super) type BatchStep = Box<dyn FnMut(Positioned) -> Result<Option<Positioned>> + Send>;
+
+/// Makes the [`BatchStep`] of a read once its footer is known: from the position ranges the
+/// reader leaves out (row groups and pages) and whether the row filter runs in the decoder
+/// (late materialization: the batches then hold only the rows it keeps).
+pub(super) type ThenStep = Box<dyn FnOnce(&[(u64, u64)], bool) -> BatchStep + Send>;
 
 /// How a file is read, decided from its footer: the configured reader builder, where each
 /// target column comes from, the projected file columns in file order, and the position
@@ -306,6 +309,8 @@ pub(super) struct DirectOptions {
     pub filter: Option<BoundExpr>,
     /// Return each row's position when the filter runs while decoding.
     pub positions: bool,
+    /// What each batch goes through before it is returned.
+    pub then: Option<ThenStep>,
 }
 
 /// A stream of `target`-shaped batches of the file without the `deleted` positions (and
@@ -316,12 +321,10 @@ pub(super) async fn open(
     storage: &Storage,
     path: &str,
     o: DirectOptions,
-) -> Result<Option<DirectRead>> {
+) -> Result<Option<Batches>> {
     let Some(local) = storage.local_file(path) else {
         return open_remote(storage, path, o).await;
     };
-    let found = Found::default();
-    let found_out = found.clone();
     let p = path.to_string();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Positioned>>(2);
     let opened = tokio::task::spawn_blocking(move || -> Result<bool> {
@@ -329,7 +332,7 @@ pub(super) async fn open(
         // without one.
         let guard = tx.clone();
         let path = p.clone();
-        let decode = std::panic::AssertUnwindSafe(move || decode_local(&local, &p, o, &found, &tx));
+        let decode = std::panic::AssertUnwindSafe(move || decode_local(&local, &p, o, &tx));
         std::panic::catch_unwind(decode).unwrap_or_else(|panic| {
             let _ = guard.blocking_send(Err(Error::read_panicked(&path, &*panic)));
             Ok(true)
@@ -337,16 +340,7 @@ pub(super) async fn open(
     });
     // Wait for the first batch (or the end): only then is it known whether the direct path
     // applies; nothing has been sent when the file needs the general reader.
-    // The pruned ranges are set before the first batch is sent.
     let mut rx = rx;
-    let read = |batches| {
-        let (pruned, filtered) = found_out.lock().map(|f| f.clone()).unwrap_or_default();
-        DirectRead {
-            batches,
-            pruned,
-            filtered,
-        }
-    };
     match rx.recv().await {
         Some(first) => {
             let rest =
@@ -354,26 +348,22 @@ pub(super) async fn open(
                     rx,
                     |mut rx| async move { rx.recv().await.map(|i| (i, rx)) },
                 );
-            Ok(Some(read(
+            Ok(Some(
                 futures::stream::once(async move { first })
                     .chain(rest)
                     .boxed(),
-            )))
+            ))
         }
         None => match opened
             .await
             .map_err(|e| Error::io("direct reader task failed").with_source(e))?
         {
-            Ok(true) => Ok(Some(read(futures::stream::empty().boxed()))),
+            Ok(true) => Ok(Some(futures::stream::empty().boxed())),
             Ok(false) => Ok(None),
             Err(e) => Err(e),
         },
     }
 }
-
-/// Where the local reader reports the pruned ranges and whether the filter runs in the
-/// decoder, before its first batch.
-type Found = std::sync::Arc<std::sync::Mutex<(Vec<(u64, u64)>, bool)>>;
 
 /// Decodes a local data file (on a blocking thread), sending its batches to `tx`; `false`
 /// when the file needs the general reader (then nothing was sent).
@@ -381,7 +371,6 @@ fn decode_local(
     local: &std::path::Path,
     p: &str,
     mut o: DirectOptions,
-    found: &Found,
     tx: &tokio::sync::mpsc::Sender<Result<Positioned>>,
 ) -> Result<bool> {
     let corrupt =
@@ -409,15 +398,22 @@ fn decode_local(
         return Ok(false);
     };
     let shaping = c.shaping;
-    if let Ok(mut out) = found.lock() {
-        *out = (c.pruned, shaping.filter_error.is_some());
-    }
+    let filtered = shaping.filter_error.is_some();
+    let mut step = o.then.take().map(|then| then(&c.pruned, filtered));
     let reader = c.builder.build().map_err(|e| shaping.decode_error(p, e))?;
     for b in reader {
         let item = b
             .map_err(|e| shaping.decode_error(p, e))
-            .and_then(|b| output(&b, &shaping, &o, p));
+            .and_then(|b| output(&b, &shaping, &o, p))
+            .and_then(|b| match &mut step {
+                Some(step) => step(b),
+                None => Ok(Some(b)),
+            });
         let stop = item.is_err();
+        let item = match item.transpose() {
+            Some(item) => item,
+            None => continue,
+        };
         if tx.blocking_send(item).is_err() || stop {
             break;
         }
@@ -431,7 +427,7 @@ async fn open_remote(
     storage: &Storage,
     path: &str,
     mut o: DirectOptions,
-) -> Result<Option<DirectRead>> {
+) -> Result<Option<Batches>> {
     let corrupt =
         |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{path}': {e}"));
     let size = match o.file_size {
@@ -462,22 +458,26 @@ async fn open_remote(
     };
     let shaping = c.shaping;
     let filtered = shaping.filter_error.is_some();
+    let mut step = o.then.take().map(|then| then(&c.pruned, filtered));
     let stream = c
         .builder
         .build()
         .map_err(|e| shaping.decode_error(path, e))?;
     let p = path.to_string();
     let batches = stream
-        .map(move |b| {
-            b.map_err(|e| shaping.decode_error(&p, e))
+        .filter_map(move |b| {
+            let item = b
+                .map_err(|e| shaping.decode_error(&p, e))
                 .and_then(|b| output(&b, &shaping, &o, &p))
+                .and_then(|b| match &mut step {
+                    Some(step) => step(b),
+                    None => Ok(Some(b)),
+                })
+                .transpose();
+            async move { item }
         })
         .boxed();
-    Ok(Some(DirectRead {
-        batches,
-        pruned: c.pruned,
-        filtered,
-    }))
+    Ok(Some(batches))
 }
 
 #[cfg(test)]
@@ -567,6 +567,12 @@ mod tests {
         row_groups: Option<Arc<crate::scan::RowGroupFilter>>,
     ) -> Result<(Vec<i64>, Vec<u64>, bool)> {
         let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema).unwrap());
+        let pushed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = pushed.clone();
+        let then: ThenStep = Box::new(move |_: &[(u64, u64)], filtered: bool| {
+            seen.store(filtered, std::sync::atomic::Ordering::Relaxed);
+            Box::new(|b| Ok(Some(b)))
+        });
         let d = open(
             storage,
             path,
@@ -579,21 +585,23 @@ mod tests {
                 row_groups,
                 filter: Some(filter.clone()),
                 positions: true,
+                then: Some(then),
             },
         )
         .await?
         .expect("the direct path reads a file with field ids");
         let (mut values, mut positions) = (Vec::new(), Vec::new());
-        let batches: Vec<Positioned> = d.batches.try_collect().await?;
+        let batches: Vec<Positioned> = d.try_collect().await?;
+        let filtered = pushed.load(std::sync::atomic::Ordering::Relaxed);
         for (b, p) in batches {
             let a = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
             values.extend(a.values().iter());
             match p {
                 Some(p) => positions.extend(p.values().iter()),
-                None => assert!(!d.filtered, "a filtered read returns positions"),
+                None => assert!(!filtered, "a filtered read returns positions"),
             }
         }
-        Ok((values, positions, d.filtered))
+        Ok((values, positions, filtered))
     }
 
     use futures::TryStreamExt;
@@ -634,12 +642,13 @@ mod tests {
                 row_groups: None,
                 filter: None,
                 positions: false,
+                then: None,
             },
         )
         .await
         .unwrap()
         .unwrap();
-        let mut batches = d.batches;
+        let mut batches = d;
         assert!(batches.next().await.unwrap().is_ok());
         let e = batches.try_collect::<Vec<_>>().await.unwrap_err();
         assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt, "{e}");

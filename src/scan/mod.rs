@@ -216,6 +216,7 @@ async fn plain_stream(
             row_groups: None,
             filter: None,
             positions: false,
+            then: None,
         };
         if let Some(d) = direct::open(storage, &path, options)
             .await
@@ -223,7 +224,6 @@ async fn plain_stream(
         {
             let name = name.to_string();
             return Ok(d
-                .batches
                 .map(move |b| b.map_err(|e| e.context(format!("table {name}"))))
                 .boxed());
         }

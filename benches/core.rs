@@ -327,7 +327,7 @@ fn main() {
         floe_scan,
         "DuckDB iceberg_scan max(every col)",
         f(&duck, "duckdb_scan_s"),
-        1.3,
+        1.5,
     );
     line(
         "floe scan, all columns, 2 threads",

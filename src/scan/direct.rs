@@ -143,6 +143,14 @@ pub(super) type BatchStep = Box<dyn FnMut(Positioned) -> Result<Option<Positione
 /// (late materialization: the batches then hold only the rows it keeps).
 pub(super) type ThenStep = Box<dyn FnOnce(&[(u64, u64)], bool) -> BatchStep + Send>;
 
+/// A batch through the read's step, if it has one.
+fn then(step: &mut Option<BatchStep>, b: Positioned) -> Result<Option<Positioned>> {
+    match step {
+        Some(step) => step(b),
+        None => Ok(Some(b)),
+    }
+}
+
 /// How a file is read, decided from its footer: the configured reader builder, where each
 /// target column comes from, the projected file columns in file order, and the position
 /// ranges of the row groups left out.
@@ -405,10 +413,7 @@ fn decode_local(
         let item = b
             .map_err(|e| shaping.decode_error(p, e))
             .and_then(|b| output(&b, &shaping, &o, p))
-            .and_then(|b| match &mut step {
-                Some(step) => step(b),
-                None => Ok(Some(b)),
-            });
+            .and_then(|b| then(&mut step, b));
         let stop = item.is_err();
         let item = match item.transpose() {
             Some(item) => item,
@@ -469,10 +474,7 @@ async fn open_remote(
             let item = b
                 .map_err(|e| shaping.decode_error(&p, e))
                 .and_then(|b| output(&b, &shaping, &o, &p))
-                .and_then(|b| match &mut step {
-                    Some(step) => step(b),
-                    None => Ok(Some(b)),
-                })
+                .and_then(|b| then(&mut step, b))
                 .transpose();
             async move { item }
         })

@@ -57,6 +57,9 @@ pub struct DataWriter {
 /// Rows the encoding choice samples (see `high_cardinality_columns`).
 const SAMPLE_ROWS: usize = 1024;
 
+/// `write.parquet.page-row-limit` of z-ordered files when the table does not set it.
+pub(crate) const ZORDER_PAGE_ROW_LIMIT: usize = 4_096;
+
 impl DataWriter {
     /// A writer for the table's current schema, default spec and sort order.
     pub fn new(table: &Table) -> Result<Self> {
@@ -144,7 +147,8 @@ impl DataWriter {
 
     /// Orders each file's rows by the z-value of `columns` (top-level columns of the table;
     /// numbers, dates, timestamps, strings, binary or booleans) instead of a sort order;
-    /// files record no sort order (before the first write).
+    /// files record no sort order and, unless the table sets `write.parquet.page-row-limit`,
+    /// have pages of 4,096 rows (before the first write).
     pub fn with_zorder(mut self, columns: &[String], table: &Table) -> Result<Self> {
         if let Some(s) = self.pending.as_mut() {
             let arrow = crate::spec::arrow_schema(&s.schema)?;
@@ -152,6 +156,19 @@ impl DataWriter {
             s.sort = None;
             s.sort_order_id = None;
             s.zorder = Some(Arc::new(idx));
+            if !table
+                .metadata()
+                .properties()
+                .contains_key("write.parquet.page-row-limit")
+            {
+                // A z-ordered file prunes by its pages' bounds, and a page spans a stretch of
+                // the z-curve: finer pages than the 20,000-row default keep that stretch
+                // inside a query box (README: 3.4x fewer bytes than a sort at 20,000 rows,
+                // 7.5x at 5,000). A table that sets the limit keeps it.
+                s.props.parquet_page_row_limit = ZORDER_PAGE_ROW_LIMIT;
+                s.builder =
+                    ParquetWriterBuilder::new(writer_properties(&s.props, &[])?, s.schema.clone());
+            }
         }
         Ok(self)
     }

@@ -688,6 +688,31 @@ async fn zorder_rewrite_clusters_two_columns() {
     assert_eq!(r.rewritten_data_files_count, 3);
     let t = cat.load_table(&ident).await.unwrap();
     assert_eq!(read(t.clone()).await, rows);
+    // The z-ordered file (3 x 2,000 rows) has pages of 4,096 rows: the table does not set
+    // write.parquet.page-row-limit (whose default, 20,000, would make one page).
+    let plan = Scan::new(&t).plan().await.unwrap();
+    let z_file = plan
+        .files
+        .iter()
+        .find(|f| f.file.record_count() == 6000)
+        .expect("the rewritten file");
+    let file = std::fs::File::open(z_file.file.file_path().trim_start_matches("file://")).unwrap();
+    let opts = parquet::arrow::arrow_reader::ArrowReaderOptions::new()
+        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
+    let builder =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new_with_options(
+            file, opts,
+        )
+        .unwrap();
+    let index = builder.metadata().offset_index().expect("an offset index");
+    for column in &index[0] {
+        let firsts: Vec<i64> = column
+            .page_locations()
+            .iter()
+            .map(|p| p.first_row_index)
+            .collect();
+        assert_eq!(firsts, vec![0, 4096]);
+    }
     // Everything, into small files (Spark's spelling of the order).
     let o: HashMap<String, String> = [
         ("strategy", "sort"),

@@ -21,6 +21,7 @@
 //! * `FLOE_BENCH_NO_BASELINE=1` — floe only;
 //! * `FLOE_BENCH_DIR` — scratch (default `~/.cache/floe/bench`);
 //! * `FLOE_BENCH_REUSE=1` — read the tables a previous run with the same row count left;
+//! * `FLOE_BENCH_PROFILE_LOOKUPS=N` — only N clustered point lookups (for a profiler);
 //! * `FLOE_PEERS_PYTHON` — the peers venv python.
 //!
 //! Baseline: `tools/bench/baseline_duckdb.py --where`.
@@ -555,6 +556,21 @@ fn main() {
         settle();
         if std::env::var("FLOE_BENCH_MERGE_ONLY").as_deref() == Ok("1") {
             return merge_section(&cat, &wh, &dir, &clustered, &key).await;
+        }
+        if let Some(n) = std::env::var("FLOE_BENCH_PROFILE_LOOKUPS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            // Only clustered point lookups, for a profiler.
+            let t0 = Instant::now();
+            for i in 0..n {
+                let k = key[(i * 7919) % rows];
+                let r = read(&clustered, &format!("key = {k}")).await;
+                assert_eq!(r.rows, 1, "clustered: key = {k}");
+            }
+            let per = t0.elapsed().as_secs_f64() * 1000.0 / (2 * n) as f64;
+            println!("{n} clustered point lookups: {per:.2} ms per read");
+            return;
         }
         // The 2-D range query on both, and DuckDB's answer on the z-ordered table.
         let by_a = read(&sorted_a, BOX_FILTER).await;

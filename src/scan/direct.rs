@@ -1,6 +1,6 @@
 //! The direct read path: a data file whose columns carry field ids is decoded by arrow-rs's
-//! Parquet reader (a local file mapped and decoded on a blocking thread; a remote one read by
-//! byte ranges), its columns projected onto the table's schema by field id at every nesting
+//! Parquet reader (a local file mapped and decoded on a blocking thread, or in parts of about
+//! equal rows on several when the scan has cores to spare; a remote one read by byte ranges), its columns projected onto the table's schema by field id at every nesting
 //! level (`adapt`), row groups and pages the filter rules out skipped, deleted positions
 //! skipped through a `RowSelection`, and the row filter evaluated inside the decoder when it
 //! reads fewer columns than the scan returns (late materialization; row positions then come
@@ -138,10 +138,11 @@ pub(super) type Positioned = (RecordBatch, Option<arrow_array::UInt64Array>);
 /// drops the batch.
 pub(super) type BatchStep = Box<dyn FnMut(Positioned) -> Result<Option<Positioned>> + Send>;
 
-/// Makes the [`BatchStep`] of a read once its footer is known: from the position ranges the
-/// reader leaves out (row groups and pages) and whether the row filter runs in the decoder
-/// (late materialization: the batches then hold only the rows it keeps).
-pub(super) type ThenStep = Box<dyn FnOnce(&[(u64, u64)], bool) -> BatchStep + Send>;
+/// Makes the [`BatchStep`] of a read once its footer is known, one per part of a file read
+/// in parts: from the position ranges the reader leaves out (row groups, pages, the other
+/// parts) and whether the row filter runs in the decoder (late materialization: the batches
+/// then hold only the rows it keeps).
+pub(super) type ThenStep = Box<dyn Fn(&[(u64, u64)], bool) -> BatchStep + Send + Sync>;
 
 /// A batch through the read's step, if it has one.
 fn then(step: &mut Option<BatchStep>, b: Positioned) -> Result<Option<Positioned>> {
@@ -153,45 +154,154 @@ fn then(step: &mut Option<BatchStep>, b: Positioned) -> Result<Option<Positioned
 
 /// How a file is read, decided from its footer: the configured reader builder, where each
 /// target column comes from, the projected file columns in file order, and the position
-/// ranges of the row groups left out.
+/// ranges left out (row groups, pages, the rows outside the part read).
 struct Configured<T> {
     builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
     shaping: Shaping,
     pruned: Vec<(u64, u64)>,
 }
 
-/// Configures a reader of the file (projection, row groups, pages, deleted rows, the row
-/// filter), or `None` when it needs the general reader.
+/// The row groups of a file read (with their position ranges), those left out, and the
+/// position ranges of pages the filter rules out: decided once per file (the scan's
+/// counters count it), whatever the parts it is read in.
+struct Reading {
+    /// `None`: every row group.
+    kept: Option<Vec<usize>>,
+    read: Vec<(u64, u64)>,
+    pruned: Vec<(u64, u64)>,
+    pages_pruned: Vec<(u64, u64)>,
+}
+
+impl Reading {
+    fn of(
+        meta: &parquet::file::metadata::ParquetMetaData,
+        o: &DirectOptions,
+        blooms: &Blooms,
+    ) -> Self {
+        if let Some(f) = o.row_groups.as_deref() {
+            let choice = prune_row_groups(meta, blooms, f);
+            if !choice.pruned.is_empty() {
+                return Self {
+                    kept: Some(choice.kept),
+                    read: choice.read,
+                    pruned: choice.pruned,
+                    pages_pruned: choice.pages_pruned,
+                };
+            }
+            return Self {
+                pages_pruned: choice.pages_pruned,
+                ..Self::everything(meta)
+            };
+        }
+        Self::everything(meta)
+    }
+
+    fn everything(meta: &parquet::file::metadata::ParquetMetaData) -> Self {
+        let mut start = 0u64;
+        let read = meta
+            .row_groups()
+            .iter()
+            .map(|g| {
+                let r = (start, start + g.num_rows().max(0) as u64);
+                start = r.1;
+                r
+            })
+            .collect();
+        Self {
+            kept: None,
+            read,
+            pruned: Vec::new(),
+            pages_pruned: Vec::new(),
+        }
+    }
+
+    /// The position windows `[start, end)` of up to `parts` parts of about equal rows to
+    /// read: cut at row group boundaries, or inside a row group when the file has an offset
+    /// index (the pages outside a part are then skipped unread, not decoded).
+    fn windows(
+        &self,
+        meta: &parquet::file::metadata::ParquetMetaData,
+        parts: usize,
+    ) -> Vec<(u64, u64)> {
+        let (Some(first), Some(last)) = (self.read.first(), self.read.last()) else {
+            return Vec::new();
+        };
+        let (lo, hi) = (first.0, last.1);
+        let rows: u64 = self.read.iter().map(|(s, e)| e - s).sum();
+        if parts <= 1 || rows == 0 {
+            return vec![(lo, hi)];
+        }
+        let inside = meta.offset_index().is_some();
+        let mut cuts = vec![lo];
+        // Rows read before each boundary: cut where a part's share of the rows is reached.
+        let mut seen = 0u64;
+        let mut next_share = 1u64;
+        for &(s, e) in &self.read {
+            while next_share < parts as u64 && seen + (e - s) > rows * next_share / parts as u64 {
+                let at = rows * next_share / parts as u64 - seen;
+                let cut = match inside {
+                    true => s + at,
+                    // At the row group's nearer boundary.
+                    false if at * 2 < e - s => s,
+                    false => e,
+                };
+                if cut > *cuts.last().unwrap_or(&lo) && cut < hi {
+                    cuts.push(cut);
+                }
+                next_share += 1;
+            }
+            seen += e - s;
+        }
+        cuts.push(hi);
+        cuts.windows(2).map(|w| (w[0], w[1])).collect()
+    }
+}
+
+/// Configures a reader of the file's rows in `window` (default: all) as `reading` chose
+/// them (projection, row groups, pages, deleted rows, the row filter), or `None` when it
+/// needs the general reader.
 fn configure<T>(
     builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
     o: &DirectOptions,
-    deleted: Option<RoaringTreemap>,
-    blooms: &Blooms,
+    reading: &Reading,
+    deleted_runs: &[(u64, u64)],
+    window: Option<(u64, u64)>,
 ) -> Option<Configured<T>> {
-    let (target, schema, row_groups) = (&o.target, &*o.schema, o.row_groups.as_deref());
+    let (target, schema) = (&o.target, &*o.schema);
     let sources = sources_for(builder.schema(), target, schema)?;
     let mut roots = file_roots(&sources);
     roots.sort_unstable();
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
     let mut builder = builder;
-    let rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
-    let mut read = vec![(0, rows)];
-    let (mut pruned, mut pages_pruned) = (Vec::new(), Vec::new());
-    if let Some(f) = row_groups {
-        let choice = prune_row_groups(builder.metadata(), blooms, f);
-        if !choice.pruned.is_empty() {
-            builder = builder.with_row_groups(choice.kept);
-            read = choice.read;
-            pruned = choice.pruned;
+    let all: Vec<usize> = (0..reading.read.len()).collect();
+    let groups = reading.kept.as_deref().unwrap_or(&all);
+    let (mut kept, mut read, mut pruned) = (Vec::new(), Vec::new(), reading.pruned.clone());
+    // Inside the row groups read, what is not: pages ruled out and the rows outside `window`.
+    let mut absent = reading.pages_pruned.clone();
+    let (lo, hi) = window.unwrap_or((0, u64::MAX));
+    for (&g, &(s, e)) in groups.iter().zip(&reading.read) {
+        if e <= lo || s >= hi {
+            pruned.push((s, e));
+            continue;
         }
-        pages_pruned = choice.pages_pruned;
+        kept.push(g);
+        read.push((s, e));
+        if s < lo {
+            absent.push((s, lo));
+        }
+        if e > hi {
+            absent.push((hi, e));
+        }
     }
-    let deleted_runs = deleted.map(|d| super::ranges::runs(&d)).unwrap_or_default();
-    let absent = super::ranges::merge_ranges(deleted_runs, pages_pruned.clone());
-    if !absent.is_empty() {
-        builder = builder.with_row_selection(super::ranges::selection_in(&read, &absent));
+    absent.sort_unstable();
+    if reading.kept.is_some() || kept.len() < reading.read.len() {
+        builder = builder.with_row_groups(kept);
     }
-    let pruned = super::ranges::merge_ranges(pruned, pages_pruned);
+    let skipped = super::ranges::merge_ranges(deleted_runs.to_vec(), absent.clone());
+    if !skipped.is_empty() {
+        builder = builder.with_row_selection(super::ranges::selection_in(&read, &skipped));
+    }
+    let pruned = super::ranges::merge_ranges(pruned, absent);
     let filter_error = FilterError::default();
     let filter = o.filter.as_ref().and_then(|f| {
         row_filter(
@@ -278,9 +388,9 @@ impl Shaping {
 /// decoded when a filter may run in the decoder and positions are wanted.
 fn reader_options(o: &DirectOptions) -> Result<parquet::arrow::arrow_reader::ArrowReaderOptions> {
     use parquet::file::metadata::PageIndexPolicy;
-    let policy = match o.row_groups {
-        Some(_) => PageIndexPolicy::Optional,
-        None => PageIndexPolicy::Skip,
+    let policy = match o.row_groups.is_some() || o.parts > 1 {
+        true => PageIndexPolicy::Optional,
+        false => PageIndexPolicy::Skip,
     };
     let options =
         parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_page_index_policy(policy);
@@ -319,6 +429,10 @@ pub(super) struct DirectOptions {
     pub positions: bool,
     /// What each batch goes through before it is returned.
     pub then: Option<ThenStep>,
+    /// A local file is decoded in up to this many parts of about equal rows, each on a
+    /// thread of its own (their batches interleave); 1: in order, on one thread. A file in
+    /// an object store is read in one part.
+    pub parts: usize,
 }
 
 /// A stream of `target`-shaped batches of the file without the `deleted` positions (and
@@ -331,7 +445,8 @@ pub(super) async fn open(
     o: DirectOptions,
 ) -> Result<Option<Batches>> {
     let Some(local) = storage.local_file(path) else {
-        return open_remote(storage, path, o).await;
+        // One part: a remote file's parts would each fetch their byte ranges (not done yet).
+        return open_remote(storage, path, DirectOptions { parts: 1, ..o }).await;
     };
     let p = path.to_string();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Positioned>>(2);
@@ -373,12 +488,13 @@ pub(super) async fn open(
     }
 }
 
-/// Decodes a local data file (on a blocking thread), sending its batches to `tx`; `false`
-/// when the file needs the general reader (then nothing was sent).
+/// Decodes a local data file (on a blocking thread; in [`DirectOptions::parts`] parts, each
+/// on a thread of its own), sending its batches to `tx`; `false` when the file needs the
+/// general reader (then nothing was sent).
 fn decode_local(
     local: &std::path::Path,
     p: &str,
-    mut o: DirectOptions,
+    o: DirectOptions,
     tx: &tokio::sync::mpsc::Sender<Result<Positioned>>,
 ) -> Result<bool> {
     let corrupt =
@@ -397,22 +513,67 @@ fn decode_local(
         data: data.clone(),
         fetched: fetched.clone(),
     };
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new_with_options(counted, reader_options(&o)?)
+    let meta =
+        parquet::arrow::arrow_reader::ArrowReaderMetadata::load(&counted, reader_options(&o)?)
             .map_err(corrupt)?;
-    fetched.start();
-    let deleted = o.deleted.take();
-    let Some(c) = configure(builder, &o, deleted, &Blooms::File(data.clone())) else {
+    if sources_for(meta.schema(), &o.target, &o.schema).is_none() {
         return Ok(false);
+    }
+    fetched.start();
+    let reading = Reading::of(meta.metadata(), &o, &Blooms::File(data));
+    let deleted_runs = o
+        .deleted
+        .as_ref()
+        .map(super::ranges::runs)
+        .unwrap_or_default();
+    let windows = reading.windows(meta.metadata(), o.parts);
+    let part = |window: Option<(u64, u64)>| {
+        let builder =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(counted.clone(), meta.clone());
+        if let Some(c) = configure(builder, &o, &reading, &deleted_runs, window) {
+            decode_part(c, &o, p, tx);
+        }
     };
+    if windows.len() <= 1 {
+        part(None);
+        return Ok(true);
+    }
+    std::thread::scope(|scope| {
+        let others: Vec<_> = windows[1..]
+            .iter()
+            .map(|w| scope.spawn(|| part(Some(*w))))
+            .collect();
+        part(Some(windows[0]));
+        for h in others {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    Ok(true)
+}
+
+/// Sends the batches of a configured reader of a local file to `tx` (an error ends them).
+fn decode_part(
+    c: Configured<parquet::arrow::arrow_reader::SyncReader<CountedBytes>>,
+    o: &DirectOptions,
+    p: &str,
+    tx: &tokio::sync::mpsc::Sender<Result<Positioned>>,
+) {
     let shaping = c.shaping;
     let filtered = shaping.filter_error.is_some();
-    let mut step = o.then.take().map(|then| then(&c.pruned, filtered));
-    let reader = c.builder.build().map_err(|e| shaping.decode_error(p, e))?;
+    let mut step = o.then.as_ref().map(|then| then(&c.pruned, filtered));
+    let reader = match c.builder.build() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.blocking_send(Err(shaping.decode_error(p, e)));
+            return;
+        }
+    };
     for b in reader {
         let item = b
             .map_err(|e| shaping.decode_error(p, e))
-            .and_then(|b| output(&b, &shaping, &o, p))
+            .and_then(|b| output(&b, &shaping, o, p))
             .and_then(|b| then(&mut step, b));
         let stop = item.is_err();
         let item = match item.transpose() {
@@ -423,16 +584,11 @@ fn decode_local(
             break;
         }
     }
-    Ok(true)
 }
 
 /// [`open`] for a file in an object store: the footer first, then the projected column
 /// chunks of the row groups kept, by ranges.
-async fn open_remote(
-    storage: &Storage,
-    path: &str,
-    mut o: DirectOptions,
-) -> Result<Option<Batches>> {
+async fn open_remote(storage: &Storage, path: &str, o: DirectOptions) -> Result<Option<Batches>> {
     let corrupt =
         |e: parquet::errors::ParquetError| Error::corrupt(format!("data file '{path}': {e}"));
     let size = match o.file_size {
@@ -457,13 +613,18 @@ async fn open_remote(
         Some(f) => fetch_blooms(storage, path, builder.metadata(), f).await?,
         None => Blooms::Fetched(Default::default()),
     };
-    let deleted = o.deleted.take();
-    let Some(c) = configure(builder, &o, deleted, &blooms) else {
+    let deleted_runs = o
+        .deleted
+        .as_ref()
+        .map(super::ranges::runs)
+        .unwrap_or_default();
+    let reading = Reading::of(builder.metadata(), &o, &blooms);
+    let Some(c) = configure(builder, &o, &reading, &deleted_runs, None) else {
         return Ok(None);
     };
     let shaping = c.shaping;
     let filtered = shaping.filter_error.is_some();
-    let mut step = o.then.take().map(|then| then(&c.pruned, filtered));
+    let mut step = o.then.as_ref().map(|then| then(&c.pruned, filtered));
     let stream = c
         .builder
         .build()
@@ -567,6 +728,7 @@ mod tests {
         filter: &BoundExpr,
         deleted: &RoaringTreemap,
         row_groups: Option<Arc<crate::scan::RowGroupFilter>>,
+        parts: usize,
     ) -> Result<(Vec<i64>, Vec<u64>, bool)> {
         let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema).unwrap());
         let pushed = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -588,6 +750,7 @@ mod tests {
                 filter: Some(filter.clone()),
                 positions: true,
                 then: Some(then),
+                parts,
             },
         )
         .await?
@@ -624,7 +787,7 @@ mod tests {
     }
 
     /// A panic while decoding a local file, after a first batch went out, is an error item,
-    /// not a stream that just ends.
+    /// not a stream that just ends (also in a part decoded on a thread of its own).
     #[tokio::test]
     async fn a_decoder_panic_is_an_error() {
         let (bytes, schema, _) = file();
@@ -632,29 +795,72 @@ mod tests {
         let local = dir.path().join(format!("{PANIC_PROBE}.parquet"));
         std::fs::write(&local, &bytes).unwrap();
         let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
-        let d = open(
-            &Storage::new(),
-            local.to_str().unwrap(),
-            DirectOptions {
-                file_size: 0,
-                target,
-                schema: schema.clone(),
-                batch_size: 128,
-                deleted: None,
-                row_groups: None,
-                filter: None,
-                positions: false,
-                then: None,
-            },
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        let mut batches = d;
-        assert!(batches.next().await.unwrap().is_ok());
-        let e = batches.try_collect::<Vec<_>>().await.unwrap_err();
-        assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt, "{e}");
-        assert!(e.to_string().contains("panicked"), "{e}");
+        for parts in [1, 2] {
+            let d = open(
+                &Storage::new(),
+                local.to_str().unwrap(),
+                DirectOptions {
+                    file_size: 0,
+                    target: target.clone(),
+                    schema: schema.clone(),
+                    batch_size: 128,
+                    deleted: None,
+                    row_groups: None,
+                    filter: None,
+                    positions: false,
+                    then: None,
+                    parts,
+                },
+            )
+            .await
+            .unwrap()
+            .unwrap();
+            let mut batches = d;
+            let mut items = Vec::new();
+            while let Some(item) = batches.next().await {
+                items.push(item);
+            }
+            assert!(items.iter().any(|i| i.is_ok()), "{parts} parts");
+            let e = items
+                .into_iter()
+                .find_map(|i| i.err())
+                .expect("an error item");
+            assert_eq!(e.kind(), crate::error::ErrorKind::Corrupt, "{e}");
+            assert!(e.to_string().contains("panicked"), "{e}");
+        }
+    }
+
+    /// A file is cut into parts of about equal rows: inside row groups when it has an offset
+    /// index, else at the nearer row group boundary.
+    #[test]
+    fn parts_are_cut_by_rows() {
+        use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+        let (bytes, _, _) = file();
+        for (policy, cut) in [
+            (
+                PageIndexPolicy::Required,
+                vec![(0, 666), (666, 1333), (1333, 2000)],
+            ),
+            (
+                PageIndexPolicy::Skip,
+                vec![(0, 500), (500, 1500), (1500, 2000)],
+            ),
+        ] {
+            let meta = ParquetMetaDataReader::new()
+                .with_page_index_policy(policy)
+                .parse_and_finish(&bytes)
+                .unwrap();
+            let reading = Reading::everything(&meta);
+            assert_eq!(reading.read.len(), 4);
+            let (s0, s1, s3) = (
+                reading.windows(&meta, 1),
+                reading.windows(&meta, 3),
+                reading.windows(&meta, 4),
+            );
+            assert_eq!(s0, vec![(0, 2000)]);
+            assert_eq!(s1, cut, "{policy:?}");
+            assert_eq!(s3, vec![(0, 500), (500, 1000), (1000, 1500), (1500, 2000)]);
+        }
     }
 
     #[tokio::test]
@@ -712,20 +918,32 @@ mod tests {
                 .filter(|&p| keep.value(p) && !deleted.contains(p as u64))
                 .map(|p| p as i64)
                 .collect();
-            for (storage, path) in [
-                (&Storage::new(), local.as_str()),
-                (&remote, "s3://b/f.parquet"),
+            // A local file also in parts (their batches interleave: sorted here).
+            for (storage, path, parts) in [
+                (&Storage::new(), local.as_str(), 1),
+                (&Storage::new(), local.as_str(), 3),
+                (&remote, "s3://b/f.parquet", 1),
             ] {
-                let (got, positions, filtered) =
-                    read(storage, path, &schema, &f, &deleted, row_groups.clone())
-                        .await
-                        .unwrap();
+                let (got, positions, filtered) = read(
+                    storage,
+                    path,
+                    &schema,
+                    &f,
+                    &deleted,
+                    row_groups.clone(),
+                    parts,
+                )
+                .await
+                .unwrap();
                 assert_eq!(filtered, pushed, "{text} on {path}");
                 if filtered {
-                    assert_eq!(got, want, "{text} on {path}");
+                    let mut pairs: Vec<(i64, u64)> = got.into_iter().zip(positions).collect();
+                    pairs.sort_unstable();
+                    let (got, positions): (Vec<i64>, Vec<u64>) = pairs.into_iter().unzip();
+                    assert_eq!(got, want, "{text} on {path}, {parts} parts");
                     // `a` is each row's position.
                     let a: Vec<u64> = got.iter().map(|&v| v as u64).collect();
-                    assert_eq!(positions, a, "{text} on {path}");
+                    assert_eq!(positions, a, "{text} on {path}, {parts} parts");
                 }
             }
         }
@@ -742,7 +960,7 @@ mod tests {
             (&Storage::new(), local.as_str()),
             (&remote, "s3://b/f.parquet"),
         ] {
-            let e = read(storage, path, &schema, &f, &RoaringTreemap::new(), None)
+            let e = read(storage, path, &schema, &f, &RoaringTreemap::new(), None, 1)
                 .await
                 .unwrap_err();
             assert_eq!(e.kind(), direct.kind(), "{e}");

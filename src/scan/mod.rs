@@ -162,8 +162,9 @@ impl SnapshotSelector {
 
 /// How one planned file is read.
 enum Job {
-    /// No deletes, no positions: the direct path or the iceberg reader with pushdown.
-    Plain(Box<FileScanTask>),
+    /// No deletes, no positions: the direct path (in this many parts) or the iceberg
+    /// reader with pushdown.
+    Plain(Box<FileScanTask>, usize),
     /// Deletes, positions or our own filtering.
     WithDeletes(Box<FileRead>),
 }
@@ -172,7 +173,7 @@ impl Job {
     /// The data file read.
     fn path(&self) -> &str {
         match self {
-            Job::Plain(task) => &task.data_file_path,
+            Job::Plain(task, _) => &task.data_file_path,
             Job::WithDeletes(read) => &read.task.data_file_path,
         }
     }
@@ -203,6 +204,7 @@ async fn plain_stream(
     task: FileScanTask,
     direct_target: Option<&arrow_schema::SchemaRef>,
     batch_size: usize,
+    parts: usize,
     name: &str,
 ) -> Result<futures::stream::BoxStream<'static, Result<PositionedBatch>>> {
     let path = task.data_file_path.clone();
@@ -217,6 +219,7 @@ async fn plain_stream(
             filter: None,
             positions: false,
             then: None,
+            parts,
         };
         if let Some(d) = direct::open(storage, &path, options)
             .await
@@ -307,6 +310,9 @@ fn lineage_column(name: &str) -> Option<usize> {
 pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
 /// A configured scan of a table.
+/// [`Scan::split_rows`]'s default.
+const DEFAULT_SPLIT_ROWS: u64 = 512 * 1024;
+
 #[derive(Debug, Clone)]
 pub struct Scan {
     table: Table,
@@ -316,6 +322,9 @@ pub struct Scan {
     snapshot: SnapshotSelector,
     batch_size: Option<usize>,
     concurrency: usize,
+    /// A file of at least twice this many rows is decoded in parts when the scan reads
+    /// fewer files than `concurrency`.
+    split_rows: u64,
     row_lineage: bool,
     /// Read every snapshot in the current schema (changelogs), not the snapshot's own.
     current_schema: bool,
@@ -673,6 +682,7 @@ impl Scan {
             concurrency: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            split_rows: DEFAULT_SPLIT_ROWS,
             row_lineage: false,
             current_schema: false,
         }
@@ -784,6 +794,15 @@ impl Scan {
     /// Files read concurrently.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
+        self
+    }
+    /// When the scan reads fewer files than its concurrency, a local file of at least twice
+    /// `rows` rows is decoded in parts of at least `rows` rows, each on a core of its own,
+    /// cut at row group boundaries or, where the file has an offset index, at any row
+    /// (default 524,288). Batches of a file's parts interleave; a scan for row-level
+    /// operations (which wants positions) reads each file in one part.
+    pub fn split_rows(mut self, rows: u64) -> Self {
+        self.split_rows = rows.max(1);
         self
     }
 
@@ -1102,6 +1121,13 @@ impl Scan {
                     .then_some((f.first_row_id, f.sequence_number))
             })
             .collect();
+        // Cores a file may use: a scan of fewer files than its concurrency splits them.
+        let cores_per_file = (concurrency / plan.tasks.len().max(1)).max(1);
+        let split_rows = self.split_rows;
+        let parts_of = |task: &FileScanTask| {
+            let rows = task.record_count.unwrap_or(0);
+            ((rows / split_rows) as usize).clamp(1, cores_per_file)
+        };
         for (i, (task, deletes)) in plan.tasks.into_iter().zip(plan.deletes).enumerate() {
             let deletes = deletes.ok_or_else(|| {
                 Error::io(format!(
@@ -1115,7 +1141,8 @@ impl Scan {
                 && lineage.is_none()
                 && plan.row_filter.is_none()
             {
-                jobs.push((i, Job::Plain(Box::new(task))));
+                let parts = parts_of(&task);
+                jobs.push((i, Job::Plain(Box::new(task), parts)));
                 continue;
             }
             let mut ids = task.project_field_ids.clone();
@@ -1151,6 +1178,7 @@ impl Scan {
                 ),
                 None => None,
             };
+            let parts = parts_of(&task);
             let task = FileScanTask {
                 project_field_ids: ids,
                 predicate: None,
@@ -1175,6 +1203,7 @@ impl Scan {
                         .as_ref()
                         .and(plan.row_groups.as_ref())
                         .map(|rg| rg.for_file(&plan.files[i].spec, &plan.files[i].file)),
+                    parts,
                 })),
             ));
         }
@@ -1205,13 +1234,14 @@ impl Scan {
                                 return;
                             }
                         },
-                        Job::Plain(task) => {
+                        Job::Plain(task, parts) => {
                             match plain_stream(
                                 &storage,
                                 &reader,
                                 *task,
                                 direct_target.as_ref(),
                                 batch_size,
+                                parts,
                                 &name,
                             )
                             .await

@@ -46,6 +46,9 @@ pub(super) struct FileRead {
     pub table: String,
     /// Row groups that cannot hold a row the filter keeps are not read.
     pub row_groups: Option<Arc<super::RowGroupFilter>>,
+    /// A local file is decoded in up to this many parts at once when no positions are
+    /// wanted (see [`direct::DirectOptions::parts`]).
+    pub parts: usize,
 }
 
 /// The row lineage columns as Arrow fields (nullable longs with their reserved field ids).
@@ -208,7 +211,7 @@ enum Positions {
     Cursor(PositionCursor),
     /// The reader filtered rows while decoding and returns their positions (when wanted);
     /// deleted rows it did not skip are masked by position.
-    Given { masked: Option<RoaringTreemap> },
+    Given { masked: Option<Arc<RoaringTreemap>> },
 }
 
 impl Positions {
@@ -216,7 +219,7 @@ impl Positions {
     /// when `skipped` (else they are masked); `filtered`: it filters while decoding and
     /// returns positions itself.
     fn of_reader(
-        deleted: Option<RoaringTreemap>,
+        deleted: Option<Arc<RoaringTreemap>>,
         skipped: bool,
         pruned: &[(u64, u64)],
         filtered: bool,
@@ -226,7 +229,7 @@ impl Positions {
                 masked: deleted.filter(|_| !skipped),
             },
             false => Positions::Cursor(PositionCursor::new(
-                deleted.as_ref(),
+                deleted.as_deref(),
                 skipped,
                 pruned.to_vec(),
             )),
@@ -357,7 +360,12 @@ impl FileRead {
     /// Streams the file's surviving rows.
     pub async fn read(self) -> Result<BoxStream<'static, Result<PositionedBatch>>> {
         let path = self.task.data_file_path.clone();
-        let deleted = self.deletes.positions.clone().filter(|d| !d.is_empty());
+        let deleted = self
+            .deletes
+            .positions
+            .clone()
+            .filter(|d| !d.is_empty())
+            .map(Arc::new);
         // Long runs of deleted rows are skipped undecoded (a row selection); scattered ones
         // are moved out of the decoded batches in place (`compact`) on the thread that
         // decoded them, while they are in its cache: many tiny selections decode slower
@@ -370,13 +378,15 @@ impl FileRead {
                 let rows = self.task.record_count.unwrap_or(0);
                 rows.saturating_sub(d.len()) / (delete_runs(d) + 1) >= MIN_SELECTED_RUN
             })
-            .cloned();
+            .map(|d| d.as_ref().clone());
         let (skipped, masked) = (skip.is_some(), deleted.is_some() && skip.is_none());
         let this = Arc::new(self);
         let then: direct::ThenStep = {
-            let this = this.clone();
+            let (this, deleted) = (this.clone(), deleted.clone());
             Box::new(move |pruned: &[(u64, u64)], filtered: bool| {
-                let mut positions = Positions::of_reader(deleted, skipped, pruned, filtered);
+                let mut positions =
+                    Positions::of_reader(deleted.clone(), skipped, pruned, filtered);
+                let this = this.clone();
                 Box::new(move |b| this.finish(b, &mut positions))
             })
         };
@@ -393,6 +403,10 @@ impl FileRead {
                 filter: this.filter.clone(),
                 positions: this.with_positions || masked,
                 then: Some(then),
+                parts: match this.with_positions {
+                    true => 1,
+                    false => this.parts,
+                },
             },
         )
         .await
@@ -415,7 +429,6 @@ impl FileRead {
                     .map_err(|e| super::read_error(&table, &p, e))
             });
         // The general reader returns every row: deleted ones are masked.
-        let deleted = this.deletes.positions.clone().filter(|d| !d.is_empty());
         let mut positions = Positions::of_reader(deleted, false, &[], false);
         Ok(stream
             .filter_map(move |b| {

@@ -1,6 +1,7 @@
 //! The direct read path: a data file whose columns carry field ids is decoded by arrow-rs's
 //! Parquet reader (a local file mapped and decoded on a blocking thread, or in parts of about
-//! equal rows on several when the scan has cores to spare; a remote one read by byte ranges), its columns projected onto the table's schema by field id at every nesting
+//! equal rows on several when the scan has cores to spare; a remote one read by byte
+//! ranges), its columns projected onto the table's schema by field id at every nesting
 //! level (`adapt`), row groups and pages the filter rules out skipped, deleted positions
 //! skipped through a `RowSelection`, and the row filter evaluated inside the decoder when it
 //! reads fewer columns than the scan returns (late materialization; row positions then come
@@ -173,6 +174,8 @@ struct Reading {
 }
 
 impl Reading {
+    /// What `o`'s row filter (if any) leaves of the file, by statistics, bloom filters and
+    /// the page index.
     fn of(
         meta: &parquet::file::metadata::ParquetMetaData,
         o: &DirectOptions,
@@ -196,6 +199,7 @@ impl Reading {
         Self::everything(meta)
     }
 
+    /// Every row group of the file.
     fn everything(meta: &parquet::file::metadata::ParquetMetaData) -> Self {
         let mut start = 0u64;
         let read = meta

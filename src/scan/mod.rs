@@ -309,10 +309,10 @@ fn lineage_column(name: &str) -> Option<usize> {
 /// Stream of Arrow batches produced by a scan.
 pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
-/// A configured scan of a table.
 /// [`Scan::split_rows`]'s default.
 const DEFAULT_SPLIT_ROWS: u64 = 512 * 1024;
 
+/// A configured scan of a table.
 #[derive(Debug, Clone)]
 pub struct Scan {
     table: Table,
@@ -796,6 +796,7 @@ impl Scan {
         self.concurrency = n.max(1);
         self
     }
+
     /// When the scan reads fewer files than its concurrency, a local file of at least twice
     /// `rows` rows is decoded in parts of at least `rows` rows, each on a core of its own,
     /// cut at row group boundaries or, where the file has an offset index, at any row

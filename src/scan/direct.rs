@@ -1,7 +1,7 @@
 //! The direct read path: a data file whose columns carry field ids is decoded by arrow-rs's
-//! Parquet reader (a local file mapped and decoded on a blocking thread, or in parts of about
-//! equal rows on several when the scan has cores to spare; a remote one read by byte
-//! ranges), its columns projected onto the table's schema by field id at every nesting
+//! Parquet reader (a local file mapped and decoded on a blocking thread, a remote one read by
+//! byte ranges; in parts of about equal rows on several cores when the scan has cores to
+//! spare), its columns projected onto the table's schema by field id at every nesting
 //! level (`adapt`), row groups and pages the filter rules out skipped, deleted positions
 //! skipped through a `RowSelection`, and the row filter evaluated inside the decoder when it
 //! reads fewer columns than the scan returns (late materialization; row positions then come
@@ -433,9 +433,9 @@ pub(super) struct DirectOptions {
     pub positions: bool,
     /// What each batch goes through before it is returned.
     pub then: Option<ThenStep>,
-    /// A local file is decoded in up to this many parts of about equal rows, each on a
-    /// thread of its own (their batches interleave); 1: in order, on one thread. A file in
-    /// an object store is read in one part.
+    /// The file is decoded in up to this many parts of about equal rows, each on a thread
+    /// (a local file) or task (a remote one, fetching its own ranges) of its own; their
+    /// batches interleave. 1: in order, on one thread.
     pub parts: usize,
 }
 
@@ -449,8 +449,7 @@ pub(super) async fn open(
     o: DirectOptions,
 ) -> Result<Option<Batches>> {
     let Some(local) = storage.local_file(path) else {
-        // One part: a remote file's parts would each fetch their byte ranges (not done yet).
-        return open_remote(storage, path, DirectOptions { parts: 1, ..o }).await;
+        return open_remote(storage, path, o).await;
     };
     let p = path.to_string();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Positioned>>(2);
@@ -607,7 +606,7 @@ async fn open_remote(storage: &Storage, path: &str, o: DirectOptions) -> Result<
         fetched: fetched.clone(),
     };
     let builder = parquet::arrow::ParquetRecordBatchStreamBuilder::new_with_options(
-        reader,
+        reader.clone(),
         reader_options(&o)?,
     )
     .await
@@ -623,9 +622,60 @@ async fn open_remote(storage: &Storage, path: &str, o: DirectOptions) -> Result<
         .map(super::ranges::runs)
         .unwrap_or_default();
     let reading = Reading::of(builder.metadata(), &o, &blooms);
-    let Some(c) = configure(builder, &o, &reading, &deleted_runs, None) else {
-        return Ok(None);
-    };
+    let windows = reading.windows(builder.metadata(), o.parts);
+    let o = std::sync::Arc::new(o);
+    if windows.len() <= 1 {
+        let Some(c) = configure(builder, &o, &reading, &deleted_runs, None) else {
+            return Ok(None);
+        };
+        return Ok(Some(remote_batches(c, o, path)?));
+    }
+    let meta = parquet::arrow::arrow_reader::ArrowReaderMetadata::try_new(
+        builder.metadata().clone(),
+        reader_options(&o)?,
+    )
+    .map_err(corrupt)?;
+    let mut parts = Vec::with_capacity(windows.len());
+    for w in windows {
+        let b = parquet::arrow::ParquetRecordBatchStreamBuilder::new_with_metadata(
+            reader.clone(),
+            meta.clone(),
+        );
+        let Some(c) = configure(b, &o, &reading, &deleted_runs, Some(w)) else {
+            return Ok(None);
+        };
+        parts.push(remote_batches(c, o.clone(), path)?);
+    }
+    // Each part fetches and decodes on a task of its own; a panic there is an error item.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Positioned>>(2 * parts.len());
+    for mut part in parts {
+        let (tx, p) = (tx.clone(), path.to_string());
+        tokio::spawn(async move {
+            let run = std::panic::AssertUnwindSafe(async {
+                while let Some(item) = part.next().await {
+                    let stop = item.is_err();
+                    if tx.send(item).await.is_err() || stop {
+                        break;
+                    }
+                }
+            });
+            if let Err(panic) = futures::FutureExt::catch_unwind(run).await {
+                let _ = tx.send(Err(Error::read_panicked(&p, &*panic))).await;
+            }
+        });
+    }
+    Ok(Some(
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|i| (i, rx)) })
+            .boxed(),
+    ))
+}
+
+/// The batches of a configured reader of a remote file, each through the read's step.
+fn remote_batches(
+    c: Configured<parquet::arrow::async_reader::AsyncReader<RangeReader>>,
+    o: std::sync::Arc<DirectOptions>,
+    path: &str,
+) -> Result<Batches> {
     let shaping = c.shaping;
     let filtered = shaping.filter_error.is_some();
     let mut step = o.then.as_ref().map(|then| then(&c.pruned, filtered));
@@ -634,7 +684,7 @@ async fn open_remote(storage: &Storage, path: &str, o: DirectOptions) -> Result<
         .build()
         .map_err(|e| shaping.decode_error(path, e))?;
     let p = path.to_string();
-    let batches = stream
+    Ok(stream
         .filter_map(move |b| {
             let item = b
                 .map_err(|e| shaping.decode_error(&p, e))
@@ -643,8 +693,7 @@ async fn open_remote(storage: &Storage, path: &str, o: DirectOptions) -> Result<
                 .transpose();
             async move { item }
         })
-        .boxed();
-    Ok(Some(batches))
+        .boxed())
 }
 
 #[cfg(test)]
@@ -790,8 +839,8 @@ mod tests {
         }
     }
 
-    /// A panic while decoding a local file, after a first batch went out, is an error item,
-    /// not a stream that just ends (also in a part decoded on a thread of its own).
+    /// A panic while decoding a file, after a first batch went out, is an error item, not a
+    /// stream that just ends (also in a part decoded on a thread or task of its own).
     #[tokio::test]
     async fn a_decoder_panic_is_an_error() {
         let (bytes, schema, _) = file();
@@ -799,10 +848,19 @@ mod tests {
         let local = dir.path().join(format!("{PANIC_PROBE}.parquet"));
         std::fs::write(&local, &bytes).unwrap();
         let target = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
-        for parts in [1, 2] {
+        let remote =
+            Storage::new().with_bucket("b", Arc::new(object_store::memory::InMemory::new()), true);
+        let remote_path = format!("s3://b/{PANIC_PROBE}.parquet");
+        remote.put(&remote_path, bytes.clone()).await.unwrap();
+        // A remote file's parts are read on tasks of their own (one part: on the scan's).
+        for (storage, path, parts) in [
+            (&Storage::new(), local.to_str().unwrap(), 1),
+            (&Storage::new(), local.to_str().unwrap(), 2),
+            (&remote, remote_path.as_str(), 2),
+        ] {
             let d = open(
-                &Storage::new(),
-                local.to_str().unwrap(),
+                storage,
+                path,
                 DirectOptions {
                     file_size: 0,
                     target: target.clone(),
@@ -922,11 +980,12 @@ mod tests {
                 .filter(|&p| keep.value(p) && !deleted.contains(p as u64))
                 .map(|p| p as i64)
                 .collect();
-            // A local file also in parts (their batches interleave: sorted here).
+            // Also in parts (their batches interleave: sorted here).
             for (storage, path, parts) in [
                 (&Storage::new(), local.as_str(), 1),
                 (&Storage::new(), local.as_str(), 3),
                 (&remote, "s3://b/f.parquet", 1),
+                (&remote, "s3://b/f.parquet", 3),
             ] {
                 let (got, positions, filtered) = read(
                     storage,

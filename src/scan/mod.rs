@@ -797,8 +797,8 @@ impl Scan {
         self
     }
 
-    /// When the scan reads fewer files than its concurrency, a local file of at least twice
-    /// `rows` rows is decoded in parts of at least `rows` rows, each on a core of its own,
+    /// When the scan reads fewer files than its concurrency, a file of at least twice `rows`
+    /// rows is decoded in parts of at least `rows` rows, each on a core of its own,
     /// cut at row group boundaries or, where the file has an offset index, at any row
     /// (default 524,288). Batches of a file's parts interleave; a scan for row-level
     /// operations (which wants positions) reads each file in one part.

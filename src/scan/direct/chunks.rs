@@ -169,6 +169,7 @@ pub(super) async fn fetch_blooms(
 }
 
 /// A remote data file read by byte ranges through the table's storage.
+#[derive(Clone)]
 pub(super) struct RangeReader {
     pub storage: Storage,
     pub path: String,

@@ -46,7 +46,7 @@ pub(super) struct FileRead {
     pub table: String,
     /// Row groups that cannot hold a row the filter keeps are not read.
     pub row_groups: Option<Arc<super::RowGroupFilter>>,
-    /// A local file is decoded in up to this many parts at once when no positions are
+    /// The file is decoded in up to this many parts at once when no positions are
     /// wanted (see [`direct::DirectOptions::parts`]).
     pub parts: usize,
 }

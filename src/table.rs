@@ -195,13 +195,23 @@ impl Table {
     /// The manifests a snapshot lists.
     pub async fn manifest_list(&self, snapshot: &Snapshot) -> Result<Vec<ManifestFile>> {
         let path = snapshot.manifest_list();
+        // Decoded lists are kept in the storage's memo, as manifests are (a snapshot's list
+        // never changes; Java's snapshots hold theirs once read).
+        let version = self.metadata.format_version();
+        let key = format!("{path}\nmanifest list v{}", version as u8);
+        let memo = self.storage.memo();
+        if let Some(list) = memo.get::<Vec<ManifestFile>>(&key) {
+            return Ok(list.as_ref().clone());
+        }
         let bytes = self
             .storage
             .get(path)
             .await
             .map_err(|e| e.context(format!("table {}", self.name())))?;
         let what = format!("manifest list '{path}' of table {}", self.name());
-        parse_manifest_list(&bytes, self.metadata.format_version(), &what)
+        let list = parse_manifest_list(&bytes, version, &what)?;
+        memo.put(&key, bytes.len() as u64, Arc::new(list.clone()));
+        Ok(list)
     }
 
     /// Reads one manifest (entries inherit sequence numbers and snapshot ids from `mf`).

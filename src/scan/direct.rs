@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::expr::BoundExpr;
 use crate::storage::Storage;
 use chunks::{fetch_blooms, Blooms, CountedBytes, Fetched, RangeReader};
-use prune::prune_row_groups;
+use prune::{prune_row_groups, RowGroupChoice};
 use row_filter::{row_filter, FilterError};
 
 /// Field ids at or above this are Iceberg's reserved metadata columns (row lineage): a file
@@ -162,63 +162,36 @@ struct Configured<T> {
     pruned: Vec<(u64, u64)>,
 }
 
-/// The row groups of a file read (with their position ranges), those left out, and the
-/// position ranges of pages the filter rules out: decided once per file (the scan's
-/// counters count it), whatever the parts it is read in.
-struct Reading {
-    /// `None`: every row group.
-    kept: Option<Vec<usize>>,
-    read: Vec<(u64, u64)>,
-    pruned: Vec<(u64, u64)>,
-    pages_pruned: Vec<(u64, u64)>,
+/// What a read of a file covers, decided once per file (the scan's counters count it),
+/// whatever the parts it is read in: the row groups `filter` (if any) leaves, by
+/// statistics, bloom filters and the page index; without one, every row group.
+fn choose_row_groups(
+    meta: &parquet::file::metadata::ParquetMetaData,
+    filter: Option<&crate::scan::RowGroupFilter>,
+    blooms: &Blooms,
+) -> RowGroupChoice {
+    if let Some(f) = filter {
+        return prune_row_groups(meta, blooms, f);
+    }
+    let mut start = 0u64;
+    let read = meta
+        .row_groups()
+        .iter()
+        .map(|g| {
+            let r = (start, start + g.num_rows().max(0) as u64);
+            start = r.1;
+            r
+        })
+        .collect();
+    RowGroupChoice {
+        kept: (0..meta.num_row_groups()).collect(),
+        read,
+        pruned: Vec::new(),
+        pages_pruned: Vec::new(),
+    }
 }
 
-impl Reading {
-    /// What `o`'s row filter (if any) leaves of the file, by statistics, bloom filters and
-    /// the page index.
-    fn of(
-        meta: &parquet::file::metadata::ParquetMetaData,
-        o: &DirectOptions,
-        blooms: &Blooms,
-    ) -> Self {
-        if let Some(f) = o.row_groups.as_deref() {
-            let choice = prune_row_groups(meta, blooms, f);
-            if !choice.pruned.is_empty() {
-                return Self {
-                    kept: Some(choice.kept),
-                    read: choice.read,
-                    pruned: choice.pruned,
-                    pages_pruned: choice.pages_pruned,
-                };
-            }
-            return Self {
-                pages_pruned: choice.pages_pruned,
-                ..Self::everything(meta)
-            };
-        }
-        Self::everything(meta)
-    }
-
-    /// Every row group of the file.
-    fn everything(meta: &parquet::file::metadata::ParquetMetaData) -> Self {
-        let mut start = 0u64;
-        let read = meta
-            .row_groups()
-            .iter()
-            .map(|g| {
-                let r = (start, start + g.num_rows().max(0) as u64);
-                start = r.1;
-                r
-            })
-            .collect();
-        Self {
-            kept: None,
-            read,
-            pruned: Vec::new(),
-            pages_pruned: Vec::new(),
-        }
-    }
-
+impl RowGroupChoice {
     /// The position windows `[start, end)` of up to `parts` parts of about equal rows to
     /// read: cut at row group boundaries, or inside a row group when the file has an offset
     /// index (the pages outside a part are then skipped unread, not decoded).
@@ -267,7 +240,7 @@ impl Reading {
 fn configure<T>(
     builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
     o: &DirectOptions,
-    reading: &Reading,
+    reading: &RowGroupChoice,
     deleted_runs: &[(u64, u64)],
     window: Option<(u64, u64)>,
 ) -> Option<Configured<T>> {
@@ -277,13 +250,12 @@ fn configure<T>(
     roots.sort_unstable();
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
     let mut builder = builder;
-    let all: Vec<usize> = (0..reading.read.len()).collect();
-    let groups = reading.kept.as_deref().unwrap_or(&all);
+    let row_groups = builder.metadata().num_row_groups();
     let (mut kept, mut read, mut pruned) = (Vec::new(), Vec::new(), reading.pruned.clone());
     // Inside the row groups read, what is not: pages ruled out and the rows outside `window`.
     let mut absent = reading.pages_pruned.clone();
     let (lo, hi) = window.unwrap_or((0, u64::MAX));
-    for (&g, &(s, e)) in groups.iter().zip(&reading.read) {
+    for (&g, &(s, e)) in reading.kept.iter().zip(&reading.read) {
         if e <= lo || s >= hi {
             pruned.push((s, e));
             continue;
@@ -298,7 +270,7 @@ fn configure<T>(
         }
     }
     absent.sort_unstable();
-    if reading.kept.is_some() || kept.len() < reading.read.len() {
+    if kept.len() < row_groups {
         builder = builder.with_row_groups(kept);
     }
     let skipped = super::ranges::merge_ranges(deleted_runs.to_vec(), absent.clone());
@@ -523,7 +495,11 @@ fn decode_local(
         return Ok(false);
     }
     fetched.start();
-    let reading = Reading::of(meta.metadata(), &o, &Blooms::File(data));
+    let reading = choose_row_groups(
+        meta.metadata(),
+        o.row_groups.as_deref(),
+        &Blooms::File(data),
+    );
     let deleted_runs = o
         .deleted
         .as_ref()
@@ -621,7 +597,7 @@ async fn open_remote(storage: &Storage, path: &str, o: DirectOptions) -> Result<
         .as_ref()
         .map(super::ranges::runs)
         .unwrap_or_default();
-    let reading = Reading::of(builder.metadata(), &o, &blooms);
+    let reading = choose_row_groups(builder.metadata(), o.row_groups.as_deref(), &blooms);
     let windows = reading.windows(builder.metadata(), o.parts);
     let o = std::sync::Arc::new(o);
     if windows.len() <= 1 {
@@ -912,7 +888,7 @@ mod tests {
                 .with_page_index_policy(policy)
                 .parse_and_finish(&bytes)
                 .unwrap();
-            let reading = Reading::everything(&meta);
+            let reading = choose_row_groups(&meta, None, &Blooms::File(bytes.clone()));
             assert_eq!(reading.read.len(), 4);
             let (s0, s1, s3) = (
                 reading.windows(&meta, 1),

@@ -91,6 +91,11 @@ pub(super) trait Planned {
         sink: Option<(&str, i64)>,
         held: Option<&mut Held>,
     ) -> Result<UpsertResult>;
+
+    /// Whether a conflict is resolved by planning the batch again (else it is returned).
+    fn replans(&self) -> bool {
+        true
+    }
 }
 
 impl Planned for ChangeBatch {
@@ -134,7 +139,7 @@ pub(super) async fn apply_with_retries(
                 if let Some(h) = held.as_deref_mut() {
                     h.clear().await;
                 }
-                if e.kind() != ErrorKind::Conflict {
+                if e.kind() != ErrorKind::Conflict || !batch.replans() {
                     return Err(e);
                 }
                 let props = table.properties()?;

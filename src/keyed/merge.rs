@@ -10,6 +10,8 @@ use arrow::row::RowConverter;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
+use futures::TryStreamExt;
+use iceberg::expr::Predicate;
 
 use super::aggregate::{fold_states, partial_states, Inputs};
 use super::batch::{ChangeBatch, UpsertOptions};
@@ -19,6 +21,7 @@ use super::fold::{key_converter, key_rows, versions_of, Columns, KeyMap};
 use super::state::MergeState;
 use crate::dml::{stage, stage_known, RowChanger, RowLevelKind, Staged};
 use crate::error::{Error, Result};
+use crate::scan::{Scan, SnapshotSelector};
 use crate::spec::keyed::{KeyedSpec, MergeEngine};
 use crate::spec::Schema;
 use crate::table::Table;
@@ -157,16 +160,24 @@ pub async fn pre_fold(table: &Table, changes: &ChangeBatch) -> Result<RecordBatc
     Ok(fold_states(&p.spec, &p.rows, &keys, None, &name)?.rows)
 }
 
-/// Folds `changes` into `table`'s stored rows and stages the result. With `state` (a
-/// writer's), the stored rows come from it (built first when it does not reflect `table`);
-/// `lookup` says how they were found.
-pub(super) async fn decide(
-    table: &Table,
-    changes: &ChangeBatch,
-    options: &UpsertOptions,
-    state: Option<&mut Option<MergeState>>,
-    lookup: &mut &'static str,
-) -> Result<MergeDecided> {
+/// A batch's rows as partial states and the changer that merges them with the stored rows
+/// of their keys.
+struct Setup {
+    write_table: Table,
+    new_schema: Option<(i32, Schema)>,
+    added_columns: Vec<String>,
+    /// The partial states' schema, their key columns and the keys' encoding.
+    schema: SchemaRef,
+    cols: Columns,
+    conv: RowConverter,
+    /// The row where each key first appears, in the order keys are numbered.
+    firsts: Vec<u32>,
+    /// Prunes the files that cannot hold the batch's keys.
+    filter: Option<Predicate>,
+    changer: MergeChanger,
+}
+
+fn setup(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Result<Setup> {
     let name = table.name();
     let Partials {
         write_table,
@@ -181,7 +192,6 @@ pub(super) async fn decide(
     let conv = key_converter(&schema, &cols.key)?;
     let keys = key_rows(&conv, &partials, &cols.key)?;
     let mut key_index: KeyMap<Box<[u8]>, u32> = KeyMap::default();
-    // The row where each key first appears.
     let mut firsts: Vec<u32> = Vec::new();
     for r in 0..keys.num_rows() {
         let next = key_index.len() as u32;
@@ -207,7 +217,7 @@ pub(super) async fn decide(
         })
         .transpose()?;
     let filter = super::fold::key_filter(&spec.key[0], partials.column(cols.key[0]));
-    let mut changer = MergeChanger {
+    let changer = MergeChanger {
         spec: spec.clone(),
         schema: schema.clone(),
         strict,
@@ -220,9 +230,106 @@ pub(super) async fn decide(
         seen: vec![false; n_keys],
         stored: Vec::new(),
         partials,
-        table: name.clone(),
+        table: name,
         counts: Counts::default(),
+        removed: None,
     };
+    Ok(Setup {
+        write_table,
+        new_schema,
+        added_columns,
+        schema,
+        cols,
+        conv,
+        firsts,
+        filter,
+        changer,
+    })
+}
+
+/// A batch merged with the stored rows of its keys, nothing written.
+pub(super) struct Merged {
+    /// The partial states' schema (the table's, relaxed).
+    pub schema: SchemaRef,
+    /// The keys' new rows (keys whose stored row stays, and rows folding to zero, left out).
+    pub rows: Option<RecordBatch>,
+    /// Keys whose stored row goes (their rows folded to zero), as rows of `schema`.
+    pub removed: RecordBatch,
+    pub counts: Counts,
+    /// Distinct keys in the batch.
+    pub keys: u64,
+}
+
+/// Merges `changes` with the stored rows of their keys in `table`'s current snapshot (read
+/// by a scan pruned by the keys' range) and returns each changed key's new row, staging
+/// nothing: a distributed upsert's shard ([`super::stage_merged_upsert`]).
+pub(super) async fn merged_rows(
+    table: &Table,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+) -> Result<Merged> {
+    let Setup {
+        new_schema,
+        schema,
+        filter,
+        mut changer,
+        ..
+    } = setup(table, changes, options)?;
+    if new_schema.is_some() {
+        return Err(Error::unsupported(format!(
+            "table {}: a distributed upsert does not evolve the schema",
+            table.name()
+        )));
+    }
+    if let Some(id) = table.metadata().current_snapshot_id() {
+        let mut scan = Scan::new(table)
+            .snapshot(SnapshotSelector::Id(id))
+            .in_current_schema();
+        if let Some(f) = filter {
+            scan = scan.prune(f);
+        }
+        let plan = scan.plan().await?;
+        let mut stored = scan.read(plan)?;
+        while let Some(b) = stored.try_next().await? {
+            changer.change(&b)?;
+        }
+    }
+    let rows = changer.finish()?.into_iter().next();
+    let removed = match changer.removed.take() {
+        Some(r) => r,
+        None => RecordBatch::new_empty(schema.clone()),
+    };
+    Ok(Merged {
+        schema,
+        rows,
+        removed,
+        counts: changer.counts,
+        keys: changer.seen.len() as u64,
+    })
+}
+
+/// Folds `changes` into `table`'s stored rows and stages the result. With `state` (a
+/// writer's), the stored rows come from it (built first when it does not reflect `table`);
+/// `lookup` says how they were found.
+pub(super) async fn decide(
+    table: &Table,
+    changes: &ChangeBatch,
+    options: &UpsertOptions,
+    state: Option<&mut Option<MergeState>>,
+    lookup: &mut &'static str,
+) -> Result<MergeDecided> {
+    let Setup {
+        write_table,
+        new_schema,
+        added_columns,
+        schema,
+        cols,
+        conv,
+        firsts,
+        filter,
+        mut changer,
+    } = setup(table, changes, options)?;
+    let n_keys = changer.seen.len();
     // A writer's state (not across a schema change) finds the stored rows without a read.
     let slot = match state {
         Some(slot) if new_schema.is_none() => Some(slot),
@@ -271,7 +378,7 @@ pub(super) async fn decide(
     for &i in &found {
         changer.seen[i] = true;
     }
-    if spec.engine == MergeEngine::FirstRow {
+    if changer.spec.engine == MergeEngine::FirstRow {
         // The stored row stays; the key's changes are ignored.
         removed.clear();
         st.keep_found();
@@ -360,6 +467,8 @@ struct MergeChanger {
     partials: RecordBatch,
     table: String,
     counts: Counts,
+    /// Set by `finish`: the stored keys whose rows folded to zero (they are removed).
+    removed: Option<RecordBatch>,
 }
 
 impl MergeChanger {
@@ -455,9 +564,11 @@ impl RowChanger for MergeChanger {
         };
         let merged = fold_states(&self.spec, &rows, &keys, versions.as_ref(), &self.table)?;
         let mut keep = Vec::with_capacity(merged.groups.len());
+        let mut removed = Vec::new();
         let mut c = Counts::default();
         for (g, members) in merged.groups.iter().enumerate() {
-            let had_stored = (members[0] as usize) < n_stored;
+            // The stored rows come first in `rows`, but a version column reorders members.
+            let had_stored = members.iter().any(|&m| (m as usize) < n_stored);
             // first-row: a key with a stored row keeps it (it was not read for merging).
             let first_row_kept = self.spec.engine == MergeEngine::FirstRow && {
                 let key = keys.row(members[0] as usize);
@@ -470,6 +581,7 @@ impl RowChanger for MergeChanger {
             } else if merged.zero[g] {
                 if had_stored {
                     c.deleted += 1;
+                    removed.push(g as u32);
                 } else {
                     c.ignored += 1;
                 }
@@ -483,6 +595,10 @@ impl RowChanger for MergeChanger {
             }
         }
         self.counts = c;
+        self.removed = Some(arrow_select::take::take_record_batch(
+            &merged.rows,
+            &arrow_array::UInt32Array::from(removed),
+        )?);
         if keep.is_empty() {
             return Ok(vec![]);
         }

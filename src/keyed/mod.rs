@@ -36,6 +36,7 @@ mod index;
 mod longmap;
 mod merge;
 mod readback;
+mod shards;
 mod sketch;
 mod staged;
 mod state;
@@ -45,7 +46,12 @@ pub use batch::{ChangeBatch, UpsertOptions, UpsertResult};
 pub use checkpoint::committed_checkpoint;
 pub(crate) use fold::latest_rows;
 pub use merge::pre_fold;
-pub use staged::{commit_staged_upserts, discard_staged_upserts, stage_upsert, StagedUpsert};
+pub use shards::{
+    discard_staged_shards, stage_merged_upsert, stage_shards, StagedShards, MAX_SHARDS,
+};
+pub use staged::{
+    commit_staged_upserts, discard_staged_upserts, stage_upsert, MergedOnto, StagedUpsert,
+};
 pub use tombstones::{expire_tombstones, tombstones, ExpireTombstonesResult, TombstoneReport};
 
 use std::sync::Arc;

@@ -59,6 +59,23 @@ pub struct StagedUpsert {
     pub input_rows: u64,
     /// Its winning changes (distinct keys).
     pub keys: u64,
+    /// For an engine that folds rows: the state of the table whose stored rows the task's
+    /// share was merged with (its rows are the keys' new rows, [`super::stage_merged_upsert`]);
+    /// `None` for the replace engine.
+    #[serde(default)]
+    pub merged_onto: Option<MergedOnto>,
+    /// Changes the engine ignored (`first-row`: keys already stored; rows folding to zero
+    /// for keys not stored).
+    #[serde(default)]
+    pub ignored: u64,
+}
+
+/// The table state a shard of a distributed upsert was merged with: its current snapshot
+/// (`None`: the table had none). The shards commit only onto that state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergedOnto {
+    /// The snapshot.
+    pub snapshot_id: Option<i64>,
 }
 
 /// Folds `changes` (a task's share, in arrival order) and writes the winning upserts as data
@@ -82,6 +99,31 @@ pub async fn stage_upsert(
         )));
     }
     let prep = prepare(table, changes, &UpsertOptions::default())?;
+    let keys = prep.folded.rows.num_rows() as u64;
+    let counts = Tally {
+        input_rows: changes.num_rows() as u64,
+        keys,
+        ignored: 0,
+    };
+    stage_prepared(table, &prep, job, counts, None).await
+}
+
+/// What a task's share counted.
+pub(super) struct Tally {
+    pub input_rows: u64,
+    pub keys: u64,
+    pub ignored: u64,
+}
+
+/// Writes the upserts of `prep` (its folded rows not deleting their key) as data files of
+/// `table` tagged with `job`, and the key list, committing nothing.
+pub(super) async fn stage_prepared(
+    table: &Table,
+    prep: &Prepared,
+    job: &StagingJob,
+    counts: Tally,
+    merged_onto: Option<MergedOnto>,
+) -> Result<StagedUpsert> {
     let upserts = arrow_select::filter::filter_record_batch(
         &prep.folded.rows,
         &arrow::compute::not(&prep.folded.deleted)?,
@@ -89,7 +131,7 @@ pub async fn stage_upsert(
     let batches = (upserts.num_rows() > 0).then_some(Ok(upserts));
     let files = stage_data_files(table, batches, job).await?;
     let listed = async {
-        let keys = task_keys(table, &prep, &files).await?;
+        let keys = task_keys(table, prep, &files).await?;
         let location = join(
             table.metadata().location(),
             &format!(
@@ -98,14 +140,7 @@ pub async fn stage_upsert(
                 job.suffix()
             ),
         );
-        let mut bytes = Vec::new();
-        let encode = |e: parquet::errors::ParquetError| {
-            Error::io(format!("writing the staged key list '{location}': {e}"))
-        };
-        let mut w = ArrowWriter::try_new(&mut bytes, keys.schema(), None).map_err(encode)?;
-        w.write(&keys).map_err(encode)?;
-        w.close().map_err(encode)?;
-        table.storage().put(&location, bytes.into()).await?;
+        put_parquet(table, &location, &keys).await?;
         Ok::<_, Error>(location)
     }
     .await;
@@ -114,14 +149,43 @@ pub async fn stage_upsert(
             table: table.name(),
             files,
             keys_location,
-            input_rows: changes.num_rows() as u64,
-            keys: prep.folded.rows.num_rows() as u64,
+            input_rows: counts.input_rows,
+            keys: counts.keys,
+            merged_onto,
+            ignored: counts.ignored,
         }),
         Err(e) => {
             let _ = discard_staged(table, std::slice::from_ref(&files)).await;
             Err(e.context(format!("staging an upsert of table {}", table.name())))
         }
     }
+}
+
+/// Writes `batch` as one Parquet file at `location` of `table`'s storage.
+pub(super) async fn put_parquet(table: &Table, location: &str, batch: &RecordBatch) -> Result<()> {
+    let mut bytes = Vec::new();
+    let encode = |e: parquet::errors::ParquetError| Error::io(format!("writing '{location}': {e}"));
+    let mut w = ArrowWriter::try_new(&mut bytes, batch.schema(), None).map_err(encode)?;
+    w.write(batch).map_err(encode)?;
+    w.close().map_err(encode)?;
+    table.storage().put(location, bytes.into()).await
+}
+
+/// The batches of the Parquet file at `location` of `table`'s storage (`what` names it in
+/// errors).
+pub(super) async fn get_parquet(
+    table: &Table,
+    location: &str,
+    what: &str,
+) -> Result<Vec<RecordBatch>> {
+    let bytes = table.storage().get(location).await?;
+    let bad = |e: &dyn std::fmt::Display| Error::corrupt(format!("{what} '{location}': {e}"));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| bad(&e))?;
+    reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| bad(&e))
 }
 
 /// The key list of a task: its written upserts (read back for their positions) and its
@@ -287,12 +351,34 @@ pub(super) struct StagedKeys {
     /// Every task's data files, in task order, with their partition spec ids.
     files: Vec<(DataFile, i32)>,
     input_rows: u64,
+    /// The tasks' distinct keys and ignored changes (counted by shards of an engine that
+    /// folds rows, whose key lists hold only the changed keys).
+    keys: u64,
+    ignored: u64,
+    /// The table state shards of an engine that folds rows were merged with: their rows
+    /// are final and commit onto that state only.
+    merged_onto: Option<MergedOnto>,
     /// The task files the last planning committed (as they are).
     committed: Mutex<HashSet<String>>,
 }
 
 impl StagedKeys {
     async fn load(table: &Table, staged: &[StagedUpsert]) -> Result<Self> {
+        let merged_onto = staged.first().and_then(|s| s.merged_onto);
+        if let Some(s) = staged.iter().find(|s| s.merged_onto != merged_onto) {
+            // A commit landed while the shards were merged: merge them again.
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                "staged upsert '{}' of table {} was merged onto another state of the table than \
+                 the first ({:?} vs {:?}); nothing was committed: merge the shards again",
+                s.keys_location,
+                table.name(),
+                s.merged_onto,
+                merged_onto
+            ),
+            ));
+        }
         let mut parts = Vec::with_capacity(staged.len());
         let mut files = Vec::new();
         let mut schema: Option<SchemaRef> = None;
@@ -300,16 +386,10 @@ impl StagedKeys {
             let offset = files.len() as u32;
             let task_files = crate::txn::staged_data_files(table, &s.files).await?;
             files.extend(task_files.into_iter().map(|f| (f, s.files.spec_id)));
-            let bytes = table.storage().get(&s.keys_location).await?;
+            let batches = get_parquet(table, &s.keys_location, "staged key list").await?;
             let bad = |e: &dyn std::fmt::Display| {
                 Error::corrupt(format!("staged key list '{}': {e}", s.keys_location))
             };
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .and_then(|b| b.build())
-                .map_err(|e| bad(&e))?;
-            let batches = reader
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|e| bad(&e))?;
             let this = match (&schema, batches.first()) {
                 (Some(s), _) => s.clone(),
                 (None, Some(b)) => b.schema(),
@@ -341,6 +421,9 @@ impl StagedKeys {
             parts,
             files,
             input_rows: staged.iter().map(|s| s.input_rows).sum(),
+            keys: staged.iter().map(|s| s.keys).sum(),
+            ignored: staged.iter().map(|s| s.ignored).sum(),
+            merged_onto,
             committed: Mutex::new(HashSet::new()),
         })
     }
@@ -352,8 +435,11 @@ impl StagedKeys {
         let cols = Columns::of(&spec, &schema).map_err(|e| {
             e.context("the staged key lists do not name the table's key columns (was the table changed after the tasks ran?)")
         })?;
-        let folded = fold::fold(&spec, &schema, &[], parts)?;
         let conv = key_converter(&schema, &cols.key)?;
+        let folded = match self.merged_onto {
+            None => fold::fold(&spec, &schema, &[], parts)?,
+            Some(_) => merged_keys(table, &schema, &cols, &conv, parts)?,
+        };
         let rows = key_rows(&conv, &folded.rows, &cols.key)?;
         Ok(Prepared {
             spec,
@@ -426,6 +512,11 @@ impl StagedKeys {
 }
 
 impl Planned for StagedKeys {
+    fn replans(&self) -> bool {
+        // Rows merged onto one state of the table are not planned again onto another.
+        self.merged_onto.is_none()
+    }
+
     async fn apply_once(
         &self,
         catalog: &Catalog,
@@ -446,16 +537,37 @@ impl Planned for StagedKeys {
             }
         }
         let spec = KeyedSpec::of(table.metadata(), &table.name())?;
-        if spec.engine != MergeEngine::Replace {
+        if (spec.engine == MergeEngine::Replace) == self.merged_onto.is_some() {
             return Err(Error::unsupported(format!(
-                "table {} now uses merge engine '{}'; the staged upsert folded by the replace \
-                 engine and was not committed",
+                "table {} now uses merge engine '{}'; the staged upsert folded by {} and was \
+                 not committed",
                 table.name(),
-                spec.engine.name()
+                spec.engine.name(),
+                match self.merged_onto {
+                    Some(_) => "an engine that folds rows",
+                    None => "the replace engine",
+                }
             )));
         }
+        if let Some(onto) = self.merged_onto {
+            let now = table.metadata().current_snapshot_id();
+            if now != onto.snapshot_id {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "table {} changed (snapshot {now:?}) since the staged shards were merged with \
+                         its stored rows (snapshot {:?}); nothing was committed: merge the shards again",
+                        table.name(),
+                        onto.snapshot_id
+                    ),
+                ));
+            }
+        }
         let prep = self.prepare(table, spec)?;
-        result.keys = prep.folded.rows.num_rows() as u64;
+        result.keys = match self.merged_onto {
+            Some(_) => self.keys,
+            None => prep.folded.rows.num_rows() as u64,
+        };
         let list = TombstoneList::of(table.metadata(), &table.name())?;
         let mut decided = decide_by_scan(table, &prep, &list, false).await?;
         let kept = match self
@@ -489,6 +601,7 @@ impl Planned for StagedKeys {
                 }
             };
         result.count(decided.settled.counts);
+        result.ignored += self.ignored;
         result.tombstone_records = decided.settled.tombstones.len() as u64;
         result.written_bytes += bytes;
         if let Ok(mut k) = self.committed.lock() {
@@ -497,6 +610,36 @@ impl Planned for StagedKeys {
         result.committed(decided.staged.commit(catalog, table, extras).await?, sink);
         Ok(result)
     }
+}
+
+/// The key lists of shards merged with the stored rows: every key once (shards hold
+/// disjoint keys), a row without a data file (`_file` null) deleting its key; versions are
+/// not compared again (the shards' merge took them into account).
+fn merged_keys(
+    table: &Table,
+    schema: &SchemaRef,
+    cols: &Columns,
+    conv: &arrow::row::RowConverter,
+    parts: &[Part],
+) -> Result<fold::Folded> {
+    let rows = arrow_select::concat::concat_batches(schema, parts.iter().map(|p| &p.batch))?;
+    let keys = key_rows(conv, &rows, &cols.key)?;
+    if fold::latest_rows(&keys, None).len() != rows.num_rows() {
+        return Err(Error::corrupt(format!(
+            "the staged shards of an upsert of table {} hold a key more than once (a key must \
+             be merged by one shard); nothing was committed",
+            table.name()
+        )));
+    }
+    let file = position_columns(&rows)?;
+    let deleted: BooleanArray = (0..rows.num_rows())
+        .map(|r| Some(file.is_null(r)))
+        .collect();
+    Ok(fold::Folded {
+        rows,
+        versions: None,
+        deleted,
+    })
 }
 
 /// The `_file` column of the folded key lists.

@@ -178,6 +178,16 @@ fn mode_name(m: floe::spec::WriteMode) -> &'static str {
     }
 }
 
+/// A distributed task's rows (`data`: Arrow data) as one batch of changes.
+fn task_changes(data: &Bound<'_, PyAny>) -> PyResult<floe::keyed::ChangeBatch> {
+    let (_, batches) = batches_of(data)?;
+    let mut changes = floe::keyed::ChangeBatch::new();
+    for b in batches {
+        changes.push("the task's rows", b.map_err(to_py)?);
+    }
+    Ok(changes)
+}
+
 fn parse_staged<T: serde::de::DeserializeOwned>(items: &[String]) -> PyResult<Vec<T>> {
     items
         .iter()
@@ -367,11 +377,7 @@ impl Table {
         py: Python<'py>,
         data: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (_, batches) = batches_of(&data)?;
-        let mut changes = floe::keyed::ChangeBatch::new();
-        for b in batches {
-            changes.push("the task's rows", b.map_err(to_py)?);
-        }
+        let changes = task_changes(&data)?;
         let table = self.get();
         let folded = run(
             py,
@@ -454,16 +460,61 @@ impl Table {
     /// [`floe::keyed::StagedUpsert`].
     fn stage_upsert(&self, py: Python<'_>, data: Bound<'_, PyAny>, job: &str) -> PyResult<String> {
         let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
-        let (_, batches) = batches_of(&data)?;
-        let mut changes = floe::keyed::ChangeBatch::new();
-        for b in batches {
-            changes.push("the task's rows", b.map_err(to_py)?);
-        }
+        let changes = task_changes(&data)?;
         let table = self.get();
         let r = run(py, async move {
             floe::keyed::stage_upsert(&table, &changes, &job).await
         })?;
         serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+    }
+
+    /// Splits `data` (a distributed upsert's task, the table's engine folding rows) by key
+    /// into `shards` files, folded first where the engine allows; returns the JSON of
+    /// [`floe::keyed::StagedShards`].
+    fn stage_shards(
+        &self,
+        py: Python<'_>,
+        data: Bound<'_, PyAny>,
+        shards: usize,
+        job: &str,
+    ) -> PyResult<String> {
+        let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
+        let changes = task_changes(&data)?;
+        let table = self.get();
+        let r = run(py, async move {
+            floe::keyed::stage_shards(&table, &changes, shards, &job).await
+        })?;
+        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+    }
+
+    /// Merges shard `shard` of the tasks' `stage_shards` results (JSON, in task order) with
+    /// the stored rows and stages the keys' new rows; returns the JSON of
+    /// [`floe::keyed::StagedUpsert`] (committed by `commit_staged_upserts`).
+    fn stage_merged_upsert(
+        &self,
+        py: Python<'_>,
+        tasks: Vec<String>,
+        shard: usize,
+        job: &str,
+    ) -> PyResult<String> {
+        let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
+        let tasks: Vec<floe::keyed::StagedShards> = parse_staged(&tasks)?;
+        let (cat, table) = (self.cat(), self.get());
+        let r = run(py, async move {
+            let t = cat.load_table(table.ident()).await?;
+            floe::keyed::stage_merged_upsert(&t, &tasks, shard, &job).await
+        })?;
+        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+    }
+
+    /// Deletes the shard files of the tasks' `stage_shards` results (JSON).
+    fn discard_staged_shards(&self, py: Python<'_>, tasks: Vec<String>) -> PyResult<()> {
+        let tasks: Vec<floe::keyed::StagedShards> = parse_staged(&tasks)?;
+        let table = self.get();
+        run(py, async move {
+            floe::keyed::discard_staged_shards(&table, &tasks).await;
+            Ok(())
+        })
     }
 
     /// Applies the tasks' staged upserts (JSON of each task's `stage_upsert`, in task

@@ -263,6 +263,11 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
         let dident =
             floe::table::parse_ident(&format!("db.{}_d", case.engine.replace('-', "_"))).unwrap();
         let mut dt = create(&cat, &dident, &case).await;
+        // And shuffled: the tasks split their shares by key into 1-3 shards, each shard is
+        // merged with the stored rows apart, and the shards commit at once.
+        let sident =
+            floe::table::parse_ident(&format!("db.{}_s", case.engine.replace('-', "_"))).unwrap();
+        let mut st = create(&cat, &sident, &case).await;
         for b in 0..6 {
             let mut changes = ChangeBatch::new();
             let mut files = Vec::new();
@@ -297,6 +302,7 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
             cuts.extend([0, total]);
             cuts.sort();
             let mut folded = ChangeBatch::new();
+            let mut shares = Vec::new();
             for (i, w) in cuts.windows(2).enumerate() {
                 // The task's rows [w[0], w[1]) of the batch's parts, in order.
                 let mut share = ChangeBatch::new();
@@ -312,6 +318,7 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
                     .await
                     .unwrap_or_else(|e| panic!("{} batch {b} task {i}: {e}", case.engine));
                 folded.push(format!("task {i}"), f);
+                shares.push(share);
             }
             let dr = floe::keyed::upsert(
                 &cat,
@@ -322,6 +329,54 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
             .await
             .unwrap_or_else(|e| panic!("{} batch {b} (pre-folded): {e}", case.engine));
             dt = dr.table;
+            let n_shards = rng.gen_range(1..4);
+            let job = floe::txn::StagingJob::new();
+            let mut tasks = Vec::new();
+            for share in &shares {
+                tasks.push(
+                    floe::keyed::stage_shards(&st, share, n_shards, &job)
+                        .await
+                        .unwrap_or_else(|e| panic!("{} batch {b} shards: {e}", case.engine)),
+                );
+            }
+            let mut staged = Vec::new();
+            for shard in 0..n_shards {
+                staged.push(
+                    floe::keyed::stage_merged_upsert(&st, &tasks, shard, &job)
+                        .await
+                        .unwrap_or_else(|e| panic!("{} batch {b} shard {shard}: {e}", case.engine)),
+                );
+            }
+            let sr = floe::keyed::commit_staged_upserts(
+                &cat,
+                &sident,
+                &staged,
+                &UpsertOptions::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{} batch {b} (shuffled): {e}", case.engine));
+            floe::keyed::discard_staged_shards(&st, &tasks).await;
+            st = sr.table;
+            assert_eq!(
+                (
+                    sr.inserted,
+                    sr.updated,
+                    sr.deleted,
+                    sr.ignored,
+                    sr.keys,
+                    sr.input_rows
+                ),
+                (
+                    r.inserted,
+                    r.updated,
+                    r.deleted,
+                    r.ignored,
+                    r.keys,
+                    r.input_rows
+                ),
+                "{} batch {b}: shuffled tasks ({n_shards} shards) count as one upsert",
+                case.engine
+            );
             assert_eq!(
                 (dr.inserted, dr.updated, dr.deleted, dr.ignored),
                 (r.inserted, r.updated, r.deleted, r.ignored),
@@ -353,6 +408,12 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
                 floe_rows(&t, None, &all).await,
                 floe_rows(&dt, None, &all).await,
                 "{} batch {b}: the pre-folded tasks' rows (cuts {cuts:?})",
+                case.engine
+            );
+            assert_eq!(
+                floe_rows(&t, None, &all).await,
+                floe_rows(&st, None, &all).await,
+                "{} batch {b}: the shuffled tasks' rows (cuts {cuts:?}, {n_shards} shards)",
                 case.engine
             );
             snapshots.push(t.current_snapshot().map(|s| s.snapshot_id()));

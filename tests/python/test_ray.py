@@ -52,10 +52,11 @@ def fragmented(catalog, name, rng):
     return t
 
 
-def check_peers(warehouse, t, want):
-    assert rows(plain(t.scan().to_arrow())) == want
-    assert rows(plain(pyiceberg_catalog(warehouse).load_table(t.name).scan().to_arrow())) == want
-    assert rows(plain(duckdb_rows(t.metadata_location))) == want
+def check_peers(warehouse, t, want, key=("id",)):
+    assert rows(plain(t.scan().to_arrow()), key) == want
+    assert rows(plain(pyiceberg_catalog(warehouse).load_table(t.name).scan().to_arrow()),
+                key) == want
+    assert rows(plain(duckdb_rows(t.metadata_location)), key) == want
     spark_check(t, f"ray {t.name}")
 
 
@@ -356,40 +357,58 @@ def test_distributed_upsert_rounds_equal_single_process(catalog, warehouse, fv, 
     check_peers(warehouse, t, want)
 
 
-@pytest.mark.parametrize("engine", ["aggregate", "sum", "partial-update", "first-row"])
-def test_merge_engine_upsert_folded_in_tasks_equals_single_process(catalog, warehouse, engine):
+@pytest.mark.parametrize("engine", ["aggregate", "sum", "partial-update", "partial-update-ver",
+                                    "first-row"])
+def test_merge_engine_upsert_shuffled_equals_single_process(catalog, warehouse, engine):
     """A merge engine's Ray upsert: each task folds its rows by key with the functions'
     states (duplicates of a key within and across tasks, nulls, input columns that are not
-    table columns), the driver merges the folded rows with the stored ones: after every round
-    the rows (states included) and counts are those of one single-process upsert."""
+    table columns; a partial-update ordered by a version column keeps its rows) and splits
+    them by key into shards; one Ray task per shard merges it with the stored rows and
+    writes the new rows; the driver commits once. After every round the rows (states
+    included) and counts are those of one single-process upsert, no row or shard file is
+    left behind, and in the last round a commit landing while the shards merge makes the
+    driver merge them again."""
     rng = random.Random(len(engine))
     schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("hits", pa.int64()),
                         ("top", pa.float64()), ("avg_ms", pa.float64()), ("users", pa.int64()),
-                        ("last", pa.string())])
-    props = {"floe.merge-engine": engine, "write.merge.mode": "merge-on-read"}
+                        ("last", pa.string()), ("ver", pa.int64())])
+    props = {"floe.merge-engine": engine.removesuffix("-ver"),
+             "write.merge.mode": "merge-on-read"}
     if engine == "aggregate":
         props.update({"floe.aggregate.hits": "sum", "floe.aggregate.top": "max",
                       "floe.aggregate.avg_ms": "avg:ms", "floe.aggregate.users": "count_distinct:user",
                       "floe.aggregate.last": "last_non_null"})
     if engine == "sum":
         props.update({"floe.aggregate.hits": "sum", "floe.merge.drop-zero-rows": "true"})
+    if engine == "partial-update-ver":
+        props["floe.merge.version-column"] = "ver"
     for name in ("db.single", "db.ray"):
         catalog.create_table(name, schema=schema, primary_key="k", format_version=3,
                              properties=props)
-    for rnd in range(3):
+    rounds = 4
+    for rnd in range(rounds):
         n = 300
         maybe = lambda v: None if rng.random() < 0.15 else v  # noqa: E731
         cols = {"k": [rng.randrange(60) for _ in range(n)],
                 "hits": [maybe(rng.randrange(-3, 4)) for _ in range(n)],
                 "top": [maybe(rng.uniform(-5, 5)) for _ in range(n)],
-                "last": [maybe(f"r{rnd}-{i}") for i in range(n)]}
+                "last": [maybe(f"r{rnd}-{i}") for i in range(n)],
+                # distinct versions, out of order across rounds and tasks
+                "ver": rng.sample(range(100_000), n)}
         if engine == "aggregate":
             cols["ms"] = [maybe(float(rng.randrange(100))) for _ in range(n)]
             cols["user"] = [maybe(rng.randrange(40)) for _ in range(n)]
         data = pa.table(cols)
         single = catalog.load_table("db.single").upsert(data)
-        sink = fr.FloeDatasink(catalog, "db.ray", mode="upsert")
-        assert sink.pre_fold and not sink.staged_upsert
+        sink = fr.FloeDatasink(catalog, "db.ray", mode="upsert", shards=3)
+        assert sink.shuffled and not sink.staged_upsert
+        if rnd == rounds - 1:
+            # Another writer commits a key no batch has while the shards merge (the single-
+            # process table gets it too).
+            extra = data.slice(0, 1).set_column(0, "k", pa.array([1000], pa.int64()))
+            catalog.load_table("db.single").upsert(extra)
+            sink = RacedSink(catalog, "db.ray", mode="upsert", shards=3,
+                             race=lambda: catalog.load_table("db.ray").upsert(extra))
         # Blocks in order (one task each): arrival order decides first/last.
         ctx = ray.data.DataContext.get_current()
         ctx.execution_options.preserve_order = True
@@ -398,11 +417,48 @@ def test_merge_engine_upsert_folded_in_tasks_equals_single_process(catalog, ware
         finally:
             ctx.execution_options.preserve_order = False
         r = sink.result
-        for key in ("inserted_records_count", "updated_records_count", "deleted_records_count"):
-            assert getattr(r, key) == getattr(single, key), (rnd, key)
+        for key in ("inserted_records_count", "updated_records_count", "deleted_records_count",
+                    "keys_count", "input_records_count", "stale_records_count"):
+            assert getattr(r, key) == getattr(single, key), (rnd, key, r, single)
+        assert r.attempts_count == 1
         want = rows(plain(catalog.load_table("db.single").scan().to_arrow()), key=("k",))
         got = rows(plain(catalog.load_table("db.ray").scan().to_arrow()), key=("k",))
         assert got == want, rnd
+    assert sink.raced == 1
+    t = catalog.load_table("db.ray")
+    left = t.remove_orphan_files(older_than="2100-01-01T00:00:00Z", dry_run=True)
+    assert [p for p in left.orphan_file_locations
+            if "/metadata/staged-" in p or "/metadata/" not in p] == []
+    if engine == "sum":
+        check_peers(warehouse, t, got, key=("k",))
+
+
+class RacedSink(fr.FloeDatasink):
+    """A sink whose first shard merge is overtaken by another writer's commit."""
+
+    def __init__(self, *args, race, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.race, self.raced = race, 0
+
+    def _commit_shuffled(self, table, tasks):
+        inner = table._inner
+        sink = self
+
+        class Racing:
+            def __getattr__(self, name):
+                return getattr(inner, name)
+
+            def commit_staged_upserts(self, *args):
+                if not sink.raced:
+                    sink.raced += 1
+                    sink.race()
+                return inner.commit_staged_upserts(*args)
+
+        class Proxy:
+            _inner = Racing()
+            properties = table.properties
+
+        return super()._commit_shuffled(Proxy(), tasks)
 
 
 class FailingSink(fr.FloeDatasink):

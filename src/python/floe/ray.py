@@ -18,16 +18,19 @@
   that lost (to another task's change of the key, or to a higher stored version or
   tombstone) and commits once with the tombstones and ``sink_id``/``checkpoint``: the
   result is that of one :meth:`floe.Table.upsert` of all the rows, and no row passes
-  through the driver. The engines that fold rows (``sum``, ``aggregate``,
-  ``partial-update``, ``first-row``) need the stored rows: each task folds its rows into one
-  row per key with the functions' states (``pre_fold``; merging is associative) and the
-  driver merges those with the stored rows in one ``upsert``. A ``partial-update`` ordered
-  by a version column (folding it in shares would lose the order) and
-  ``evolve_schema=True`` hand the rows as they are to the driver (the result's
-  ``input_records_count`` counts the folded rows otherwise). A key's changes in different
-  tasks are folded in the order Ray returns the tasks' results: give the table a version
-  column (or set ``DataContext.execution_options.preserve_order``) when arrival order
-  decides.
+  through the driver. The engines that fold rows (``sum``, ``aggregate``, ``partial-update``,
+  ``first-row``) need the stored rows of the keys, so their upsert shuffles by key: each
+  write task folds its rows into one row per key with the functions' states (``pre_fold``;
+  merging is associative; a ``partial-update`` ordered by a version column keeps the rows as
+  they are) and writes them split by a hash of the key into ``shards`` files; the driver
+  then runs one Ray task per shard, which merges that shard of every task (in task order)
+  with the stored rows of its keys and writes the keys' new rows as data files; the driver
+  commits all shards at once, onto the state of the table they merged with (after a
+  concurrent commit the shards are merged again, up to ``commit.retry.num-retries`` times).
+  ``evolve_schema=True`` hands the rows as they are to the driver instead. A key's changes
+  in different tasks are folded in the order Ray returns the tasks' results: give the table
+  a version column (or set ``DataContext.execution_options.preserve_order``) when arrival
+  order decides.
   Every file the tasks stage carries the sink's staging job id in its name: when the job
   fails before the commit (a task raises, the driver's ``on_write_complete`` fails before
   committing), ``on_write_failed`` deletes what the finished tasks staged, though Ray hands
@@ -70,6 +73,11 @@ __all__ = ["rewrite_data_files", "FloeDatasink", "FloeDatasource", "read_floe"]
 
 def _rewrite_task(table: Table, plan: str, group: int) -> str:
     return table._inner.execute_rewrite_task(plan, group)
+
+
+def _merge_shard(catalog: Catalog, identifier: str, tasks: List[str], shard: int,
+                 job: str) -> str:
+    return catalog.load_table(identifier)._inner.stage_merged_upsert(tasks, shard, job)
 
 
 def rewrite_data_files(
@@ -201,6 +209,7 @@ class FloeDatasink(Datasink):
         sink_id: Optional[str] = None,
         checkpoint: Optional[int] = None,
         evolve_schema: bool = False,
+        shards: Optional[int] = None,
     ) -> None:
         if mode not in ("append", "upsert"):
             raise floe.InvalidInputError(f"mode={mode!r}: expected 'append' or 'upsert'")
@@ -220,11 +229,16 @@ class FloeDatasink(Datasink):
         engine = table.properties.get("floe.merge-engine", "replace")
         #: Whether upsert tasks write their rows (else the driver applies them).
         self.staged_upsert = mode == "upsert" and engine == "replace" and not evolve_schema
-        #: Whether upsert tasks fold their rows by key first (merge engines that fold; not
-        #: a partial-update ordered by a version column, whose fold is not associative).
-        self.pre_fold = (mode == "upsert" and engine != "replace" and not evolve_schema
-                         and not (engine == "partial-update"
-                                  and "floe.merge.version-column" in table.properties))
+        #: Whether upsert tasks split their rows by key into shards, merged with the stored
+        #: rows by one Ray task per shard (merge engines that fold rows).
+        self.shuffled = mode == "upsert" and engine != "replace" and not evolve_schema
+        if shards is not None and not 1 <= shards <= 4096:
+            raise floe.InvalidInputError(f"shards={shards}: expected 1 to 4096")
+        if shards is None:
+            cpus = ray.cluster_resources().get("CPU", 0) if ray.is_initialized() else 0
+            shards = max(1, int(cpus)) if cpus else 4
+        #: Shards of a shuffled upsert (default: the cluster's CPUs).
+        self.shards = shards
 
     def get_name(self) -> str:
         return f"Floe({self.identifier})"
@@ -233,15 +247,12 @@ class FloeDatasink(Datasink):
         data = _as_arrow(blocks)
         if data.num_rows == 0:
             return None
-        if self.mode == "upsert" and not self.staged_upsert:
-            if self.pre_fold:
-                # One row per key, states included: the driver merges them with the stored
-                # rows (merging is associative, so task order keeps arrival order).
-                return self.catalog.load_table(self.identifier)._inner.pre_fold(data)
-            # The rows as given: the upsert conforms them itself (evolving the schema), and
-            # folding them in order needs them all.
-            return data
         table = self.catalog.load_table(self.identifier)
+        if self.shuffled:
+            return table._inner.stage_shards(data, self.shards, self.job)
+        if self.mode == "upsert" and not self.staged_upsert:
+            # The rows as given: the upsert conforms them itself (evolving the schema).
+            return data
         if self.staged_upsert:
             return table._inner.stage_upsert(data, self.job)
         return table._inner.stage(data, self.job)
@@ -261,17 +272,44 @@ class FloeDatasink(Datasink):
                 UpsertResult,
                 table._inner.commit_staged_upserts(returned, self.sink_id, self.checkpoint),
             )
-        if self.pre_fold:
-            return _result(
-                UpsertResult,
-                table._inner.upsert_pre_folded(returned, self.sink_id, self.checkpoint),
-            )
+        if self.shuffled:
+            return self._commit_shuffled(table, returned)
         rows = (pa.concat_tables(returned, promote_options="permissive") if returned
                 else table.schema().empty_table())
         return _result(
             UpsertResult,
             table._inner.upsert(rows, self.sink_id, self.checkpoint, self.evolve_schema),
         )
+
+    def _commit_shuffled(self, table: Table, tasks: List[str]) -> UpsertResult:
+        """Merges each shard in a Ray task and commits them all; merges again after a
+        concurrent commit. The shard files go in any case (no snapshot references them)."""
+        if not tasks:  # no rows: the checkpoint alone
+            return _result(
+                UpsertResult, table._inner.upsert_pre_folded([], self.sink_id, self.checkpoint)
+            )
+        split = [json.loads(t)["shards"] for t in tasks]
+        shards = [s for s in range(self.shards) if any(t[s] for t in split)]
+        retries = int(table.properties.get("commit.retry.num-retries", "4"))
+        merge = ray.remote(_merge_shard)
+        try:
+            for attempt in range(retries + 1):
+                try:
+                    staged = ray.get([merge.remote(self.catalog, self.identifier, tasks, s,
+                                                   self.job) for s in shards])
+                except BaseException:
+                    # Nothing is being committed: what the shard tasks staged goes.
+                    table._inner.discard_staging_job(self.job)
+                    raise
+                try:
+                    return _result(UpsertResult, table._inner.commit_staged_upserts(
+                        staged, self.sink_id, self.checkpoint))
+                except floe.ConflictError:  # the commit deleted what it staged
+                    if attempt == retries:
+                        raise
+            raise AssertionError("unreachable")
+        finally:
+            table._inner.discard_staged_shards(tasks)
 
     def on_write_failed(self, error: Exception) -> None:
         # Before a commit began, nothing of this job is committed: delete what the tasks

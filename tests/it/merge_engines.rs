@@ -620,3 +620,67 @@ async fn merge_engine_mistakes_are_refused_and_commit_nothing() {
     );
     let _ = (t, Path::new("."));
 }
+
+/// A partial-update table ordered by a version column: a batch's older versions of stored
+/// keys fold under the stored row (its values stay where they are not null) and still count
+/// as updates, not inserts (a version reorders a key's rows: the stored row is not first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_update_by_version_counts_stored_keys_as_updated() {
+    let (_dir, cat) = sqlite_catalog();
+    let ident = floe::table::parse_ident("db.profile").unwrap();
+    let c = TableCreation::new(
+        floe::spec::parse_schema("k long not null, hits long, ls string, ver long").unwrap(),
+    )
+    .with_primary_key(&["k".to_string()])
+    .with_property("floe.merge-engine", "partial-update")
+    .with_property("floe.merge.version-column", "ver");
+    cat.create_table(&ident, c).await.unwrap();
+    let batch = |keys: std::ops::Range<i64>, ver: i64, ls: Option<&str>| {
+        let n = keys.end - keys.start;
+        RecordBatch::try_from_iter([
+            (
+                "k",
+                Arc::new(Int64Array::from_iter_values(keys.clone())) as ArrayRef,
+            ),
+            (
+                "hits",
+                Arc::new(Int64Array::from_iter_values(keys.map(|k| k * ver))) as _,
+            ),
+            ("ls", Arc::new(StringArray::from(vec![ls; n as usize])) as _),
+            (
+                "ver",
+                Arc::new(Int64Array::from(vec![ver; n as usize])) as _,
+            ),
+        ])
+        .unwrap()
+    };
+    let apply = |b: RecordBatch| {
+        let cat = cat.clone();
+        let ident = ident.clone();
+        async move {
+            floe::keyed::upsert(
+                &cat,
+                &ident,
+                &ChangeBatch::from_batches([b]),
+                &UpsertOptions::default(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let r = apply(batch(0..10, 5, Some("five"))).await;
+    assert_eq!((r.inserted, r.updated), (10, 0));
+    // Keys 0..10 again at an older version with a null `ls`, keys 10..15 new.
+    let r = apply(batch(0..15, 1, None)).await;
+    assert_eq!((r.inserted, r.updated, r.ignored), (5, 10, 0));
+    let got = floe_rows(&r.table, None, &["k", "hits", "ls", "ver"]).await;
+    assert_eq!(got.len(), 15);
+    for row in got {
+        let k = row[0].as_i64().unwrap();
+        let want = match k < 10 {
+            true => vec![json!(k), json!(k * 5), json!("five"), json!(5)],
+            false => vec![json!(k), json!(k), Value::Null, json!(1)],
+        };
+        assert_eq!(row, want, "key {k}");
+    }
+}

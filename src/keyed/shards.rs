@@ -14,7 +14,7 @@
 //!    (else a conflict: the shards are merged again onto the new state).
 
 use arrow::row::{RowConverter, SortField};
-use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use serde::{Deserialize, Serialize};
 
 use super::batch::{ChangeBatch, UpsertOptions};
@@ -84,13 +84,19 @@ pub async fn stage_shards(
     };
     let mut written: Vec<Vec<String>> = vec![Vec::new(); shards];
     for rows in &parts {
-        let of_row = hasher.shards(rows, shards, "the task's rows")?;
-        for (s, files) in written.iter_mut().enumerate() {
-            let mask: BooleanArray = of_row.iter().map(|&r| Some(r as usize == s)).collect();
-            let part = arrow_select::filter::filter_record_batch(rows, &mask)?;
-            if part.num_rows() == 0 {
+        let mut of_shard: Vec<Vec<u32>> = vec![Vec::new(); shards];
+        for (r, s) in hasher
+            .shards(rows, shards, "the task's rows")?
+            .into_iter()
+            .enumerate()
+        {
+            of_shard[s as usize].push(r as u32);
+        }
+        for (s, (files, idx)) in written.iter_mut().zip(of_shard).enumerate() {
+            if idx.is_empty() {
                 continue;
             }
+            let part = arrow_select::take::take_record_batch(rows, &UInt32Array::from(idx))?;
             let location = join(
                 table.metadata().location(),
                 &format!(

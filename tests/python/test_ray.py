@@ -535,3 +535,36 @@ def test_datasource_reads_with_pushdown(catalog):
     assert got.column_names == ["id", "v"]
     assert rows(plain(got)) == rows(plain(want))
     assert fr.read_floe(t).count() == t.scan().count()
+
+
+@pytest.mark.parametrize("fail_in", ["task", "shard", "driver"])
+def test_a_failed_shuffled_upsert_leaves_nothing(catalog, warehouse, fail_in):
+    """A merge engine's shuffled upsert failing in a write task (after others split their
+    rows), in a shard's merge (a new key whose merged row lacks a required column: the
+    tasks' shard files and the other shards' staged rows exist by then), or in the driver
+    before its commit: the job raises, and the table's files and rows are those of before."""
+    rng = random.Random(12)
+    t = catalog.create_table("db.s", schema="id long not null, g int, hits long, v string not null",
+                             primary_key="id", properties={"floe.merge-engine": "sum",
+                                                           "floe.aggregate.hits": "sum"})
+    t.upsert(pa.table({"id": list(range(300)), "g": pa.array([1] * 300, pa.int32()),
+                       "hits": [1] * 300,
+                       "v": [f"v{i}" for i in range(300)]}))
+    before, want = files_of(warehouse), rows(plain(t.scan().to_arrow()))
+
+    def block(ids, v=lambda i: f"w{rng.randrange(9)}"):
+        return pa.table({"id": ids, "g": pa.array([1] * len(ids), pa.int32()),
+                         "hits": [2] * len(ids),
+                         "v": [v(i) for i in ids]})
+
+    data = [block(list(range(i, i + 100))) for i in (0, 150)]
+    if fail_in == "task":
+        data.append(block(list(range(1000, 1100))))
+    if fail_in == "shard":  # key 2000 is new and comes without v
+        data.append(block([2000, 5], v=lambda i: None))
+    sink = FailingSink(catalog, "db.s", mode="upsert", shards=3, fail_in=fail_in)
+    assert sink.shuffled
+    with pytest.raises(Exception, match="failed|required column 'v'"):
+        ray.data.from_arrow(data).write_datasink(sink)
+    assert files_of(warehouse) == before
+    assert rows(plain(catalog.load_table("db.s").scan().to_arrow())) == want

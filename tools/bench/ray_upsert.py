@@ -2,6 +2,7 @@
 """A distributed upsert through Ray's sink: the tasks write (staged) vs the driver applies.
 
     python tools/bench/ray_upsert.py [--rows N] [--changes M] [--tasks T] [--cpus C]
+        [--engine replace|aggregate]
 
 Run with a python that has the floe wheel (release build for figures: `pip install .`) and
 `ray[data]` (tools/python/setup.sh's venv). A keyed table (id long, v string, ver long;
@@ -11,12 +12,17 @@ not hold them) and are upserted through
 `floe.ray.FloeDatasink(mode="upsert")`:
   * staged: the sink's default for the replace engine: each task folds its rows and writes
     them as data files with a key list; the driver folds key lists only and commits once;
-  * driver: the tasks hand their rows to the driver (the path of the merge engines and of
-    evolve_schema), which applies them as one `Table.upsert`;
+    with `--engine aggregate` (hits = sum, users = count_distinct:user, v = last; the
+    table's rows loaded by an upsert) the sink's shuffle: each task folds its rows by key
+    and splits them into shards, a Ray task per shard merges it with the stored rows and
+    writes the new rows, the driver commits once;
+  * driver: the tasks hand their rows to the driver (the path of evolve_schema), which
+    applies them as one `Table.upsert`;
   * single: one `Table.upsert` of the same rows in one process, no Ray (the baseline).
 Each variant runs in its own process (a fresh table cloned from the same base, zero-copy),
 and reports wall time (for Ray: the write, from the sink's creation, with the driver's
-`on_write_complete` on its own) and the driver process's peak RSS (ru_maxrss); the ratios are against
+`on_write_complete` on its own) and the driver process's peak RSS (VmHWM of /proc/self/status:
+ru_maxrss would carry the parent's peak, which Linux folds into a child's at exec); the ratios are against
 `single`. The rows of the three tables are compared at the end: they must be equal.
 """
 
@@ -25,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -35,12 +40,26 @@ import time
 import pyarrow as pa
 
 
-def changes(rows: int, m: int, width: int = 0) -> pa.Table:
+def changes(rows: int, m: int, width: int = 0, engine: str = "replace") -> pa.Table:
     half = m // 2
     ids = list(range(0, 2 * half, 2)) + list(range(rows, rows + m - half))
     pad = "x" * width
-    return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"new{i}{pad}" for i in ids],
-                     "ver": pa.array([2] * len(ids), pa.int64())})
+    cols = {"id": pa.array(ids, pa.int64()), "v": [f"new{i}{pad}" for i in ids]}
+    if engine == "aggregate":
+        cols["hits"] = pa.array([1] * len(ids), pa.int64())
+        cols["user"] = pa.array([i % 1000 for i in ids], pa.int64())
+    else:
+        cols["ver"] = pa.array([2] * len(ids), pa.int64())
+    return pa.table(cols)
+
+
+def peak_rss() -> int:
+    """This process's peak resident set (bytes) since its exec."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def run_variant(args: argparse.Namespace) -> None:
@@ -49,7 +68,7 @@ def run_variant(args: argparse.Namespace) -> None:
     name = f"db.{args.variant}"
     commit_s = 0.0
     if args.variant == "single":
-        data = changes(args.rows, args.changes, args.width)
+        data = changes(args.rows, args.changes, args.width, args.engine)
         t0 = time.perf_counter()
         cat.load_table(name).upsert(data)
     else:
@@ -57,13 +76,13 @@ def run_variant(args: argparse.Namespace) -> None:
         import floe.ray as fr
         ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False
-        rows, m, tasks, width = args.rows, args.changes, args.tasks, args.width
+        rows, m, tasks, width, engine = args.rows, args.changes, args.tasks, args.width, args.engine
 
         # The rows are made in the tasks (block i: the i-th slice of `changes`), not in
         # the driver, whose memory then holds what the sink sends it and nothing else.
         def block(batch):
             i = int(batch["id"][0])
-            full = changes(rows, m, width)
+            full = changes(rows, m, width, engine)
             per = -(-m // tasks)
             return full.slice(i * per, per)
 
@@ -81,10 +100,10 @@ def run_variant(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         sink = Timed(cat, name, mode="upsert")
         if args.variant == "driver":
-            sink.staged_upsert = False
+            sink.staged_upsert = sink.shuffled = False
         ds.write_datasink(sink)
     wall = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = peak_rss()
     print(json.dumps({"variant": args.variant, "wall_s": wall, "commit_s": commit_s,
                       "driver_peak_rss": rss}))
 
@@ -96,6 +115,7 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=8)
     p.add_argument("--cpus", type=int, default=2)
     p.add_argument("--width", type=int, default=0, help="extra bytes of each change's v")
+    p.add_argument("--engine", choices=("replace", "aggregate"), default="replace")
     p.add_argument("--variant")
     p.add_argument("--warehouse")
     args = p.parse_args()
@@ -106,13 +126,27 @@ def main() -> None:
     try:
         wh = os.path.join(work, "wh")
         cat = floe.load_catalog("default", warehouse=wh)
-        base = cat.create_table("db.base", schema="id long not null, v string, ver long",
-                                primary_key="id", format_version=3,
-                                properties={"floe.merge.version-column": "ver",
-                                            "write.merge.mode": "merge-on-read"})
         ids = pa.array(range(args.rows), pa.int64())
-        base.append(pa.table({"id": ids, "v": [f"old{i}" for i in range(args.rows)],
-                              "ver": pa.array([1] * args.rows, pa.int64())}))
+        old = [f"old{i}" for i in range(args.rows)]
+        if args.engine == "aggregate":
+            base = cat.create_table(
+                "db.base", schema="id long not null, v string, hits long, users long",
+                primary_key="id", format_version=3,
+                properties={"floe.merge-engine": "aggregate", "floe.aggregate.v": "last",
+                            "floe.aggregate.hits": "sum",
+                            "floe.aggregate.users": "count_distinct:user",
+                            "write.merge.mode": "merge-on-read"})
+            base.upsert(pa.table({"id": ids, "v": old,
+                                  "hits": pa.array([1] * args.rows, pa.int64()),
+                                  "user": pa.array([i % 1000 for i in range(args.rows)],
+                                                   pa.int64())}))
+        else:
+            base = cat.create_table("db.base", schema="id long not null, v string, ver long",
+                                    primary_key="id", format_version=3,
+                                    properties={"floe.merge.version-column": "ver",
+                                                "write.merge.mode": "merge-on-read"})
+            base.append(pa.table({"id": ids, "v": old,
+                                  "ver": pa.array([1] * args.rows, pa.int64())}))
         results = {}
         for variant in ("single", "staged", "driver"):
             base.clone(f"db.{variant}")
@@ -120,7 +154,7 @@ def main() -> None:
                 [sys.executable, __file__, "--variant", variant, "--warehouse", wh,
                  "--rows", str(args.rows), "--changes", str(args.changes),
                  "--tasks", str(args.tasks), "--cpus", str(args.cpus),
-                 "--width", str(args.width)],
+                 "--width", str(args.width), "--engine", args.engine],
                 check=True, capture_output=True, text=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             results[variant] = r

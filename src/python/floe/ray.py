@@ -294,11 +294,16 @@ class FloeDatasink(Datasink):
         merge = ray.remote(_merge_shard)
         try:
             for attempt in range(retries + 1):
+                refs = [merge.remote(self.catalog, self.identifier, tasks, s, self.job)
+                        for s in shards]
                 try:
-                    staged = ray.get([merge.remote(self.catalog, self.identifier, tasks, s,
-                                                   self.job) for s in shards])
+                    staged = ray.get(refs)
                 except BaseException:
-                    # Nothing is being committed: what the shard tasks staged goes.
+                    # Nothing is being committed: once every shard task stopped (the others
+                    # are cancelled), what they staged goes.
+                    for r in refs:
+                        ray.cancel(r)
+                    ray.wait(refs, num_returns=len(refs))
                     table._inner.discard_staging_job(self.job)
                     raise
                 try:

@@ -60,12 +60,19 @@ fn cpu_seconds() -> f64 {
 }
 
 /// Runs `fut` as the binding's `run` does: spawned on the runtime, this thread blocking on
-/// the handle; returns the result, the wall seconds and the CPU seconds it took.
+/// the handle; returns the result, the wall seconds and the CPU seconds it took. Written
+/// data is flushed first (`sync`, as the Python side's clock does), so no earlier write's
+/// writeback lands in the clock.
 fn timed<T, F>(rt: &tokio::runtime::Runtime, fut: F) -> (T, f64, f64)
 where
     T: Send + 'static,
     F: Future<Output = floe::Result<T>> + Send + 'static,
 {
+    extern "C" {
+        fn sync();
+    }
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { sync() };
     let (c0, t0) = (cpu_seconds(), Instant::now());
     let handle = rt.spawn(fut);
     let r = rt

@@ -5,7 +5,9 @@
 //! the tasks' files the rows that lost (a later task's change, or a higher stored version or
 //! tombstone) and commits once ([`commit_staged_upserts`]). The rows cross no process
 //! boundary: the driver reads keys and versions only, and rewrites only task files that
-//! hold rows that lost.
+//! hold rows that lost. The engines that fold rows stage the same way after a shuffle by key
+//! ([`super::stage_merged_upsert`]): their staged rows are the keys' new rows, which replace
+//! the stored ones, onto the snapshot they were merged with only.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -4,6 +4,7 @@
 //! independent answer — DuckDB's GROUP BY over every raw row so far, and ClickHouse's
 //! SummingMergeTree / AggregatingMergeTree (tools/peers/merge_oracle.py) — before and after
 //! `rewrite_data_files`, and DuckDB, pyiceberg and Spark read what floe reads.
+//! `FLOE_MERGE_SEED=S` runs other random batches (the seeds S, S+1, … per engine).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -245,8 +246,13 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
     std::fs::create_dir_all(&work).unwrap();
     let mut checks = Vec::new();
     let mut kept = Vec::new();
+    // `FLOE_MERGE_SEED` runs other random batches (default: the suite's).
+    let seed = std::env::var("FLOE_MERGE_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000u64);
     for (ci, case) in cases().into_iter().enumerate() {
-        let mut rng = StdRng::seed_from_u64(1_000 + ci as u64);
+        let mut rng = StdRng::seed_from_u64(seed + ci as u64);
         let ident =
             floe::table::parse_ident(&format!("db.{}", case.engine.replace('-', "_"))).unwrap();
         let mut t = create(&cat, &ident, &case).await;

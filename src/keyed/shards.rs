@@ -19,10 +19,11 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::{ChangeBatch, UpsertOptions};
 use super::fold::{key_converter, key_fields, key_rows, Columns, Folded};
-use super::staged::{get_parquet, put_parquet, stage_prepared, MergedOnto, StagedUpsert, Tally};
+use super::staged::{
+    get_parquet, put_staged_parquet, stage_prepared, MergedOnto, StagedUpsert, Tally,
+};
 use crate::error::{Error, Result};
 use crate::spec::keyed::{KeyedSpec, MergeEngine};
-use crate::storage::join;
 use crate::table::Table;
 use crate::txn::StagingJob;
 
@@ -97,20 +98,16 @@ pub async fn stage_shards(
                 continue;
             }
             let part = arrow_select::take::take_record_batch(rows, &UInt32Array::from(idx))?;
-            let location = join(
-                table.metadata().location(),
-                &format!(
-                    "metadata/staged-shard-{}-{s}{}.parquet",
-                    uuid::Uuid::new_v4(),
-                    job.suffix()
-                ),
-            );
-            if let Err(e) = put_parquet(table, &location, &part).await {
-                let staged: Vec<String> = written.iter().flatten().cloned().collect();
-                discard_locations(table, &staged).await;
-                return Err(e.context(format!("staging shard {s} of an upsert of table {name}")));
+            match put_staged_parquet(table, &format!("shard{s}"), job, &part).await {
+                Ok(location) => files.push(location),
+                Err(e) => {
+                    let staged: Vec<String> = written.iter().flatten().cloned().collect();
+                    discard_locations(table, &staged).await;
+                    return Err(
+                        e.context(format!("staging shard {s} of an upsert of table {name}"))
+                    );
+                }
             }
-            files.push(location);
         }
     }
     Ok(StagedShards {

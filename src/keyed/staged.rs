@@ -134,16 +134,7 @@ pub(super) async fn stage_prepared(
     let files = stage_data_files(table, batches, job).await?;
     let listed = async {
         let keys = task_keys(table, prep, &files).await?;
-        let location = join(
-            table.metadata().location(),
-            &format!(
-                "metadata/staged-keys-{}{}.parquet",
-                uuid::Uuid::new_v4(),
-                job.suffix()
-            ),
-        );
-        put_parquet(table, &location, &keys).await?;
-        Ok::<_, Error>(location)
+        put_staged_parquet(table, "keys", job, &keys).await
     }
     .await;
     match listed {
@@ -163,14 +154,29 @@ pub(super) async fn stage_prepared(
     }
 }
 
-/// Writes `batch` as one Parquet file at `location` of `table`'s storage.
-pub(super) async fn put_parquet(table: &Table, location: &str, batch: &RecordBatch) -> Result<()> {
+/// Writes `batch` as one Parquet file under `table`'s metadata directory, named
+/// `staged-<kind>-<uuid>` and tagged with `job`; returns its location.
+pub(super) async fn put_staged_parquet(
+    table: &Table,
+    kind: &str,
+    job: &StagingJob,
+    batch: &RecordBatch,
+) -> Result<String> {
+    let location = join(
+        table.metadata().location(),
+        &format!(
+            "metadata/staged-{kind}-{}{}.parquet",
+            uuid::Uuid::new_v4(),
+            job.suffix()
+        ),
+    );
     let mut bytes = Vec::new();
     let encode = |e: parquet::errors::ParquetError| Error::io(format!("writing '{location}': {e}"));
     let mut w = ArrowWriter::try_new(&mut bytes, batch.schema(), None).map_err(encode)?;
     w.write(batch).map_err(encode)?;
     w.close().map_err(encode)?;
-    table.storage().put(location, bytes.into()).await
+    table.storage().put(&location, bytes.into()).await?;
+    Ok(location)
 }
 
 /// The batches of the Parquet file at `location` of `table`'s storage (`what` names it in

@@ -95,6 +95,20 @@ pub(crate) fn writer_properties(
     writer_properties_sized(p, plain_columns, p.parquet_row_group_size_bytes as usize)
 }
 
+/// The writer's batch size for a page row limit: the parquet writer checks the limit once per
+/// batch, so a batch size that divides the limit (at most 1,024 rows, at least 256) ends
+/// pages exactly at it; a limit without such a divisor gets 1,024-row batches (pages then
+/// overshoot the limit by less than a batch).
+fn write_batch_rows(page_row_limit: usize) -> usize {
+    if page_row_limit <= 1024 {
+        return page_row_limit.max(1);
+    }
+    (256..=1024)
+        .rev()
+        .find(|d| page_row_limit % d == 0)
+        .unwrap_or(1024)
+}
+
 /// [`writer_properties`] with row groups of at most `row_group_bytes`.
 pub(super) fn writer_properties_sized(
     p: &TableProperties,
@@ -125,8 +139,7 @@ pub(super) fn writer_properties_sized(
         .set_max_row_group_row_count(None)
         .set_data_page_size_limit(p.parquet_page_size_bytes)
         .set_data_page_row_count_limit(p.parquet_page_row_limit)
-        // The row limit is checked once per write batch.
-        .set_write_batch_size(p.parquet_page_row_limit.min(1024))
+        .set_write_batch_size(write_batch_rows(p.parquet_page_row_limit))
         .set_dictionary_page_size_limit(p.parquet_dict_size_bytes);
     for c in plain_columns {
         b = b.set_column_dictionary_enabled(
@@ -146,4 +159,20 @@ pub(super) fn writer_properties_sized(
             );
     }
     Ok(b.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_batch_rows;
+
+    #[test]
+    fn write_batches_divide_the_page_row_limit() {
+        assert_eq!(write_batch_rows(20_000), 1000);
+        assert_eq!(write_batch_rows(4_096), 1024);
+        assert_eq!(write_batch_rows(3_000), 1000);
+        assert_eq!(write_batch_rows(100), 100);
+        assert_eq!(write_batch_rows(0), 1);
+        // A prime: no divisor in range, pages overshoot by less than a batch.
+        assert_eq!(write_batch_rows(20_011), 1024);
+    }
 }

@@ -495,6 +495,71 @@ async fn row_groups_pruned_by_statistics_are_not_read() {
     );
 }
 
+/// Sorted files get pages of 4,096 rows (a lookup decompresses one page of each column it
+/// returns) unless the table sets `write.parquet.page-row-limit`; unsorted files keep the
+/// 20,000-row default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sorted_files_have_finer_pages_unless_the_table_sets_the_limit() {
+    use arrow::array::{Int64Array, RecordBatch};
+    let (_d, cat) = fs_catalog();
+    let schema = parse_schema("key long not null, v long").unwrap();
+    let batch = RecordBatch::try_from_iter([
+        (
+            "key",
+            std::sync::Arc::new(Int64Array::from_iter_values((0..10_000).rev())) as _,
+        ),
+        (
+            "v",
+            std::sync::Arc::new(Int64Array::from_iter_values(0..10_000)) as _,
+        ),
+    ])
+    .unwrap();
+    for (name, sorted, limit, firsts) in [
+        ("sorted", true, None, vec![0, 4096, 8192]),
+        ("sorted_set", true, Some("20000"), vec![0]),
+        (
+            "sorted_small",
+            true,
+            Some("3000"),
+            vec![0, 3000, 6000, 9000],
+        ),
+        ("unsorted", false, None, vec![0]),
+    ] {
+        let mut c = TableCreation::new(schema.clone());
+        if sorted {
+            c.sort_order = Some(parse_sort_order("key", &schema).unwrap());
+        }
+        if let Some(l) = limit {
+            c = c.with_property("write.parquet.page-row-limit", l);
+        }
+        let t = cat
+            .create_table(&parse_ident(&format!("db.{name}")).unwrap(), c)
+            .await
+            .unwrap();
+        let t = append(&cat, &t, [Ok(batch.clone())]).await.unwrap().table;
+        let plan = Scan::new(&t).plan().await.unwrap();
+        assert_eq!(plan.files.len(), 1, "{name}");
+        let path = plan.files[0].file.file_path().trim_start_matches("file://");
+        let opts = parquet::arrow::arrow_reader::ArrowReaderOptions::new()
+            .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
+        let builder =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new_with_options(
+                std::fs::File::open(path).unwrap(),
+                opts,
+            )
+            .unwrap();
+        let index = builder.metadata().offset_index().expect("an offset index");
+        for column in &index[0] {
+            let got: Vec<i64> = column
+                .page_locations()
+                .iter()
+                .map(|p| p.first_row_index)
+                .collect();
+            assert_eq!(got, firsts, "{name}");
+        }
+    }
+}
+
 /// An IN list on a bucketed, sorted table: each file is pruned by only the values of its own
 /// bucket (the others cannot be in it), so pages whose key range merely spans another
 /// bucket's value are not read; the rows are exactly the listed keys.

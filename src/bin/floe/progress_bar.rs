@@ -53,32 +53,37 @@ where
     pb.set_message(label.to_string());
     let (p, bar, label_owned) = (progress.clone(), pb.clone(), label.to_string());
     let ticker = tokio::spawn(async move {
-        let mut as_bar = false;
         loop {
-            let s = p.state();
-            if s.bytes_total > 0 {
-                if !as_bar {
-                    bar.set_style(
-                        ProgressStyle::with_template(
-                            "{msg}\n[{bar:40}] {bytes}/{total_bytes} read ({bytes_per_sec}, ETA {eta})",
-                        )
-                        .unwrap_or_else(|_| ProgressStyle::default_bar())
-                        .progress_chars("=> "),
-                    );
-                    as_bar = true;
-                }
-                bar.set_length(s.bytes_total);
-                bar.set_position(s.bytes_done.min(s.bytes_total));
-            }
-            bar.set_message(message(&label_owned, &s));
+            draw(&bar, &label_owned, &p.state());
             bar.tick();
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
     let out = progress.scope(work(progress.clone())).await;
     ticker.abort();
+    // Work shorter than a tick still shows its last state once before the summary.
+    draw(&pb, label, &progress.state());
+    pb.force_draw();
     pb.finish_and_clear();
     out
+}
+
+/// Puts `s` on the bar: a spinner until the bytes to read are known, then a bar over them.
+fn draw(bar: &ProgressBar, label: &str, s: &ProgressState) {
+    if s.bytes_total > 0 {
+        if bar.length().is_none() {
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{msg}\n[{bar:40}] {bytes}/{total_bytes} read ({bytes_per_sec}, ETA {eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+        }
+        bar.set_length(s.bytes_total);
+        bar.set_position(s.bytes_done.min(s.bytes_total));
+    }
+    bar.set_message(message(label, s));
 }
 
 /// A spinner for work that reads and writes no data files (expiry, orphan listing).

@@ -539,22 +539,7 @@ async fn sorted_files_have_finer_pages_unless_the_table_sets_the_limit() {
         let t = append(&cat, &t, [Ok(batch.clone())]).await.unwrap().table;
         let plan = Scan::new(&t).plan().await.unwrap();
         assert_eq!(plan.files.len(), 1, "{name}");
-        let path = plan.files[0].file.file_path().trim_start_matches("file://");
-        let opts = parquet::arrow::arrow_reader::ArrowReaderOptions::new()
-            .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
-        let builder =
-            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new_with_options(
-                std::fs::File::open(path).unwrap(),
-                opts,
-            )
-            .unwrap();
-        let index = builder.metadata().offset_index().expect("an offset index");
-        for column in &index[0] {
-            let got: Vec<i64> = column
-                .page_locations()
-                .iter()
-                .map(|p| p.first_row_index)
-                .collect();
+        for got in page_first_rows(plan.files[0].file.file_path()) {
             assert_eq!(got, firsts, "{name}");
         }
     }

@@ -465,3 +465,26 @@ pub fn i32_column(b: &arrow::array::RecordBatch, name: &str) -> arrow::array::In
         .unwrap_or_else(|| panic!("column {name} is not an int"))
         .clone()
 }
+
+/// The first row of every page of every column of a local data file's first row group, read
+/// from its offset index (which must be there).
+pub fn page_first_rows(file_path: &str) -> Vec<Vec<i64>> {
+    let file = std::fs::File::open(file_path.trim_start_matches("file://")).unwrap();
+    let opts = parquet::arrow::arrow_reader::ArrowReaderOptions::new()
+        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
+    let builder =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new_with_options(
+            file, opts,
+        )
+        .unwrap();
+    let index = builder.metadata().offset_index().expect("an offset index");
+    index[0]
+        .iter()
+        .map(|c| {
+            c.page_locations()
+                .iter()
+                .map(|p| p.first_row_index)
+                .collect()
+        })
+        .collect()
+}

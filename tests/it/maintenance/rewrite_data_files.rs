@@ -696,21 +696,7 @@ async fn zorder_rewrite_clusters_two_columns() {
         .iter()
         .find(|f| f.file.record_count() == 6000)
         .expect("the rewritten file");
-    let file = std::fs::File::open(z_file.file.file_path().trim_start_matches("file://")).unwrap();
-    let opts = parquet::arrow::arrow_reader::ArrowReaderOptions::new()
-        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
-    let builder =
-        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new_with_options(
-            file, opts,
-        )
-        .unwrap();
-    let index = builder.metadata().offset_index().expect("an offset index");
-    for column in &index[0] {
-        let firsts: Vec<i64> = column
-            .page_locations()
-            .iter()
-            .map(|p| p.first_row_index)
-            .collect();
+    for firsts in crate::common::page_first_rows(z_file.file.file_path()) {
         assert_eq!(firsts, vec![0, 4096]);
     }
     // Everything, into small files (Spark's spelling of the order).

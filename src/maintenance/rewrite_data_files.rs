@@ -250,7 +250,7 @@ pub async fn plan_rewrite(
         planning = planning.prune(f.clone());
     }
     let scan_plan = planning.plan().await?.without_row_filter();
-    let groups = plan_groups(&scan_plan.files, &o);
+    let groups = plan_groups(&scan_plan.files, md.default_partition_spec(), &o);
     let tasks: Vec<RewriteTask> = groups
         .iter()
         .enumerate()

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{Error, Result};
 use crate::scan::PlannedFile;
-use crate::spec::DataContentType;
+use crate::spec::{DataContentType, Literal, PartitionSpec, Struct};
 
 /// Options of `rewrite_data_files` (names as in Iceberg's Spark procedure).
 #[derive(Debug, Clone, PartialEq)]
@@ -220,8 +220,15 @@ fn deleted_rows(f: &PlannedFile) -> u64 {
 }
 
 /// Plans the groups to rewrite from the data files of a scan plan, in the order of
-/// `rewrite-job-order`.
-pub fn plan_groups(files: &[PlannedFile], o: &RewriteOptions) -> Vec<FileGroup> {
+/// `rewrite-job-order`. Files are grouped by partition of the table's current spec
+/// (`current_spec`); files of any other spec may hold rows of many of its partitions, so
+/// they are grouped as one partition whose values are all null (as Iceberg Java's planner
+/// does), and one pass lays them out in the current spec.
+pub fn plan_groups(
+    files: &[PlannedFile],
+    current_spec: &PartitionSpec,
+    o: &RewriteOptions,
+) -> Vec<FileGroup> {
     let candidate = |f: &PlannedFile| {
         let size = f.file.file_size_in_bytes();
         o.rewrite_all
@@ -232,11 +239,19 @@ pub fn plan_groups(files: &[PlannedFile], o: &RewriteOptions) -> Vec<FileGroup> 
                 && deleted_rows(f) as f64 / f.file.record_count() as f64
                     >= o.delete_ratio_threshold)
     };
+    let other_spec = Struct::from_iter(current_spec.fields().iter().map(|_| None::<Literal>));
     let mut by_partition: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
         if candidate(f) {
-            let key = format!("{}:{:?}", f.spec.spec_id(), f.partition);
-            by_partition.entry(key).or_default().push(i);
+            let partition = if f.spec.spec_id() == current_spec.spec_id() {
+                &f.partition
+            } else {
+                &other_spec
+            };
+            by_partition
+                .entry(format!("{partition:?}"))
+                .or_default()
+                .push(i);
         }
     }
     let mut out = Vec::new();
@@ -324,6 +339,11 @@ mod tests {
 
     /// A planned data file of `size` bytes in identity partition `p` of spec 1.
     fn planned(p: i32, size: u64) -> PlannedFile {
+        planned_in(1, p, size)
+    }
+
+    /// A planned data file of `size` bytes in identity partition `p` of spec `spec_id`.
+    fn planned_in(spec_id: i32, p: i32, size: u64) -> PlannedFile {
         use iceberg::spec::{
             DataFileBuilder, DataFileFormat, Literal, NestedField, PartitionSpec, PrimitiveType,
             Schema, Struct, Transform, Type,
@@ -338,7 +358,7 @@ mod tests {
             .build()
             .unwrap();
         let spec = PartitionSpec::builder(schema)
-            .with_spec_id(1)
+            .with_spec_id(spec_id)
             .add_partition_field("p", "p", Transform::Identity)
             .unwrap()
             .build()
@@ -349,7 +369,7 @@ mod tests {
             .file_path(format!("/t/p{p}-{size}-{}.parquet", uuid::Uuid::new_v4()))
             .file_format(DataFileFormat::Parquet)
             .partition(partition.clone())
-            .partition_spec_id(1)
+            .partition_spec_id(spec_id)
             .record_count(10)
             .file_size_in_bytes(size)
             .build()
@@ -362,6 +382,41 @@ mod tests {
             deletes: vec![],
             first_row_id: None,
         }
+    }
+
+    #[test]
+    fn files_of_other_specs_are_one_group() {
+        // Spec 0 (old) files in 3 partitions, spec 1 (current) files in 2: the old files
+        // form one group (as Iceberg Java's planner), the current ones one per partition.
+        let mut files: Vec<PlannedFile> = (0..9).map(|i| planned_in(0, i % 3, 10)).collect();
+        files.extend([planned(1, 10), planned(1, 10), planned(2, 10)]);
+        let current = files[9].spec.clone();
+        let o = RewriteOptions::parse(100, &opts(&[("rewrite-all", "true")])).unwrap();
+        let mut groups: Vec<Vec<usize>> = plan_groups(&files, &current, &o)
+            .into_iter()
+            .map(|g| {
+                let mut f = g.files;
+                f.sort_unstable();
+                f
+            })
+            .collect();
+        groups.sort();
+        assert_eq!(
+            groups,
+            vec![(0..9).collect::<Vec<_>>(), vec![9, 10], vec![11]]
+        );
+        // An unpartitioned current spec: every file is in its one partition.
+        let unpartitioned = std::sync::Arc::new(
+            iceberg::spec::PartitionSpec::builder(
+                iceberg::spec::Schema::builder().build().unwrap(),
+            )
+            .with_spec_id(2)
+            .build()
+            .unwrap(),
+        );
+        let groups = plan_groups(&files, &unpartitioned, &o);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].files.len(), 12);
     }
 
     #[test]
@@ -382,7 +437,7 @@ mod tests {
                 kv.push(("rewrite-job-order", v));
             }
             let o = RewriteOptions::parse(100, &opts(&kv)).unwrap();
-            plan_groups(&files, &o)
+            plan_groups(&files, &files[0].spec, &o)
                 .iter()
                 .map(|g| (g.files.len(), g.bytes))
                 .collect()
@@ -404,7 +459,7 @@ mod tests {
                 ("rewrite-job-order", job),
             ];
             let o = RewriteOptions::parse(100, &opts(&kv)).unwrap();
-            plan_groups(&files, &o)
+            plan_groups(&files, &files[0].spec, &o)
                 .iter()
                 .map(|g| (g.files.len(), g.bytes))
                 .collect()

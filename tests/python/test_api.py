@@ -185,6 +185,17 @@ def test_upsert_keyed_and_merge_keys(catalog):
     got = t.scan().to_arrow().sort_by("id")
     assert got.column("id").to_pylist() == [1, 3]
     assert got.column("plan").to_pylist() == ["c", "new"]
+    # join_cols equal to the key (in any order, spaced) is the keyed upsert
+    r3 = t.upsert(pa.table({"id": [3], "plan": ["newer"], "ver": [2], "del": [0]}), join_cols=[" id"])
+    assert isinstance(r3, floe.UpsertResult) and r3.updated_records_count == 1
+    # join_cols other than the key would leave two live rows for one key: refused
+    n = len(t.snapshots())
+    with pytest.raises(floe.InvalidInputError, match="keyed by id.*nothing was committed"):
+        t.upsert(pa.table({"id": [1], "plan": ["c"], "ver": [9], "del": [0]}), join_cols=["plan"])
+    assert len(t.refresh().snapshots()) == n
+    got = t.scan().to_arrow().sort_by("id")
+    assert got.column("id").to_pylist() == [1, 3]
+    assert got.column("plan").to_pylist() == ["c", "newer"]
     # a table without a primary key: upsert is a MERGE by join_cols
     p = catalog.create_table("db.plain", schema=SCHEMA)
     p.append(data([1, 2]))

@@ -723,12 +723,19 @@ class Table:
         wap_id: Optional[str] = None,
     ) -> Union[UpsertResult, RowLevelResult]:
         """Upserts rows. On a keyed table (a primary key; ``join_cols`` omitted or equal to
-        it) the changes are applied by the table's merge engine in one commit (versions,
+        it; other ``join_cols`` are refused, since they would break the key) the changes are applied by the table's merge engine in one commit (versions,
         delete column, ``sink_id``/``checkpoint`` exactly-once), as ``floe upsert``; on a
         table without a primary key, ``join_cols`` are the keys of a MERGE (update matched,
         insert the rest)."""
         key = self.primary_key
-        if key and (join_cols is None or sorted(join_cols) == sorted(key)):
+        if key and join_cols is not None and sorted(c.strip() for c in join_cols) != sorted(key):
+            raise InvalidInputError(
+                f"table {self.name} is keyed by {', '.join(key)}: upsert applies changes by that "
+                f"key, so join_cols={list(join_cols)!r} would leave two live rows for one key; "
+                f"omit join_cols (or pass {list(key)!r}); to MERGE on other columns use "
+                "Table.merge(), which does not keep the key unique; nothing was committed"
+            )
+        if key:
             return _result(
                 UpsertResult,
                 self._inner.upsert(_arrow(df), sink_id, checkpoint, evolve_schema, branch, wap_id),

@@ -461,9 +461,16 @@ pub(crate) async fn find_latest_metadata(storage: &Storage, dir: &str) -> Result
     if let Ok(b) = storage.get(&hint).await {
         let text = String::from_utf8_lossy(&b).trim().to_string();
         if let Ok(n) = text.parse::<u64>() {
-            let cand = storage::join(&mdir, &format!("v{n}.metadata.json"));
-            if storage.exists(&cand).await? {
-                return Ok(cand);
+            let version = |n: u64| storage::join(&mdir, &format!("v{n}.metadata.json"));
+            if storage.exists(&version(n)).await? {
+                // The hint may lag: a writer stopped after linking vN+1 but before rewriting
+                // the hint (or a slower writer rewrote it last). As Iceberg Java's Hadoop
+                // tables do, the versions after the hint's are the newer ones.
+                let mut n = n;
+                while storage.exists(&version(n + 1)).await? {
+                    n += 1;
+                }
+                return Ok(version(n));
             }
         }
     }

@@ -563,11 +563,7 @@ impl Catalog {
         creation.schema =
             crate::spec::keyed::with_state_columns(creation.schema, &creation.properties)
                 .map_err(|e| e.context(format!("creating {name}")))?;
-        if !creation.primary_key.is_empty()
-            || creation
-                .properties
-                .contains_key(crate::spec::keyed::MERGE_ENGINE)
-        {
+        if crate::spec::keyed::is_keyed(&creation.schema, &creation.properties) {
             crate::spec::keyed::KeyedSpec::check(&creation.schema, &creation.properties, &name)?;
         }
         if self.table_exists(ident).await? {

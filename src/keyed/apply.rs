@@ -633,6 +633,9 @@ pub(super) async fn commit_extras(
             .map(|f| f.file_size_in_bytes)
             .sum::<u64>();
         extras.written = written;
+        extras
+            .summary
+            .extend(crate::spec::keyed_state::tombstone_changes(list, &next));
         extras.properties.push(PropertyUpdate {
             key: TOMBSTONES.to_string(),
             expected: current,

@@ -23,25 +23,25 @@ pub(super) fn sink_of(options: &UpsertOptions) -> Result<Option<(&str, i64)>> {
     }
 }
 
-/// The last checkpoint committed to `table` for sink `sink`: the table property, else the
-/// newest snapshot summary on `main` that carries one.
+/// The last checkpoint committed to `table` for sink `sink`: the table property
+/// `floe.sink.<sink>.checkpoint`, which every sink commit sets with its snapshot and a
+/// rollback rewinds to the snapshot it makes current. Absent: the sink has committed nothing
+/// (or its checkpoint was unset on purpose to start it over).
 pub fn committed_checkpoint(table: &Table, sink: &str) -> Result<Option<i64>> {
     let key = sink_checkpoint_key(sink);
-    let parse = |v: &String| {
-        v.parse::<i64>().map_err(|_| {
-            Error::corrupt(format!("table {}: {key}={v} is not a number", table.name()))
+    table
+        .metadata()
+        .properties()
+        .get(&key)
+        .map(|v| {
+            v.trim().parse::<i64>().map_err(|_| {
+                Error::corrupt(format!(
+                    "table {}: {key}={v} is not a number; set it to the sink's last committed \
+                     checkpoint (`floe alter {} --set {key}=N`) or unset it",
+                    table.name(),
+                    table.name()
+                ))
+            })
         })
-    };
-    if let Some(v) = table.metadata().properties().get(&key) {
-        return parse(v).map(Some);
-    }
-    let md = table.metadata();
-    let mut cur = md.current_snapshot();
-    while let Some(s) = cur {
-        if let Some(v) = s.summary().additional_properties.get(&key) {
-            return parse(v).map(Some);
-        }
-        cur = s.parent_snapshot_id().and_then(|p| md.snapshot_by_id(p));
-    }
-    Ok(None)
+        .transpose()
 }

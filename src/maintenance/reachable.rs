@@ -128,6 +128,12 @@ impl Reachable {
         for f in tombstones.files {
             r.other.insert(canon(&f.path));
         }
+        // And those a move of main to a snapshot still kept would list again.
+        for s in md.snapshots() {
+            for f in crate::spec::keyed_state::files_named(s, &table.name())? {
+                r.other.insert(canon(&f.path));
+            }
+        }
         Ok(r)
     }
 

@@ -14,7 +14,7 @@ use iceberg::spec::{
     UnboundPartitionField, UnboundPartitionSpec,
 };
 
-use super::keyed::{KeyedSpec, MERGE_ENGINE};
+use super::keyed::{defines_rule, is_keyed, KeyedSpec, MERGE_ENGINE};
 use super::{parse_partition_spec, parse_schema, parse_sort_order, with_primary_key};
 use crate::error::{Error, Result};
 
@@ -182,23 +182,44 @@ impl Basis {
 }
 
 /// Properties `ALTER` may not change: what makes a keyed table's rows mean what they mean,
-/// and what floe manages itself.
-fn check_property(md: &TableMetadata, key: &str, table: &str) -> Result<()> {
-    let keyed = md.properties().contains_key(MERGE_ENGINE);
-    let defining = key == MERGE_ENGINE
-        || key.starts_with("floe.merge.")
-        || key.starts_with("floe.aggregate.")
-        || key == super::keyed::TOMBSTONES;
-    if defining && (keyed || key == super::keyed::TOMBSTONES) {
+/// and what floe manages itself. `unset` tells an UNSET from a SET. A keyed table whose rule
+/// does not resolve (set by an older floe) may have its rule properties set or unset, so it
+/// can be mended; the result is checked whole like a create.
+fn check_property(md: &TableMetadata, key: &str, unset: bool, table: &str) -> Result<()> {
+    let keyed = is_keyed(md.current_schema(), md.properties());
+    if keyed && defines_rule(key) && KeyedSpec::of(md, table).is_ok() {
         return Err(Error::invalid(format!(
             "table {table}: property '{key}' defines how the keyed table folds its rows and cannot \
-             be changed after create; create a new table and copy the rows into it"
+             be changed after create (stored rows and tombstones were decided by it); create a \
+             new table with the rule you want and copy the rows into it"
         )));
     }
-    if key.starts_with("floe.sink.") {
+    if key == super::keyed::TOMBSTONES && !unset {
         return Err(Error::invalid(format!(
-            "table {table}: '{key}' is a sink checkpoint, recorded in snapshot summaries by \
-             `floe upsert --sink-id`, not a table property"
+            "table {table}: '{key}' lists the tombstone files floe writes and cannot be set by \
+             ALTER; only UNSET (forgetting every tombstone: replays of older versions of deleted \
+             keys then bring them back) is allowed"
+        )));
+    }
+    if let Some(sink) = key
+        .strip_prefix("floe.sink.")
+        .and_then(|k| k.strip_suffix(".checkpoint"))
+    {
+        super::keyed::check_sink_id(sink).map_err(|e| e.context(format!("table {table}")))?;
+    } else if key.starts_with("floe.sink.") {
+        return Err(Error::invalid(format!(
+            "table {table}: '{key}' is not a sink property; sink checkpoints are \
+             'floe.sink.<sink id>.checkpoint'"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the value of a property floe reads as a number.
+fn check_property_value(key: &str, value: &str, table: &str) -> Result<()> {
+    if key.starts_with("floe.sink.") && value.trim().parse::<i64>().is_err() {
+        return Err(Error::invalid(format!(
+            "table {table}: {key}='{value}' is not a checkpoint (a whole number)"
         )));
     }
     Ok(())
@@ -226,7 +247,8 @@ pub fn apply(
                         version = Some(upgrade_to(md, v, table)?);
                         continue;
                     }
-                    check_property(md, k, table)?;
+                    check_property(md, k, false, table)?;
+                    check_property_value(k, v, table)?;
                     unset.retain(|u| u != k);
                     set.retain(|(s, _)| s != k);
                     set.push((k.clone(), v.clone()));
@@ -234,7 +256,7 @@ pub fn apply(
             }
             TableChange::UnsetProperties { keys, if_exists } => {
                 for k in keys {
-                    check_property(md, k, table)?;
+                    check_property(md, k, true, table)?;
                     let present =
                         md.properties().contains_key(k) || set.iter().any(|(s, _)| s == k);
                     if !present && !if_exists {
@@ -280,9 +302,17 @@ pub fn apply(
         b = b.remove_properties(&unset).map_err(err)?;
     }
     let next = b.build().map_err(err)?.metadata;
-    if next.properties().contains_key(MERGE_ENGINE) {
-        KeyedSpec::check(next.current_schema(), next.properties(), table)
-            .map_err(|e| e.context("after ALTER, the keyed table would not be valid"))?;
+    if is_keyed(next.current_schema(), next.properties()) {
+        KeyedSpec::check(next.current_schema(), next.properties(), table).map_err(|e| {
+            if is_keyed(md.current_schema(), md.properties()) && KeyedSpec::of(md, table).is_err() {
+                e.context(
+                    "the table's merge rule is not valid already (an older floe let ALTER set \
+                     it); mend it first: unset or set the property the error names",
+                )
+            } else {
+                e.context("after ALTER, the keyed table would not be valid; nothing was committed")
+            }
+        })?;
     }
     Ok(next)
 }
@@ -1197,6 +1227,87 @@ mod tests {
         }
         let v2 = table("id long not null, d date", FormatVersion::V2);
         assert!(alter(&v2, "ALTER COLUMN d TYPE timestamp").is_err());
+    }
+
+    #[test]
+    fn a_keyed_tables_rule_is_fixed_and_checked_as_at_create() {
+        // Keyed by its identifier field alone (no merge-engine property): the rule's
+        // properties are refused whatever their value.
+        let ddl = "id long not null, plan string, ver long, op string, n int";
+        let keyed = alter(&table(ddl, FormatVersion::V2), "SET IDENTIFIER FIELDS id").unwrap();
+        for bad in [
+            "floe.merge.version-column'='nosuch",
+            "floe.merge.version-column'='plan",
+            "floe.merge.version-column'='ver",
+            "floe.merge.delete-column'='op",
+            "floe.merge-engine'='sum",
+        ] {
+            let e = alter(&keyed, &format!("SET TBLPROPERTIES ('{bad}')")).unwrap_err();
+            assert!(
+                e.to_string().contains("cannot be changed after create"),
+                "{bad}: {e}"
+            );
+        }
+        // Sink checkpoints and the tombstone list may be unset (recovery), a checkpoint set
+        // to a number; the tombstone list is never set by hand.
+        let with = alter(
+            &keyed,
+            "SET TBLPROPERTIES ('floe.sink.s1.checkpoint'='7', 'floe.tombstones'='{\"files\":[]}')",
+        );
+        assert!(with.unwrap_err().to_string().contains("only UNSET"));
+        let with = alter(&keyed, "SET TBLPROPERTIES ('floe.sink.s1.checkpoint'='7')").unwrap();
+        assert!(alter(&keyed, "SET TBLPROPERTIES ('floe.sink.s1.checkpoint'='x')").is_err());
+        assert!(alter(&keyed, "SET TBLPROPERTIES ('floe.sink.a b.checkpoint'='1')").is_err());
+        let gone = alter(&with, "UNSET TBLPROPERTIES ('floe.sink.s1.checkpoint')").unwrap();
+        assert!(!gone.properties().contains_key("floe.sink.s1.checkpoint"));
+        // A table whose rule an older floe let ALTER break: unrelated changes say how to
+        // mend it, and the rule's property may be unset (or set to a valid column).
+        let mut props = keyed.properties().clone();
+        props.insert("floe.merge.version-column".into(), "nosuch".into());
+        let broken = TableMetadataBuilder::new_from_metadata(keyed.clone(), None)
+            .set_properties(props)
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        let e = alter(
+            &broken,
+            "SET TBLPROPERTIES ('write.target-file-size-bytes'='1000')",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("mend it first"), "{e}");
+        let mended = alter(&broken, "UNSET TBLPROPERTIES ('floe.merge.version-column')").unwrap();
+        KeyedSpec::of(&mended, "db.t").unwrap();
+        let mended = alter(
+            &broken,
+            "SET TBLPROPERTIES ('floe.merge.version-column'='ver')",
+        )
+        .unwrap();
+        assert_eq!(
+            KeyedSpec::of(&mended, "db.t").unwrap().version.as_deref(),
+            Some("ver")
+        );
+        // A table without a key cannot take a rule's property alone (as at create), but may
+        // become keyed together with it.
+        let plain = table(ddl, FormatVersion::V2);
+        assert!(alter(
+            &plain,
+            "SET TBLPROPERTIES ('floe.merge.version-column'='ver')"
+        )
+        .is_err());
+        // Renaming or dropping the version column would leave the rule naming nothing.
+        let versioned = TableMetadataBuilder::new_from_metadata(keyed.clone(), None)
+            .set_properties(HashMap::from([(
+                "floe.merge.version-column".to_string(),
+                "ver".to_string(),
+            )]))
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        assert!(alter(&versioned, "DROP COLUMN ver").is_err());
+        assert!(alter(&versioned, "RENAME COLUMN ver TO v2").is_err());
+        alter(&versioned, "RENAME COLUMN plan TO tier").unwrap();
     }
 
     #[test]

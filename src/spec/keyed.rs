@@ -34,6 +34,18 @@ pub fn check_sink_id(sink: &str) -> Result<()> {
     }
 }
 
+/// Whether property `key` defines a keyed table's merge rule (the engine, its version and
+/// delete columns, its functions): fixed at create.
+pub fn defines_rule(key: &str) -> bool {
+    key == MERGE_ENGINE || key.starts_with("floe.merge.") || key.starts_with(AGGREGATE_PREFIX)
+}
+
+/// Whether a table of `schema` and `props` is keyed: it has a primary key (identifier
+/// fields) or a property of a merge rule.
+pub fn is_keyed(schema: &Schema, props: &std::collections::HashMap<String, String>) -> bool {
+    schema.identifier_field_ids().next().is_some() || props.keys().any(|k| defines_rule(k))
+}
+
 pub use super::merge_engine::{
     with_state_columns, Aggregate, Function, MergeEngine, AGGREGATE_PREFIX, DROP_ZERO_ROWS,
     MERGE_ENGINE,

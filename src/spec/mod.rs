@@ -5,6 +5,7 @@ mod alter_sql;
 mod ddl;
 pub mod evolution;
 pub mod keyed;
+pub mod keyed_state;
 mod layout;
 mod merge_engine;
 mod names;

@@ -2,6 +2,8 @@
 //! `ManageSnapshots` makes, with its rules — `main` cannot be dropped or made a tag, a
 //! fast-forward only moves a branch to a descendant, a rollback only to an ancestor.
 
+use std::collections::HashMap;
+
 use iceberg::spec::{
     SnapshotReference, SnapshotRetention, TableMetadata, TableMetadataBuilder, MAIN_BRANCH,
 };
@@ -276,11 +278,33 @@ pub fn apply_ref_change(
         }
     };
     let err = |e: iceberg::Error| invalid(e.message().to_string());
-    let b = TableMetadataBuilder::new_from_metadata(md.clone(), location.map(String::from));
-    let b = match reference {
+    // A keyed table's sink checkpoints and tombstones move with main.
+    let follow = match &reference {
+        Some(r) if name == MAIN_BRANCH => {
+            super::keyed_state::follow_main(md, r.snapshot_id, table)?
+        }
+        _ => Vec::new(),
+    };
+    let mut b = TableMetadataBuilder::new_from_metadata(md.clone(), location.map(String::from));
+    b = match reference {
         Some(r) => b.set_ref(&name, r).map_err(err)?,
         None => b.remove_ref(&name),
     };
+    let set: HashMap<String, String> = follow
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+        .collect();
+    let unset: Vec<String> = follow
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| k.clone())
+        .collect();
+    if !set.is_empty() {
+        b = b.set_properties(set).map_err(err)?;
+    }
+    if !unset.is_empty() {
+        b = b.remove_properties(&unset).map_err(err)?;
+    }
     Ok(b.build().map_err(err)?.metadata)
 }
 

@@ -567,7 +567,15 @@ async fn mistakes_are_refused_and_nothing_is_committed() {
         ("UNSET TBLPROPERTIES ('nope')", "no property 'nope'"),
         (
             "SET TBLPROPERTIES ('floe.tombstones'='x')",
-            "cannot be changed",
+            "cannot be set by ALTER",
+        ),
+        (
+            "SET TBLPROPERTIES ('floe.merge.version-column'='v')",
+            "cannot be changed after create",
+        ),
+        (
+            "SET TBLPROPERTIES ('floe.sink.s.checkpoint'='one')",
+            "not a checkpoint",
         ),
     ] {
         let changes = match parse_alter_clause(clause) {

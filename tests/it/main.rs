@@ -11,6 +11,7 @@ mod differential;
 mod dml;
 mod evolution;
 mod evolution_nested;
+mod faults;
 mod files;
 mod fixture_maintenance;
 mod fixtures;

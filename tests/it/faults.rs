@@ -1,0 +1,503 @@
+//! Faults beyond the happy path: a filesystem (Hadoop) table left at any step of a commit
+//! (a kill between linking the metadata file and rewriting the hint, before the link, a torn
+//! or stale hint) reads and writes on; a keyed table's sink checkpoints and tombstones follow
+//! the snapshot that is current across rollbacks and moves of `main`, checked against a
+//! model of the merge rule over random batches.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::Int64Type;
+use floe::catalog::TableCreation;
+use floe::keyed::{ChangeBatch, UpsertOptions};
+use floe::spec::snapshot_refs::RefChange;
+use floe::spec::{parse_schema, FormatVersion};
+use floe::table::parse_ident;
+use floe::Catalog;
+
+use crate::common::*;
+
+// ---------------------------------------------------------------- filesystem catalog
+
+/// A Hadoop warehouse driven through the CLI.
+struct Hadoop {
+    root: PathBuf,
+    uri: String,
+}
+
+impl Hadoop {
+    fn new(dir: &Path) -> Self {
+        let root = dir.join("hadoop");
+        let uri = format!("file://{}", root.display());
+        Self { root, uri }
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        floe_cmd()
+            .arg("--catalog")
+            .arg(&self.uri)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(o.status.success(), "floe {args:?}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn metadata_dir(&self) -> PathBuf {
+        self.root.join("db/t/metadata")
+    }
+
+    fn hint(&self) -> u64 {
+        std::fs::read_to_string(self.metadata_dir().join("version-hint.text"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    fn set_hint(&self, text: &str) {
+        std::fs::write(self.metadata_dir().join("version-hint.text"), text).unwrap();
+    }
+
+    fn count(&self) -> usize {
+        self.ok(&["scan", "db.t", "--format", "json"])
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count()
+    }
+}
+
+/// A CSV of ids `[from, from + n)`.
+fn ids_csv(dir: &Path, name: &str, from: usize, n: usize) -> String {
+    let mut s = String::from("id,v\n");
+    for i in from..from + n {
+        s.push_str(&format!("{i},v{i}\n"));
+    }
+    let p = dir.join(name);
+    std::fs::write(&p, s).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// Each state a killed commit can leave a filesystem table in reads as the before or the
+/// after state (as Spark reads it: versions past the hint are newer), and the next append
+/// lands (it used to give up after 5 attempts, forever). DuckDB and Spark read the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filesystem_table_left_at_any_commit_step_reads_and_writes_on() {
+    let d = tempfile::tempdir().unwrap();
+    let h = Hadoop::new(d.path());
+    h.ok(&["create", "db.t", "--schema", "id long, v string"]);
+    let mut rows = 0;
+    let mut next_id = 0;
+    let mut append = |h: &Hadoop, rows: &mut usize| {
+        let f = ids_csv(d.path(), &format!("b{next_id}.csv"), next_id, 10);
+        next_id += 10;
+        h.ok(&["append", "db.t", &f]);
+        *rows += 10;
+    };
+    append(&h, &mut rows);
+
+    // Killed after vN.metadata.json was linked, before the hint was rewritten.
+    append(&h, &mut rows);
+    let v = h.hint();
+    h.set_hint(&(v - 1).to_string());
+    assert_eq!(h.count(), rows, "the linked version is the current one");
+    append(&h, &mut rows);
+    assert_eq!(h.hint(), v + 1);
+    assert_eq!(h.count(), rows);
+
+    // Killed before the link: the files are written, no metadata names them.
+    append(&h, &mut rows);
+    let v = h.hint();
+    std::fs::remove_file(h.metadata_dir().join(format!("v{v}.metadata.json"))).unwrap();
+    h.set_hint(&(v - 1).to_string());
+    rows -= 10;
+    assert_eq!(h.count(), rows);
+    append(&h, &mut rows);
+    assert_eq!(h.hint(), v);
+
+    // Killed while writing the hint (empty), a hint past the last version, and a stale
+    // hint a slower writer rewrote last.
+    for hint in [String::new(), "99".to_string(), (h.hint() - 3).to_string()] {
+        h.set_hint(&hint);
+        assert_eq!(h.count(), rows, "hint {hint:?}");
+        append(&h, &mut rows);
+        assert_eq!(h.count(), rows, "after an append, hint {hint:?}");
+    }
+
+    // Real kills at times spread over a commit: each leaves the before or the after state,
+    // and the table takes the next append.
+    let big = ids_csv(d.path(), "big.csv", 1_000_000, 200_000);
+    for delay_ms in [2u64, 10, 40, 90, 160, 260] {
+        let mut child = floe_cmd()
+            .arg("--catalog")
+            .arg(&h.uri)
+            .args(["append", "db.t", &big])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let n = h.count();
+        assert!(n == rows || n == rows + 200_000, "{delay_ms} ms: {n} rows");
+        rows = n;
+        append(&h, &mut rows);
+        assert_eq!(h.count(), rows);
+    }
+
+    // The peers read what floe reads.
+    let Some(py) = peers_python() else { return };
+    let cat = Catalog::open(Some(&h.uri), None, None).unwrap();
+    let t = cat.load_table(&parse_ident("db.t").unwrap()).await.unwrap();
+    let expected = d.path().join("expected.parquet");
+    assert_eq!(floe_expected(&t, None, &expected).await, rows);
+    peer_check(
+        &py,
+        d.path(),
+        &[Check {
+            name: "hadoop-after-kills".into(),
+            metadata: t.metadata_location().to_string(),
+            snapshot_id: None,
+            expected: expected.to_string_lossy().into_owned(),
+            engines: None,
+            refuse: None,
+        }],
+    );
+}
+
+// ---------------------------------------------------------------- keyed state follows main
+
+/// The model of a keyed table under the merge rule with ever-growing versions: live rows
+/// (key → plan, version) and tombstones (key → version).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Model {
+    live: BTreeMap<i64, (String, i64)>,
+    tombstones: BTreeMap<i64, i64>,
+}
+
+/// One change: key, plan, version, deleted.
+type Change = (i64, String, i64, bool);
+
+impl Model {
+    fn apply(&mut self, batch: &[Change]) {
+        // Fold: per key the highest version wins (versions are distinct here).
+        let mut winners: BTreeMap<i64, &Change> = BTreeMap::new();
+        for c in batch {
+            let w = winners.entry(c.0).or_insert(c);
+            if c.2 >= w.2 {
+                *w = c;
+            }
+        }
+        for (k, (_, plan, ver, del)) in winners {
+            let stored = self
+                .live
+                .get(&k)
+                .map(|r| r.1)
+                .or(self.tombstones.get(&k).copied());
+            if stored.is_some_and(|s| *ver < s) {
+                continue;
+            }
+            if *del {
+                if self.live.remove(&k).is_some() || self.tombstones.contains_key(&k) {
+                    self.tombstones.insert(k, *ver);
+                }
+            } else {
+                self.tombstones.remove(&k);
+                self.live.insert(k, (plan.clone(), *ver));
+            }
+        }
+    }
+}
+
+fn change_batch(changes: &[Change]) -> ChangeBatch {
+    let b = RecordBatch::try_from_iter([
+        (
+            "user_id",
+            Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.0))) as ArrayRef,
+        ),
+        (
+            "plan",
+            Arc::new(StringArray::from_iter_values(
+                changes.iter().map(|c| c.1.clone()),
+            )) as _,
+        ),
+        (
+            "ver",
+            Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.2))) as _,
+        ),
+        (
+            "is_deleted",
+            Arc::new(Int32Array::from_iter_values(
+                changes.iter().map(|c| c.3 as i32),
+            )) as _,
+        ),
+    ])
+    .unwrap();
+    ChangeBatch::from_batches([b])
+}
+
+/// What floe holds: live rows, tombstones, the sink's checkpoint.
+async fn observed(t: &floe::table::Table) -> (Model, Option<i64>) {
+    let mut m = Model::default();
+    for b in scan_rows(t, floe::scan::SnapshotSelector::default()).await {
+        let k = b
+            .column_by_name("user_id")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        let p = b.column_by_name("plan").unwrap().as_string::<i32>();
+        let v = b.column_by_name("ver").unwrap().as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            m.live
+                .insert(k.value(r), (p.value(r).to_string(), v.value(r)));
+        }
+    }
+    let report = floe::keyed::tombstones(t, true).await.unwrap();
+    if let Some(b) = report.keys {
+        let k = b.column(0).as_primitive::<Int64Type>();
+        let v = b.column(1).as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            m.tombstones.insert(k.value(r), v.value(r));
+        }
+    }
+    let cp = floe::keyed::committed_checkpoint(t, "s").unwrap();
+    (m, cp)
+}
+
+/// Random batches (seeded) land with checkpoints 1…N; then `main` moves at random —
+/// rollbacks to ancestors, set-current-snapshot to snapshots of abandoned lineages and back
+/// — and after each move the rows, the tombstones and the sink's checkpoint are those of the
+/// snapshot made current (as the model had them then). Re-sending the batches after a
+/// rollback applies them again (none is "already committed") and ends where the model does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_rewinds_sink_checkpoints_and_tombstones() {
+    for (fv, seed) in [(FormatVersion::V3, 7u64), (FormatVersion::V2, 11)] {
+        let (_d, cat) = sqlite_catalog();
+        let ident = parse_ident(&format!("db.users_v{}", fv as u8)).unwrap();
+        let schema =
+            parse_schema("user_id long not null, plan string, ver long, is_deleted int").unwrap();
+        let c = TableCreation::new(schema)
+            .with_primary_key(&["user_id".to_string()])
+            .with_format_version(fv)
+            .with_property("write.merge.mode", "merge-on-read")
+            .with_property("floe.merge.version-column", "ver")
+            .with_property("floe.merge.delete-column", "is_deleted");
+        cat.create_table(&ident, c).await.unwrap();
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut ver = 0i64;
+        let mut batches: Vec<Vec<Change>> = Vec::new();
+        let mut model = Model::default();
+        // (snapshot, model, checkpoint) after each batch; index 0: before any.
+        let mut states: Vec<(i64, Model)> = Vec::new();
+        for round in 1..=14i64 {
+            let mut batch = Vec::new();
+            for _ in 0..(4 + rnd(8)) {
+                ver += 1;
+                let k = rnd(24) as i64;
+                // Deletes of live keys, upserts otherwise; a stale replay now and then.
+                let del = model.live.contains_key(&k) && rnd(3) == 0;
+                let v = if rnd(9) == 0 { ver - 40 } else { ver };
+                batch.push((k, format!("p{round}"), v, del));
+            }
+            let opts = UpsertOptions::default().with_checkpoint("s", round);
+            let r = floe::keyed::upsert(&cat, &ident, &change_batch(&batch), &opts)
+                .await
+                .unwrap();
+            model.apply(&batch);
+            let (got, cp) = observed(&r.table).await;
+            assert_eq!(got, model, "{fv:?} round {round}");
+            assert_eq!(cp, Some(round));
+            states.push((
+                r.table.metadata().current_snapshot_id().unwrap(),
+                model.clone(),
+            ));
+            batches.push(batch);
+        }
+        let files = |t: &floe::table::Table| {
+            floe::spec::keyed::TombstoneList::of(t.metadata(), "t")
+                .unwrap()
+                .files
+                .len()
+        };
+        // Moves of main, each checked against the state it makes current.
+        let mut resent = 0;
+        for step in 0..10 {
+            let to = rnd(states.len() as u64) as usize;
+            let (snap, want) = states[to].clone();
+            let t = cat.load_table(&ident).await.unwrap();
+            let cur = t.metadata().current_snapshot_id().unwrap();
+            let change = if floe::spec::snapshot_refs::is_ancestor(t.metadata(), snap, cur) {
+                RefChange::RollbackTo(snap)
+            } else {
+                RefChange::SetCurrentSnapshot(snap)
+            };
+            let t = floe::txn::manage_refs(&cat, &ident, &change).await.unwrap();
+            let (got, cp) = observed(&t).await;
+            assert_eq!(got, want, "{fv:?} step {step}: {change:?}");
+            assert_eq!(cp, Some(to as i64 + 1), "{fv:?} step {step}");
+            assert!(files(&t) <= 8, "{}", files(&t));
+            // Every other move: re-send the batches after it, which apply again.
+            if step % 2 == 1 {
+                let mut m = want.clone();
+                for (i, b) in batches.iter().enumerate().skip(to + 1) {
+                    let opts = UpsertOptions::default().with_checkpoint("s", i as i64 + 1);
+                    let r = floe::keyed::upsert(&cat, &ident, &change_batch(b), &opts)
+                        .await
+                        .unwrap();
+                    assert!(
+                        !r.already_committed,
+                        "{fv:?} batch {} after a rollback",
+                        i + 1
+                    );
+                    m.apply(b);
+                    resent += 1;
+                }
+                let t = cat.load_table(&ident).await.unwrap();
+                let (got, cp) = observed(&t).await;
+                assert_eq!(got, m, "{fv:?} re-sent after step {step}");
+                assert_eq!(got, states.last().unwrap().1);
+                assert_eq!(cp, Some(batches.len() as i64));
+            }
+        }
+        assert!(resent > 0);
+        // A rollback to before the first batch: no checkpoint, no tombstones.
+        let t = cat.load_table(&ident).await.unwrap();
+        let first = t
+            .metadata()
+            .snapshots()
+            .min_by_key(|s| s.sequence_number())
+            .unwrap()
+            .snapshot_id();
+        let t = floe::txn::manage_refs(&cat, &ident, &RefChange::SetCurrentSnapshot(first))
+            .await
+            .unwrap();
+        let mut m = Model::default();
+        m.apply(&batches[0]);
+        assert_eq!(observed(&t).await, (m, Some(1)));
+    }
+}
+
+/// The recovery the docs give works from the CLI: a sink's checkpoint and the tombstone list
+/// can be unset (the sink then starts over; replays may bring deleted keys back), a
+/// checkpoint set to a number; the merge rule cannot change after create, with or without a
+/// merge-engine property, and nothing is committed when it is refused.
+#[test]
+fn alter_checks_a_keyed_table_as_create_does_and_unsets_its_sink_state() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.k",
+            "--schema",
+            "user_id long not null, plan string, ver long, op string",
+            "--primary-key",
+            "user_id",
+        ],
+    );
+    let csv = d.path().join("b.csv");
+    std::fs::write(&csv, "user_id,plan,ver,op\n1,a,1,x\n2,b,1,x\n").unwrap();
+    let csv = csv.to_string_lossy().into_owned();
+    let upsert = |cp: &str| -> serde_json::Value {
+        let out = ok(
+            &wh,
+            &[
+                "upsert",
+                "db.k",
+                &csv,
+                "--sink-id",
+                "s",
+                "--checkpoint",
+                cp,
+                "--json",
+            ],
+        );
+        serde_json::from_str(&out).unwrap()
+    };
+    assert_eq!(upsert("1")["already_committed"], false);
+    let describe = || ok(&wh, &["describe", "db.k", "--json"]);
+    let before = describe();
+    for set in [
+        "floe.merge.version-column=nosuch",
+        "floe.merge.version-column=plan",
+        "floe.merge.version-column=ver",
+        "floe.merge.delete-column=op",
+        "floe.merge-engine=first-row",
+    ] {
+        let o = floe(&wh, &["alter", "db.k", "--set", set]);
+        assert_eq!(o.status.code(), Some(2), "{set}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("cannot be changed after create"),
+            "{set}: {}",
+            text(&o)
+        );
+    }
+    assert_eq!(describe(), before, "nothing was committed");
+    // Unrelated changes and upserts still work.
+    ok(
+        &wh,
+        &[
+            "alter",
+            "db.k",
+            "--set",
+            "write.target-file-size-bytes=1000000",
+        ],
+    );
+    assert_eq!(upsert("1")["already_committed"], true);
+    // Starting the sink over, and setting its checkpoint by hand.
+    ok(&wh, &["alter", "db.k", "--unset", "floe.sink.s.checkpoint"]);
+    assert_eq!(upsert("1")["already_committed"], false);
+    ok(&wh, &["alter", "db.k", "--set", "floe.sink.s.checkpoint=5"]);
+    assert_eq!(upsert("5")["already_committed"], true);
+    let o = floe(
+        &wh,
+        &["alter", "db.k", "--set", "floe.sink.s.checkpoint=five"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // The tombstone list: unset works, set is refused.
+    let o = floe(&wh, &["alter", "db.k", "--set", "floe.tombstones={}"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.v",
+            "--schema",
+            "user_id long not null, plan string, ver long, is_deleted int",
+            "--primary-key",
+            "user_id",
+            "--property",
+            "floe.merge.version-column=ver",
+            "--property",
+            "floe.merge.delete-column=is_deleted",
+        ],
+    );
+    let rows = d.path().join("v.csv");
+    std::fs::write(
+        &rows,
+        "user_id,plan,ver,is_deleted\n1,a,1,0\n1,,2,1\n2,b,1,0\n",
+    )
+    .unwrap();
+    ok(&wh, &["upsert", "db.v", rows.to_str().unwrap()]);
+    let count = |name: &str| -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&wh, &["tombstones", name, "--json"])).unwrap();
+        v["tombstones_count"].as_u64().unwrap()
+    };
+    assert_eq!(count("db.v"), 1);
+    ok(&wh, &["alter", "db.v", "--unset", "floe.tombstones"]);
+    assert_eq!(count("db.v"), 0);
+}

@@ -18,7 +18,7 @@
 //! | [`catalog`] | SQLite / PostgreSQL (pyiceberg/JDBC schema), REST and filesystem catalogs | yes |
 //! | [`scan`] | scan planning (pure) and reading to Arrow, deletes applied | yes |
 //! | [`write`](mod@write) | Arrow to Parquet data and delete files (partitioned, sorted, rolled); commits nothing | yes |
-//! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`], clone | yes |
+//! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`], clone, the row delta shared by `dml`, `keyed` and `ingest` | yes |
 //! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
 //! | [`keyed`] | keyed tables and the CDC sink: versioned upserts and deletes, tombstones, checkpoints | yes |
 //! | [`maintenance`] | compaction, delete rewrites, snapshot expiry, orphan removal | yes |

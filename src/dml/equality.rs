@@ -5,13 +5,13 @@
 use arrow_array::{new_null_array, ArrayRef, RecordBatch};
 use iceberg::spec::Operation;
 
-use super::engine::RowLevelResult;
 use super::statement::columns_in_table_order;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::spec::resolve_column;
 use crate::spec::{FormatVersion, Struct, WriteMode};
 use crate::table::Table;
+use crate::txn::RowLevelResult;
 use crate::txn::{commit, NoValidation, SnapshotProducer};
 use crate::write::{DeleteFileWriter, Partitioner};
 

@@ -2,13 +2,13 @@
 
 use arrow_array::RecordBatch;
 
-use super::engine::RowLevelResult;
 use super::merge::{merge, source_rows};
 use super::merge_source::SourceRows;
 use super::statement::{delete, update};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::expr::{parse_statement, Statement};
+use crate::txn::RowLevelResult;
 
 /// Runs one `DELETE`, `UPDATE` or `MERGE INTO` statement; tables are resolved through
 /// `catalog`. A MERGE reads its source from `source` when given, else from the statement's

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use arrow_array::{new_null_array, Array, ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use arrow_schema::{Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 
-use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
 use super::merge_source::{read_source, Aligned, ReadSource, SourceKeys, SourceRows, SourceSet};
 use super::statement::{check_assignable, column_index, nullable, with_lineage};
 use crate::catalog::Catalog;
@@ -18,6 +17,7 @@ use crate::expr::{cast_to, BoundExpr, Insert, MatchedAction, Merge, MergeClause,
 use crate::scan::Scan;
 use crate::spec::Struct;
 use crate::table::{parse_ident, Table};
+use crate::txn::{run_row_delta as run, RowChanger, RowLevelKind, RowLevelResult};
 
 /// Reads a MERGE source named in the statement: a Parquet file, or a table of the catalog.
 pub(super) async fn source_rows(catalog: &Catalog, src: &MergeSource) -> Result<SourceRows> {

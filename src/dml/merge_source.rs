@@ -202,7 +202,7 @@ pub(super) struct Aligned {
     /// Partitions already taken out.
     taken: Vec<bool>,
     next_new: usize,
-    pub alignment: super::engine::Alignment,
+    pub alignment: crate::txn::Alignment,
 }
 
 impl Aligned {
@@ -392,7 +392,7 @@ pub(super) fn read_source(
             splitter,
             taken: vec![false; spill.len()],
             next_new: 0,
-            alignment: super::engine::Alignment {
+            alignment: crate::txn::Alignment {
                 source_partitions: spill.len() as u64,
                 target_partitions_read: 0,
                 spilled_bytes: spill.spilled_bytes,

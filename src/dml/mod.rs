@@ -1,16 +1,13 @@
 //! Row-level changes: DELETE, UPDATE and MERGE, in copy-on-write or merge-on-read as the
 //! table's `write.{delete,update,merge}.mode` says.
 
-mod engine;
 mod equality;
 mod execute;
 mod merge;
 mod merge_source;
 mod statement;
 
-pub(crate) use engine::file_scoped_deletes;
-pub(crate) use engine::{run, stage, stage_known, CommitExtras, RowChanger, RowLevelKind, Staged};
-pub use engine::{Alignment, RowLevelResult};
+pub use crate::txn::{Alignment, RowLevelResult};
 pub use equality::delete_by_key;
 pub use execute::{execute, execute_with};
 pub use merge::merge;

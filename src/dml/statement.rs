@@ -5,12 +5,12 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 
-use super::engine::{run, RowChanger, RowLevelKind, RowLevelResult};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::expr::{cast_to, to_iceberg_predicate, BoundExpr, Expr};
 use crate::spec::resolve_column;
 use crate::table::Table;
+use crate::txn::{run_row_delta as run, RowChanger, RowLevelKind, RowLevelResult};
 
 /// The table's top-level column names `names` refers to, in table order (`s.a`, a struct
 /// field, reads top-level column `s`; names are found by [`resolve_column`]).

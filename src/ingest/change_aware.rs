@@ -15,9 +15,9 @@ use arrow::row::{Row, RowConverter, Rows};
 use arrow_array::{BooleanArray, RecordBatch, UInt32Array};
 
 use super::dedup::KeyColumns;
-use crate::dml::RowChanger;
 use crate::error::{Error, Result};
 use crate::spec::Struct;
+use crate::txn::RowChanger;
 use crate::write::PartitionSpill;
 
 /// Counts of what the comparison found.

@@ -28,7 +28,6 @@ pub use change_aware::ChangeCounts;
 pub(crate) use dedup::{latest_per_key, KeyColumns};
 
 use crate::catalog::Catalog;
-use crate::dml::{file_scoped_deletes, RowLevelKind, RowLevelResult};
 use crate::error::{Error, Result};
 use crate::scan::{PlannedFile, Scan, SnapshotSelector};
 use crate::spec::{resolve_column, PrimitiveType, TableIdent, Type, WriteMode};
@@ -37,6 +36,7 @@ use crate::txn::{
     clone_table, commit, commit_or_discard, CloneResult, FileKey, RowLevelValidation,
     SnapshotProducer,
 };
+use crate::txn::{file_scoped_deletes, RowLevelKind, RowLevelResult};
 use crate::write::{Conformer, DataWriter, PartitionSpill, Partitioner};
 
 use change_aware::IngestChanger;
@@ -225,9 +225,15 @@ where
     match options.strategy {
         Strategy::ChangeAware => {
             let mut changer = IngestChanger::new(parts, cols, sorted, staging.name())?;
-            let r = crate::dml::run(catalog, staging, RowLevelKind::Merge, None, &mut changer)
-                .await
-                .map_err(ctx)?;
+            let r = crate::txn::run_row_delta(
+                catalog,
+                staging,
+                RowLevelKind::Merge,
+                None,
+                &mut changer,
+            )
+            .await
+            .map_err(ctx)?;
             result.changes = changer.counts;
             record(&mut result, &r);
         }

@@ -18,12 +18,12 @@ use super::index::{KeyIndex, Keys};
 use super::state::MergeState;
 use super::tombstones;
 use crate::catalog::Catalog;
-use crate::dml::{stage, stage_known, CommitExtras, RowLevelKind, Staged};
 use crate::error::{ErrorKind, Result};
 use crate::spec::keyed::{sink_checkpoint_key, KeyedSpec, MergeEngine, TombstoneList, TOMBSTONES};
 use crate::spec::{Schema, TableIdent};
 use crate::table::Table;
 use crate::txn::PropertyUpdate;
+use crate::txn::{stage, stage_known, CommitExtras, RowLevelKind, Staged};
 use crate::write::Conformer;
 
 /// What a [`super::KeyedWriter`] keeps between batches: the key index (the replace engine)
@@ -545,7 +545,7 @@ async fn decide_by_index(
             }
         }
     }
-    let rows = crate::dml::RowChanger::finish(&mut changer)?;
+    let rows = crate::txn::RowChanger::finish(&mut changer)?;
     let removals = idx.removals(&at);
     *slot = Some(idx);
     let settled = changer.settled.take().unwrap_or_default();

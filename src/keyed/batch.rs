@@ -151,7 +151,7 @@ impl UpsertResult {
     }
 
     /// Takes what the commit `r` did; a sink's checkpoint is committed with a snapshot.
-    pub(super) fn committed(&mut self, r: crate::dml::RowLevelResult, sink: Option<(&str, i64)>) {
+    pub(super) fn committed(&mut self, r: crate::txn::RowLevelResult, sink: Option<(&str, i64)>) {
         self.snapshot_id = r.snapshot_id;
         self.table = r.table;
         self.added_data_files = r.added_data_files;

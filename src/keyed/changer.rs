@@ -7,8 +7,8 @@ use arrow::row::RowConverter;
 use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 
 use super::fold::{versions_of, Folded, KeyMap};
-use crate::dml::RowChanger;
 use crate::error::{Error, Result};
+use crate::txn::RowChanger;
 
 /// What became of one winning change of the batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

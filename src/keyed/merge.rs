@@ -19,12 +19,12 @@ use super::changer::Counts;
 use super::evolve::{evolve, relaxed};
 use super::fold::{key_converter, key_rows, versions_of, Columns, KeyMap};
 use super::state::MergeState;
-use crate::dml::{stage, stage_known, RowChanger, RowLevelKind, Staged};
 use crate::error::{Error, Result};
 use crate::scan::{Scan, SnapshotSelector};
 use crate::spec::keyed::{KeyedSpec, MergeEngine};
 use crate::spec::Schema;
 use crate::table::Table;
+use crate::txn::{stage, stage_known, RowChanger, RowLevelKind, Staged};
 use crate::write::Conformer;
 
 /// A batch decided against the table, its files staged.

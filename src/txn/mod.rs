@@ -7,6 +7,7 @@ mod clone;
 mod commit;
 mod producer;
 mod refs;
+mod row_delta;
 mod staged;
 mod summary;
 mod validate;
@@ -23,6 +24,11 @@ pub use clone::{
 pub(crate) use commit::{commit, commit_or_discard, commit_properties};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use refs::manage_refs;
+pub(crate) use row_delta::file_scoped_deletes;
+pub(crate) use row_delta::{
+    run as run_row_delta, stage, stage_known, CommitExtras, RowChanger, RowLevelKind, Staged,
+};
+pub use row_delta::{Alignment, RowLevelResult};
 pub(crate) use staged::data_files as staged_data_files;
 pub use staged::{
     commit_staged, discard_staged, read_staged, stage_data_files, StagedFiles, StagingJob,

@@ -1,4 +1,5 @@
-//! The row-level write engine shared by DELETE, UPDATE and MERGE.
+//! The row delta (Iceberg's `RowDelta`): the row-level write engine shared by DELETE, UPDATE
+//! and MERGE (`dml`), keyed upserts (`keyed`) and snapshot ingestion (`ingest`).
 //!
 //! 1. Plan the files that may hold affected rows (pruned by the operation's filter).
 //! 2. Read their live rows with positions; a [`RowChanger`] says which rows go away and which
@@ -18,6 +19,10 @@ use iceberg::expr::{Bind, Predicate};
 use iceberg::spec::Operation;
 use roaring::RoaringTreemap;
 
+use super::{
+    commit_or_discard, FileKey, NoConcurrentCommit, PropertyUpdate, RowLevelValidation,
+    SnapshotProducer, Validation,
+};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::scan::{PlannedFile, Scan, ScanPlan, SnapshotSelector};
@@ -26,10 +31,6 @@ use crate::spec::{
     PartitionSpec, Struct, WriteMode,
 };
 use crate::table::Table;
-use crate::txn::{
-    commit_or_discard, FileKey, NoConcurrentCommit, PropertyUpdate, RowLevelValidation,
-    SnapshotProducer, Validation,
-};
 use crate::write::{DataWriter, DeleteFileWriter};
 
 /// Deleted positions bound for one delete file: the spec and partition it is written for,

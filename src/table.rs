@@ -350,7 +350,8 @@ pub fn ident_name(ident: &TableIdent) -> String {
 }
 
 /// Parses `ns.table` (the last dot separates the table name); a bare name goes to `default`.
-/// A part that [`check_ident`] refuses is an error.
+/// A part that is empty or holds `/`, `\`, `.` or a control character is an error (it could
+/// alias or escape a table location).
 pub fn parse_ident(name: &str) -> Result<TableIdent> {
     let parts: Vec<&str> = name.split('.').collect();
     let parts = if parts.len() == 1 {

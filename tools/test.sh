@@ -9,6 +9,8 @@
 #   FLOE_NO_S3=1 bash tools/test.sh            # no S3 server, S3 tests skipped (explicit only)
 #   FLOE_NO_PYTHON=1 bash tools/test.sh        # skip the Python package's wheel and pytest
 #
+# Before the tests: cargo fmt --check, cargo clippy -D warnings and rustdoc -D warnings.
+#
 # Servers: a private PostgreSQL (tools/servers/postgres.sh) and a private SeaweedFS S3
 # server (tools/servers/seaweedfs.sh, pinned, installed under ~/.cache/floe/servers) are
 # started before `cargo test` and stopped on exit; if one cannot start, the run fails
@@ -82,6 +84,13 @@ else
   eval "$s3_env"
   echo "S3 endpoint: $FLOE_TEST_S3_ENDPOINT bucket $FLOE_TEST_S3_BUCKET"
 fi
+
+# Rules the compiler checks: formatting, clippy (the library's lints: missing docs,
+# unreachable `pub`, no unwrap/expect/panic outside tests) and rustdoc, all as errors.
+echo "== lints: cargo fmt --check, clippy -D warnings, rustdoc -D warnings"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 echo "== cargo test"
 cargo test -- --test-threads "${FLOE_TEST_THREADS:-2}"

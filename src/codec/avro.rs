@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 
 /// Refuses `schema` (the writer schema of `what`) if its objects or an array's items encode
 /// in zero bytes, or a record contains itself with nothing (a union, array or map) in between.
-pub fn check_writer_schema(schema: &Schema, what: &str) -> Result<()> {
+pub(crate) fn check_writer_schema(schema: &Schema, what: &str) -> Result<()> {
     let mut named = HashMap::new();
     collect_named(schema, &mut named);
     let mut sizes = Sizes {
@@ -113,16 +113,16 @@ impl<'a> Sizes<'a> {
 /// How far one compressed block may expand: `MAX_EXPANSION` times its compressed size, or
 /// [`MIN_EXPANDED_BYTES`], whichever is larger. Iceberg's manifests and manifest lists
 /// compress a few times over (paths, ids and bounds); deflate's own limit is about 1032:1.
-pub const MAX_EXPANSION: u64 = 256;
+pub(crate) const MAX_EXPANSION: u64 = 256;
 
 /// Bytes any compressed block may expand to, whatever its size.
-pub const MIN_EXPANDED_BYTES: u64 = 1 << 20;
+pub(crate) const MIN_EXPANDED_BYTES: u64 = 1 << 20;
 
 /// Refuses an Avro container (`bytes`, the contents of `what`) whose header metadata map
 /// declares more entries than its bytes could hold: apache-avro 0.21 reserves a map's
 /// declared size before reading it, and up to its 8 Mi limit that is 1.3 GB for 2 KB of file.
 /// Run before apache-avro opens the file.
-pub fn check_header(bytes: &[u8], what: &str) -> Result<()> {
+pub(crate) fn check_header(bytes: &[u8], what: &str) -> Result<()> {
     let mut c = Container { buf: bytes, pos: 0 };
     c.header()
         .map(|_| ())
@@ -140,7 +140,7 @@ pub fn check_header(bytes: &[u8], what: &str) -> Result<()> {
 ///
 /// A container this walk cannot follow (a bad header, a codec it does not know) is left to
 /// the decoder, which reports it.
-pub fn check_blocks(bytes: &[u8], schema: &Schema, what: &str) -> Result<()> {
+pub(crate) fn check_blocks(bytes: &[u8], schema: &Schema, what: &str) -> Result<()> {
     let bad = |why: String| Error::corrupt(format!("{what} is malformed: {why}"));
     let mut c = Container { buf: bytes, pos: 0 };
     let Some(codec) = c.header().map_err(bad)? else {

@@ -10,11 +10,11 @@
 
 /// Deepest struct/list nesting a page header may use (the headers parquet-format defines
 /// nest four levels).
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 
 /// Why a column chunk's pages were refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PageError(pub String);
+pub(crate) struct PageError(pub String);
 
 struct Cursor<'a> {
     buf: &'a [u8],
@@ -159,7 +159,7 @@ impl Cursor<'_> {
 
 /// Walks the pages of one column chunk (`chunk`: its bytes, from its first page header to
 /// `total_compressed_size`); returns how many pages it holds.
-pub fn check_column_chunk(chunk: &[u8]) -> Result<usize, PageError> {
+pub(crate) fn check_column_chunk(chunk: &[u8]) -> Result<usize, PageError> {
     let mut c = Cursor { buf: chunk, pos: 0 };
     let mut pages = 0;
     while c.left() > 0 {

@@ -14,7 +14,7 @@ use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use crate::error::{Error, Result};
 
 /// The column of `batch` carrying field id `id` (top level or inside structs).
-pub fn column_by_field_id(batch: &RecordBatch, id: i32) -> Result<ArrayRef> {
+pub(crate) fn column_by_field_id(batch: &RecordBatch, id: i32) -> Result<ArrayRef> {
     column(batch, id)
 }
 
@@ -44,7 +44,7 @@ fn find(fields: &Fields, columns: &[ArrayRef], id: i32) -> Option<ArrayRef> {
 }
 
 /// A one-element array holding a literal of Iceberg type `ty`, of Arrow type `target`.
-pub fn literal_array(
+pub(crate) fn literal_array(
     lit: &PrimitiveLiteral,
     ty: &PrimitiveType,
     target: &DataType,

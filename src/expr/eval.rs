@@ -387,7 +387,7 @@ fn normalize_float(v: Val) -> Result<Val> {
 /// Casts `array` to `to` (an assignment's value to its column's type), refusing a cast that
 /// loses information: a value that does not convert (`'abc'` to long, an overflow) or an
 /// integer target for a value with a fractional part.
-pub fn cast_to(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+pub(crate) fn cast_to(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     let from = array.data_type();
     if from == to {
         return Ok(array.clone());

@@ -13,7 +13,7 @@ use iceberg::transform::create_transform_function;
 
 /// `p` (over `schema`'s columns) with the IN / NOT IN values that the file's bucket
 /// partition values rule out removed; `p` itself when nothing narrows.
-pub fn narrow_to_partition(
+pub(crate) fn narrow_to_partition(
     p: &Predicate,
     schema: &Schema,
     spec: &PartitionSpec,

@@ -14,7 +14,10 @@ use crate::error::Result;
 
 /// Projects a bound row predicate onto a partition spec (inclusive: true for every partition
 /// that may hold a matching row). Result refers to partition field names.
-pub fn project_to_partition(pred: &BoundPredicate, spec: &PartitionSpec) -> Result<Predicate> {
+pub(crate) fn project_to_partition(
+    pred: &BoundPredicate,
+    spec: &PartitionSpec,
+) -> Result<Predicate> {
     let p = pred.clone().rewrite_not();
     project(&p, spec)
 }
@@ -60,7 +63,7 @@ fn lit_cmp(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> Option<Ordering> {
 }
 
 /// Evaluates a partition predicate (from [`project_to_partition`]) on a partition tuple.
-pub fn partition_matches(p: &Predicate, spec: &PartitionSpec, partition: &Struct) -> bool {
+pub(crate) fn partition_matches(p: &Predicate, spec: &PartitionSpec, partition: &Struct) -> bool {
     let value = |name: &str| -> Option<Option<&PrimitiveLiteral>> {
         let idx = spec.fields().iter().position(|f| f.name == name)?;
         Some(match partition.fields().get(idx)? {
@@ -160,7 +163,7 @@ fn starts_with(v: &PrimitiveLiteral, prefix: &PrimitiveLiteral) -> Option<bool> 
 }
 
 /// May a manifest whose partition summaries are `summaries` hold partitions matching `p`?
-pub fn manifest_may_match(
+pub(crate) fn manifest_may_match(
     p: &Predicate,
     spec: &PartitionSpec,
     schema: &Schema,
@@ -281,7 +284,7 @@ fn range_binary(op: PredicateOperator, v: &Datum, x: &Range) -> bool {
 }
 
 /// Column metrics of a data file or of one row group of it: what inclusive pruning reads.
-pub trait ColumnMetrics {
+pub(crate) trait ColumnMetrics {
     /// Rows covered.
     fn record_count(&self) -> u64;
     /// Values (nulls included) of field `id`, when known.
@@ -342,12 +345,12 @@ pub(crate) fn field_ids(p: &BoundPredicate, out: &mut Vec<i32>) {
 }
 
 /// May `file` hold rows matching the bound predicate, judging by its column metrics?
-pub fn file_may_match(p: &BoundPredicate, file: &DataFile) -> bool {
+pub(crate) fn file_may_match(p: &BoundPredicate, file: &DataFile) -> bool {
     may_match(p, file)
 }
 
 /// May rows with column metrics `m` (a file's, a row group's) match the bound predicate?
-pub fn may_match(p: &BoundPredicate, m: &impl ColumnMetrics) -> bool {
+pub(crate) fn may_match(p: &BoundPredicate, m: &impl ColumnMetrics) -> bool {
     let p = p.clone().rewrite_not();
     eval_metrics(&p, m)
 }

@@ -27,7 +27,7 @@ struct ColumnStats {
 
 /// The column metrics of one row group, by field id.
 #[derive(Debug, Clone, Default)]
-pub struct RowGroupMetrics {
+pub(crate) struct RowGroupMetrics {
     rows: u64,
     columns: HashMap<i32, ColumnStats>,
     /// Fields whose file holds no NaN (its manifest entry says so): none in any row group.
@@ -97,7 +97,7 @@ fn leaves(meta: &ParquetMetaData, schema: &Schema) -> Vec<Leaf> {
 
 /// The metrics of every row group of a file, for the top-level primitive columns of `schema`
 /// (matched by field id).
-pub fn row_group_metrics(
+pub(crate) fn row_group_metrics(
     meta: &ParquetMetaData,
     schema: &Schema,
     nan_free: &std::sync::Arc<[i32]>,
@@ -112,7 +112,7 @@ pub fn row_group_metrics(
 /// The pages of one row group a predicate may need, judged by the column index (page
 /// statistics) of the columns it reads.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PageChoice {
+pub(crate) struct PageChoice {
     /// Row ranges `[start, end)` within the row group that may hold matching rows.
     pub keep: Vec<(u64, u64)>,
     /// Pages of the predicate's columns in the row group.
@@ -132,7 +132,7 @@ struct PageColumn<'a> {
 /// reads has a page index). The page boundaries of all those columns cut the row group into
 /// segments; a segment's metrics are, for each column, those of the page holding it (bounds
 /// of a superset of its rows, so the inclusive evaluation stays sound).
-pub fn page_choice(
+pub(crate) fn page_choice(
     meta: &ParquetMetaData,
     rg: usize,
     schema: &Schema,
@@ -434,7 +434,7 @@ fn bounds(stats: &Statistics, leaf: &Leaf) -> Option<Bounds> {
 /// `Some(true)` when the bloom filter of field `id` proves `v` is not in the row group, and
 /// `None` when there is no filter to ask. Only `=` and `IN` consult it; every other leaf may
 /// match.
-pub fn bloom_may_match(
+pub(crate) fn bloom_may_match(
     p: &BoundPredicate,
     absent: &mut dyn FnMut(i32, &Datum) -> Option<bool>,
 ) -> bool {
@@ -461,7 +461,7 @@ pub fn bloom_may_match(
 
 /// Whether a bloom filter of a column of physical type `physical` proves `v` absent (`None`:
 /// the value's type is not one whose hashed bytes are known for that column).
-pub fn bloom_proves_absent(
+pub(crate) fn bloom_proves_absent(
     filter: &parquet::bloom_filter::Sbbf,
     physical: parquet::basic::Type,
     v: &Datum,

@@ -237,7 +237,7 @@ fn first_words(s: &str) -> String {
 /// The deepest expression tree floe accepts (after chains of AND / OR are balanced).
 pub const MAX_EXPR_DEPTH: usize = 256;
 /// The most tokens (words, literals, operators) one expression or statement may have.
-pub const MAX_EXPR_TOKENS: usize = 100_000;
+pub(super) const MAX_EXPR_TOKENS: usize = 100_000;
 
 /// Parses a scalar or boolean expression: every `--where`, `--set` value and DML condition
 /// goes through this one grammar. Chains of `AND` / `OR` (thousands of terms) become balanced

@@ -10,7 +10,7 @@ use super::literal::{datum_for, RawLit};
 use crate::spec::resolve_field;
 
 /// A predicate implied by `expr` over `schema` (unqualified columns only), or `None`.
-pub fn to_iceberg_predicate(expr: &Expr, schema: &Schema) -> Option<Predicate> {
+pub(crate) fn to_iceberg_predicate(expr: &Expr, schema: &Schema) -> Option<Predicate> {
     convert(expr, schema).map(|(p, _)| p)
 }
 

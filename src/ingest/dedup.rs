@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 
 /// The columns ingestion works with, by index in the table's Arrow schema.
 #[derive(Debug, Clone)]
-pub struct KeyColumns {
+pub(crate) struct KeyColumns {
     /// Key columns.
     pub key: Vec<usize>,
     /// The version column.
@@ -28,7 +28,11 @@ pub struct KeyColumns {
 
 impl KeyColumns {
     /// Resolves `key` and `version` names against `schema`.
-    pub fn new(schema: &arrow_schema::Schema, key: &[String], version: &str) -> Result<Self> {
+    pub(crate) fn new(
+        schema: &arrow_schema::Schema,
+        key: &[String],
+        version: &str,
+    ) -> Result<Self> {
         let find = |name: &str| {
             schema.index_of(name).map_err(|_| {
                 Error::invalid(format!(
@@ -78,17 +82,22 @@ impl KeyColumns {
     }
 
     /// A converter of the key columns of batches with `schema`.
-    pub fn key_converter(&self, schema: &arrow_schema::Schema) -> Result<RowConverter> {
+    pub(crate) fn key_converter(&self, schema: &arrow_schema::Schema) -> Result<RowConverter> {
         converter(schema, &self.key)
     }
 
     /// A converter of the value columns (all but the version).
-    pub fn value_converter(&self, schema: &arrow_schema::Schema) -> Result<RowConverter> {
+    pub(crate) fn value_converter(&self, schema: &arrow_schema::Schema) -> Result<RowConverter> {
         converter(schema, &self.values)
     }
 
     /// The key columns of `batch` as comparable rows; a null key is an error.
-    pub fn keys(&self, conv: &RowConverter, batch: &RecordBatch, what: &str) -> Result<Rows> {
+    pub(crate) fn keys(
+        &self,
+        conv: &RowConverter,
+        batch: &RecordBatch,
+        what: &str,
+    ) -> Result<Rows> {
         for (&i, name) in self.key.iter().zip(&self.names) {
             if batch.column(i).null_count() > 0 {
                 return Err(Error::invalid(format!(
@@ -102,7 +111,7 @@ impl KeyColumns {
     }
 
     /// The value columns of `batch` as comparable rows.
-    pub fn values(&self, conv: &RowConverter, batch: &RecordBatch) -> Result<Rows> {
+    pub(crate) fn values(&self, conv: &RowConverter, batch: &RecordBatch) -> Result<Rows> {
         let cols: Vec<_> = self
             .values
             .iter()
@@ -112,7 +121,7 @@ impl KeyColumns {
     }
 
     /// The version column as i64; a null version is an error.
-    pub fn versions(&self, batch: &RecordBatch, what: &str) -> Result<Int64Array> {
+    pub(crate) fn versions(&self, batch: &RecordBatch, what: &str) -> Result<Int64Array> {
         let c = batch.column(self.version);
         if c.null_count() > 0 {
             return Err(Error::invalid(format!(
@@ -138,7 +147,11 @@ fn converter(schema: &arrow_schema::Schema, idx: &[usize]) -> Result<RowConverte
 }
 
 /// Indices of the rows of `batch` that win per key (in ascending order).
-pub fn latest_per_key(cols: &KeyColumns, batch: &RecordBatch, what: &str) -> Result<UInt32Array> {
+pub(crate) fn latest_per_key(
+    cols: &KeyColumns,
+    batch: &RecordBatch,
+    what: &str,
+) -> Result<UInt32Array> {
     let conv = cols.key_converter(&batch.schema())?;
     let keys = cols.keys(&conv, batch, what)?;
     let versions = cols.versions(batch, what)?;

@@ -138,7 +138,7 @@ pub struct UpsertResult {
     /// Times the batch was planned (more than 1 after concurrent commits).
     pub attempts: u32,
     /// How the stored rows were found: `scan` (the key and version columns of the files
-    /// the batch's key range may hit), `index` (a [`KeyedWriter`]'s key index), or
+    /// the batch's key range may hit), `index` (a [`super::KeyedWriter`]'s key index), or
     /// `index-built` (the index was built or rebuilt first).
     pub lookup: &'static str,
 }

@@ -68,7 +68,7 @@ pub(crate) struct KeyedChanger {
 
 impl KeyedChanger {
     /// A changer for `folded` (its keys encoded by `conv` into `index`).
-    pub fn new(
+    pub(super) fn new(
         key: &[String],
         version: Option<&String>,
         conv: RowConverter,
@@ -103,7 +103,7 @@ impl KeyedChanger {
 
     /// The live row of change `i`'s key was found, with version `row_version`: whether the
     /// row goes away. A second live row of one key is an error.
-    pub fn observe(&mut self, i: usize, row_version: Option<i64>) -> Result<bool> {
+    pub(super) fn observe(&mut self, i: usize, row_version: Option<i64>) -> Result<bool> {
         if self.outcome[i] != Outcome::Unseen {
             return Err(Error::invalid(format!(
                 "table {} holds the key of change {} in more than one live row (was it written by an engine \

@@ -58,7 +58,7 @@ pub(crate) struct Columns {
 
 impl Columns {
     /// The columns `spec` names, found in `schema`.
-    pub fn of(spec: &KeyedSpec, schema: &SchemaRef) -> Result<Self> {
+    pub(super) fn of(spec: &KeyedSpec, schema: &SchemaRef) -> Result<Self> {
         let find = |n: &String| {
             schema
                 .index_of(n)

@@ -55,7 +55,11 @@ pub(crate) enum Keys<'a> {
 
 impl Keys<'_> {
     /// `keys` (the batch's encoded key rows; `key_cols` its key columns) as the index needs.
-    pub fn of<'a>(index: &KeyIndex, key_cols: &[ArrayRef], rows: &'a Rows) -> Result<Keys<'a>> {
+    pub(super) fn of<'a>(
+        index: &KeyIndex,
+        key_cols: &[ArrayRef],
+        rows: &'a Rows,
+    ) -> Result<Keys<'a>> {
         Ok(match index.locs {
             Locations::Long(_) => Keys::Long(long_key(&key_cols[0])?),
             Locations::Rows(_) => Keys::Rows(rows),
@@ -217,7 +221,7 @@ pub(crate) struct KeyIndex {
 
 impl KeyIndex {
     /// Reads the key and version columns of every live row of `table`, and its tombstones.
-    pub async fn build(
+    pub(super) async fn build(
         table: &Table,
         spec: &KeyedSpec,
         cols: &Columns,
@@ -414,7 +418,12 @@ impl KeyIndex {
     /// The live row (its file path and position, and version) and the tombstone version of
     /// key `r` of `keys` (`rows`: the same keys encoded as rows).
     #[cfg(test)]
-    pub fn lookup(&self, keys: &Keys, rows: &Rows, r: usize) -> (Option<LiveRow>, Option<i64>) {
+    pub(super) fn lookup(
+        &self,
+        keys: &Keys,
+        rows: &Rows,
+        r: usize,
+    ) -> (Option<LiveRow>, Option<i64>) {
         let live = self.live(keys, r);
         let tomb = if live.is_none() || self.shadowed {
             self.tombstone(keys, rows, r)
@@ -472,7 +481,11 @@ impl KeyIndex {
     /// [`Self::lookup`] of every key of `keys`, split over the cores for large batches
     /// (each lookup is a cache miss into a large map; two threads keep twice as many in
     /// flight).
-    pub fn lookup_all(&self, keys: &Keys, rows: &Rows) -> Vec<(Option<LiveRow>, Option<i64>)> {
+    pub(super) fn lookup_all(
+        &self,
+        keys: &Keys,
+        rows: &Rows,
+    ) -> Vec<(Option<LiveRow>, Option<i64>)> {
         let n = rows.num_rows();
         let threads = std::thread::available_parallelism().map_or(1, |p| p.get().min(4));
         let run = |from: usize, to: usize| {
@@ -518,7 +531,7 @@ impl KeyIndex {
     }
 
     /// Removed positions per file path, from `(file, position)` pairs.
-    pub fn removals(&self, at: &[(u32, u64)]) -> HashMap<String, RoaringTreemap> {
+    pub(super) fn removals(&self, at: &[(u32, u64)]) -> HashMap<String, RoaringTreemap> {
         let mut by_file: Vec<Vec<u64>> = vec![Vec::new(); self.files.len()];
         for &(f, p) in at {
             by_file[f as usize].push(p);
@@ -536,7 +549,7 @@ impl KeyIndex {
 
     /// The key and version columns of the data files a batch added, by path (read back
     /// from storage: floe wrote them, so their rows' positions are known only this way).
-    pub async fn read_added(
+    pub(super) async fn read_added(
         table: &Table,
         spec: &KeyedSpec,
         added: &[String],
@@ -560,7 +573,7 @@ impl KeyIndex {
     /// inserted: a removal leaves a deleted marker in the map, and markers add up until the
     /// whole map is rehashed (hundreds of ms at 10M keys, every few batches).
     #[allow(clippy::too_many_arguments)]
-    pub fn apply_batch(
+    pub(super) fn apply_batch(
         &mut self,
         table: &Table,
         spec: &KeyedSpec,
@@ -625,7 +638,7 @@ impl KeyIndex {
 
     /// Marks the index as reflecting `table`, the state its last [`Self::apply_batch`]
     /// committed.
-    pub fn settle(&mut self, table: &Table) -> Result<()> {
+    pub(super) fn settle(&mut self, table: &Table) -> Result<()> {
         self.snapshot_id = table.current_snapshot().map(|s| s.snapshot_id());
         self.tombstone_list = TombstoneList::of(table.metadata(), &table.name())?;
         self.schema_id = table.metadata().current_schema_id();
@@ -675,7 +688,7 @@ impl KeyIndex {
     }
 
     /// Whether the index reflects `table` as it is now.
-    pub fn is_current(&self, table: &Table) -> bool {
+    pub(super) fn is_current(&self, table: &Table) -> bool {
         self.snapshot_id == table.current_snapshot().map(|s| s.snapshot_id())
             && self.schema_id == table.metadata().current_schema_id()
             && TombstoneList::of(table.metadata(), &table.name())

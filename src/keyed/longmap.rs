@@ -150,7 +150,7 @@ fn mix(k: i64) -> u64 {
 impl LongMap {
     /// Entries held.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.len
     }
 
@@ -161,7 +161,7 @@ impl LongMap {
 
     /// The number of slots (0 or a power of two).
     #[cfg(test)]
-    pub fn slots(&self) -> usize {
+    pub(super) fn slots(&self) -> usize {
         self.slots.len
     }
 
@@ -191,7 +191,7 @@ impl LongMap {
 
     /// Makes room for `additional` more entries without growing; an error when the memory
     /// cannot be had (the map is unchanged).
-    pub fn try_reserve(&mut self, additional: usize) -> std::io::Result<()> {
+    pub(super) fn try_reserve(&mut self, additional: usize) -> std::io::Result<()> {
         let want = self.len.saturating_add(additional);
         if !self.fits(want) {
             self.rehash_into(Slots::new(Self::slots_for(want))?);
@@ -200,7 +200,8 @@ impl LongMap {
     }
 
     /// [`Self::try_reserve`], aborting like a standard collection when out of memory.
-    pub fn reserve(&mut self, additional: usize) {
+    #[allow(clippy::panic, reason = "out of memory, as std's collections abort")]
+    pub(super) fn reserve(&mut self, additional: usize) {
         if let Err(e) = self.try_reserve(additional) {
             panic!("the key index could not grow by {additional} entries: {e}");
         }
@@ -224,7 +225,7 @@ impl LongMap {
     }
 
     /// Every key held, in slot order.
-    pub fn keys(&self) -> impl Iterator<Item = i64> + '_ {
+    pub(super) fn keys(&self) -> impl Iterator<Item = i64> + '_ {
         self.slots
             .get()
             .iter()
@@ -233,7 +234,7 @@ impl LongMap {
     }
 
     /// `key`'s location.
-    pub fn get(&self, key: i64) -> Option<Loc> {
+    pub(super) fn get(&self, key: i64) -> Option<Loc> {
         if self.len == 0 {
             return None;
         }
@@ -243,7 +244,7 @@ impl LongMap {
     /// Starts loading `key`'s home slot into the cache (a batch of lookups calls it some
     /// keys ahead).
     #[inline]
-    pub fn prefetch(&self, key: i64) {
+    pub(super) fn prefetch(&self, key: i64) {
         let slots = self.slots.get();
         if slots.is_empty() {
             return;
@@ -257,7 +258,7 @@ impl LongMap {
     }
 
     /// Sets `key`'s location; returns the one it replaced.
-    pub fn insert(&mut self, key: i64, loc: Loc) -> Option<Loc> {
+    pub(super) fn insert(&mut self, key: i64, loc: Loc) -> Option<Loc> {
         self.insert_slot(Slot::new(key, loc))
     }
 
@@ -275,7 +276,7 @@ impl LongMap {
 
     /// Removes `key`; the entries after it in its run move back so that every entry stays
     /// reachable from its home slot.
-    pub fn remove(&mut self, key: i64) -> Option<Loc> {
+    pub(super) fn remove(&mut self, key: i64) -> Option<Loc> {
         if self.len == 0 {
             return None;
         }
@@ -317,14 +318,14 @@ pub(super) struct BulkLoad {
 
 impl BulkLoad {
     /// Room for `n` entries if the memory can be had (more or fewer may be pushed).
-    pub fn with_capacity(n: usize) -> Self {
+    pub(super) fn with_capacity(n: usize) -> Self {
         let mut entries = Vec::new();
         let _ = entries.try_reserve_exact(n);
         Self { entries }
     }
 
     /// Adds an entry (file id below [`MAX_FILES`], position below [`MAX_POS`]).
-    pub fn push(&mut self, key: i64, loc: Loc) {
+    pub(super) fn push(&mut self, key: i64, loc: Loc) {
         self.entries.push(Slot::new(key, loc));
     }
 }
@@ -347,7 +348,7 @@ impl LongMap {
     /// the first free slot from its home: sequential passes over the map instead of one
     /// cache (and TLB) miss per insert, which is what made building a 10M-key index cost
     /// over a second. Sorting and laying down are split between two threads.
-    pub fn bulk_load(bulk: BulkLoad) -> std::io::Result<(LongMap, bool)> {
+    pub(super) fn bulk_load(bulk: BulkLoad) -> std::io::Result<(LongMap, bool)> {
         let mut entries = bulk.entries;
         let n_slots = Self::slots_for(entries.len());
         let mut map = LongMap {

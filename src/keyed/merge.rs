@@ -409,7 +409,7 @@ pub(super) struct Follow {
 
 impl Follow {
     /// Brings `state` to `table`, the batch committed (its data files `added`).
-    pub async fn apply(
+    pub(super) async fn apply(
         &self,
         state: &mut MergeState,
         table: &Table,

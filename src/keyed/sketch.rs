@@ -52,7 +52,7 @@ pub(crate) fn hash_bytes(b: &[u8]) -> u64 {
 
 impl Hll {
     /// Adds a value by its hash.
-    pub fn add(&mut self, hash: u64) {
+    pub(super) fn add(&mut self, hash: u64) {
         let idx = (hash >> (64 - P)) as usize;
         let rest = hash << P;
         let rank = (rest.leading_zeros() + 1).min(64 - P + 1) as u8;
@@ -62,14 +62,14 @@ impl Hll {
     }
 
     /// Merges another sketch in.
-    pub fn merge(&mut self, other: &Hll) {
+    pub(super) fn merge(&mut self, other: &Hll) {
         for (a, b) in self.registers.iter_mut().zip(other.registers.iter()) {
             *a = (*a).max(*b);
         }
     }
 
     /// The estimated number of distinct values.
-    pub fn estimate(&self) -> i64 {
+    pub(super) fn estimate(&self) -> i64 {
         let m = M as f64;
         let alpha = 0.7213 / (1.0 + 1.079 / m);
         let mut sum = 0.0;
@@ -91,7 +91,7 @@ impl Hll {
     }
 
     /// The serialized sketch.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(super) fn to_bytes(&self) -> Vec<u8> {
         let set: Vec<(usize, u8)> = self
             .registers
             .iter()
@@ -116,7 +116,7 @@ impl Hll {
     }
 
     /// A serialized sketch read back (`what` names it in errors).
-    pub fn from_bytes(b: &[u8], what: &dyn Fn() -> String) -> Result<Self> {
+    pub(super) fn from_bytes(b: &[u8], what: &dyn Fn() -> String) -> Result<Self> {
         let bad = |why: &str| {
             Error::corrupt(format!("{}: not a floe HyperLogLog sketch ({why})", what()))
         };

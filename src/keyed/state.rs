@@ -69,7 +69,7 @@ macro_rules! each {
 impl MergeState {
     /// Reads every live row of `table` (see [`State::build`]); a single integer key is held by
     /// value.
-    pub async fn build(
+    pub(super) async fn build(
         table: &Table,
         schema: &SchemaRef,
         key: &[usize],
@@ -85,12 +85,12 @@ impl MergeState {
     }
 
     /// See [`State::is_current`].
-    pub fn is_current(&self, table: &Table, schema: &SchemaRef) -> bool {
+    pub(super) fn is_current(&self, table: &Table, schema: &SchemaRef) -> bool {
         each!(self, s => s.is_current(table, schema))
     }
 
     /// See [`State::stored`].
-    pub fn stored(
+    pub(super) fn stored(
         &mut self,
         key_cols: &[ArrayRef],
         conv: &RowConverter,
@@ -99,12 +99,12 @@ impl MergeState {
     }
 
     /// The stored rows [`Self::stored`] found stay (the first-row engine keeps them).
-    pub fn keep_found(&mut self) {
+    pub(super) fn keep_found(&mut self) {
         each!(self, s => s.gone.clear())
     }
 
     /// See [`State::follow`].
-    pub async fn follow(
+    pub(super) async fn follow(
         &mut self,
         table: &Table,
         conv: &RowConverter,
@@ -137,7 +137,7 @@ pub(crate) struct State<K> {
 impl<K: StateKey> State<K> {
     /// Reads every live row of `table` (conformed to `schema`; keys at `key`, encoded by
     /// `conv`).
-    pub async fn build(
+    pub(super) async fn build(
         table: &Table,
         schema: &SchemaRef,
         key: &[usize],
@@ -239,7 +239,7 @@ impl<K: StateKey> State<K> {
     }
 
     /// Whether the state reflects `table` as it is now (and rows of `schema`).
-    pub fn is_current(&self, table: &Table, schema: &SchemaRef) -> bool {
+    pub(super) fn is_current(&self, table: &Table, schema: &SchemaRef) -> bool {
         self.snapshot_id == table.current_snapshot().map(|s| s.snapshot_id())
             && self.schema_id == table.metadata().current_schema_id()
             && self.schema.fields() == schema.fields()
@@ -248,7 +248,7 @@ impl<K: StateKey> State<K> {
     /// The stored rows of the keys in `key_cols` (distinct) that have one: their indices,
     /// the rows (in that order) and the positions they are stored at, per data file path.
     /// The keys found are remembered as removed by the batch.
-    pub fn stored(
+    pub(super) fn stored(
         &mut self,
         key_cols: &[ArrayRef],
         conv: &RowConverter,
@@ -287,7 +287,7 @@ impl<K: StateKey> State<K> {
     /// Follows the commit of a batch that removed the stored rows [`Self::stored`] found
     /// and wrote `written` (rows of the state's schema, unique keys) into data files
     /// `added`, leaving `table`.
-    pub async fn follow(
+    pub(super) async fn follow(
         &mut self,
         table: &Table,
         conv: &RowConverter,

@@ -14,7 +14,7 @@ use crate::table::Table;
 
 /// Canonical paths of referenced files.
 #[derive(Debug, Default, Clone)]
-pub struct Reachable {
+pub(super) struct Reachable {
     /// Manifest lists.
     pub manifest_lists: HashSet<String>,
     /// Manifests.
@@ -33,7 +33,7 @@ fn canon(p: &str) -> String {
 
 impl Reachable {
     /// Whether `path` is referenced.
-    pub fn contains(&self, path: &str) -> bool {
+    pub(super) fn contains(&self, path: &str) -> bool {
         let p = canonical_path(path);
         self.data_files.contains(p)
             || self.delete_files.contains(p)
@@ -43,7 +43,7 @@ impl Reachable {
     }
 
     /// Adds everything `other` references.
-    pub fn extend(&mut self, other: Reachable) {
+    pub(super) fn extend(&mut self, other: Reachable) {
         self.manifest_lists.extend(other.manifest_lists);
         self.manifests.extend(other.manifests);
         self.data_files.extend(other.data_files);
@@ -54,7 +54,7 @@ impl Reachable {
     /// What `snapshots` of `table` reference: their lists, manifests, and the files of live
     /// (added or existing) manifest entries. A DELETED entry only records that a file left at
     /// that snapshot; the snapshots that still see the file list it as live.
-    pub async fn of_snapshots<'a>(
+    pub(super) async fn of_snapshots<'a>(
         table: &Table,
         snapshots: impl IntoIterator<Item = &'a Snapshot>,
     ) -> Result<Reachable> {
@@ -105,7 +105,7 @@ impl Reachable {
 
     /// Everything the table's current metadata references: every snapshot, the metadata log,
     /// the current metadata file, `version-hint.text`, statistics files, tombstone files.
-    pub async fn of_table(table: &Table) -> Result<Reachable> {
+    pub(super) async fn of_table(table: &Table) -> Result<Reachable> {
         let md = table.metadata();
         let snapshots: Vec<&Snapshot> = md.snapshots().map(|s| s.as_ref()).collect();
         let mut r = Reachable::of_snapshots(table, snapshots).await?;
@@ -138,7 +138,7 @@ impl Reachable {
     }
 
     /// What `tables` reference (tables can share files, as clones do).
-    pub async fn of_tables(tables: &[Table]) -> Result<Reachable> {
+    pub(super) async fn of_tables(tables: &[Table]) -> Result<Reachable> {
         let mut r = Reachable::default();
         for t in tables {
             r.extend(Reachable::of_table(t).await?);
@@ -156,7 +156,7 @@ pub(crate) fn locations_overlap(a: &Table, b: &Table) -> bool {
 
 /// Every table of `catalog` other than `except`. One that cannot be loaded is an error:
 /// deleting files without knowing what it references is not safe.
-pub async fn other_tables(catalog: &Catalog, except: &Table) -> Result<Vec<Table>> {
+pub(super) async fn other_tables(catalog: &Catalog, except: &Table) -> Result<Vec<Table>> {
     let mut out = Vec::new();
     for ns in catalog.list_namespaces().await? {
         for ident in catalog.list_tables(&ns).await? {

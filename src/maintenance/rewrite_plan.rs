@@ -224,7 +224,7 @@ fn deleted_rows(f: &PlannedFile) -> u64 {
 /// (`current_spec`); files of any other spec may hold rows of many of its partitions, so
 /// they are grouped as one partition whose values are all null (as Iceberg Java's planner
 /// does), and one pass lays them out in the current spec.
-pub fn plan_groups(
+pub(super) fn plan_groups(
     files: &[PlannedFile],
     current_spec: &PartitionSpec,
     o: &RewriteOptions,

@@ -8,6 +8,7 @@
 //! (dropping its future: a commit not yet made is never made) and raises
 //! `KeyboardInterrupt`. Arrow data crosses through the Arrow C data / C stream interface
 //! (no copies).
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use pyo3::prelude::*;
 

@@ -34,7 +34,7 @@ impl DeleteEntry {
 }
 
 /// Canonical form of a local or remote path for comparisons (`file:/x`, `file:///x` → `/x`).
-pub fn canonical_path(p: &str) -> &str {
+pub(crate) fn canonical_path(p: &str) -> &str {
     if let Some(rest) = p.strip_prefix("file://") {
         rest
     } else if let Some(rest) = p.strip_prefix("file:") {
@@ -47,7 +47,7 @@ pub fn canonical_path(p: &str) -> &str {
 /// Whether a position delete file concerns a single data file: it names it in
 /// `referenced_data_file`, or its `file_path` bounds are one and the same path (Spark's v2
 /// files), as Iceberg Java's `ContentFileUtil.isFileScoped` judges.
-pub fn is_file_scoped(f: &DataFile) -> bool {
+pub(crate) fn is_file_scoped(f: &DataFile) -> bool {
     if f.referenced_data_file().is_some() {
         return true;
     }
@@ -64,7 +64,7 @@ type PartitionKey = (i32, Struct);
 
 /// Delete files of one snapshot, indexed for matching against its data files.
 #[derive(Debug, Default)]
-pub struct DeleteIndex {
+pub(super) struct DeleteIndex {
     entries: Vec<DeleteEntry>,
     by_file: HashMap<String, Vec<usize>>,
     pos_by_partition: HashMap<PartitionKey, Vec<usize>>,
@@ -74,7 +74,7 @@ pub struct DeleteIndex {
 
 impl DeleteIndex {
     /// Indexes the live delete files of a snapshot.
-    pub fn new(entries: Vec<DeleteEntry>) -> Self {
+    pub(super) fn new(entries: Vec<DeleteEntry>) -> Self {
         let mut ix = DeleteIndex::default();
         for (i, e) in entries.iter().enumerate() {
             let part = (e.spec.spec_id(), e.file.partition().clone());
@@ -102,7 +102,7 @@ impl DeleteIndex {
     }
 
     /// The delete files that apply to a data file.
-    pub fn for_data_file(
+    pub(super) fn for_data_file(
         &self,
         path: &str,
         sequence_number: i64,

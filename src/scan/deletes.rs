@@ -28,7 +28,7 @@ use crate::storage::Storage;
 
 /// The deletes that apply to one data file, ready to apply while reading it.
 #[derive(Debug, Default, Clone)]
-pub struct FileDeletes {
+pub(crate) struct FileDeletes {
     /// Deleted row positions (from position delete files and deletion vectors).
     pub positions: Option<RoaringTreemap>,
     /// Equality delete sets.
@@ -37,12 +37,12 @@ pub struct FileDeletes {
 
 impl FileDeletes {
     /// Whether nothing is deleted.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.positions.as_ref().is_none_or(|p| p.is_empty()) && self.equality.is_empty()
     }
 
     /// Field ids the equality deletes compare.
-    pub fn equality_field_ids(&self) -> Vec<i32> {
+    pub(crate) fn equality_field_ids(&self) -> Vec<i32> {
         let mut ids: Vec<i32> = self
             .equality
             .iter()
@@ -54,7 +54,7 @@ impl FileDeletes {
     }
 
     /// Rows of `batch` that no equality delete removes (`None`: all survive).
-    pub fn equality_survivors(&self, batch: &RecordBatch) -> Result<Option<BooleanArray>> {
+    pub(crate) fn equality_survivors(&self, batch: &RecordBatch) -> Result<Option<BooleanArray>> {
         let mut keep: Option<BooleanArray> = None;
         for e in &self.equality {
             let m = e.survivors(batch)?;
@@ -69,7 +69,7 @@ impl FileDeletes {
 
 /// The keys of one equality delete file.
 #[derive(Debug)]
-pub struct EqualityDeletes {
+pub(crate) struct EqualityDeletes {
     /// The compared field ids.
     pub field_ids: Vec<i32>,
     types: Vec<DataType>,
@@ -94,7 +94,7 @@ impl EqualityDeletes {
     }
 
     /// `false` for rows whose key is deleted (NULL keys match NULL).
-    pub fn survivors(&self, batch: &RecordBatch) -> Result<BooleanArray> {
+    pub(crate) fn survivors(&self, batch: &RecordBatch) -> Result<BooleanArray> {
         let rows = self.converter.convert_columns(&self.columns(batch)?)?;
         Ok(rows
             .iter()
@@ -113,7 +113,7 @@ enum Loaded {
 
 /// Delete files of a scan, loaded.
 #[derive(Default)]
-pub struct LoadedDeletes {
+pub(crate) struct LoadedDeletes {
     files: HashMap<String, Loaded>,
 }
 
@@ -133,7 +133,7 @@ fn key(e: &DeleteEntry) -> String {
 
 impl LoadedDeletes {
     /// Reads every delete file in `entries` (each once; up to 8 at a time).
-    pub async fn load<'a>(
+    pub(crate) async fn load<'a>(
         storage: &Storage,
         schema: &Schema,
         entries: impl IntoIterator<Item = &'a DeleteEntry>,
@@ -166,7 +166,7 @@ impl LoadedDeletes {
     }
 
     /// The deletes of one data file, given the delete files that apply to it.
-    pub fn for_file(&self, data_path: &str, deletes: &[DeleteEntry]) -> FileDeletes {
+    pub(crate) fn for_file(&self, data_path: &str, deletes: &[DeleteEntry]) -> FileDeletes {
         let path = canonical_path(data_path);
         let mut out = FileDeletes::default();
         let mut add = |bm: &RoaringTreemap| match &mut out.positions {
@@ -191,7 +191,7 @@ impl LoadedDeletes {
 
 /// The positions a position delete file or deletion vector deletes, by canonical data file
 /// path.
-pub async fn read_positions(
+pub(crate) async fn read_positions(
     storage: &Storage,
     e: &DeleteEntry,
 ) -> Result<HashMap<String, RoaringTreemap>> {

@@ -15,13 +15,13 @@ use crate::spec::{DataFile, Struct};
 
 /// A row filter projected onto each partitioned spec, once per spec.
 #[derive(Debug, Default)]
-pub struct PartitionFilters {
+pub(crate) struct PartitionFilters {
     by_spec: HashMap<i32, Predicate>,
 }
 
 impl PartitionFilters {
     /// Projects `filter` onto every partitioned spec in `specs`.
-    pub fn new<'a>(
+    pub(crate) fn new<'a>(
         filter: Option<&BoundPredicate>,
         specs: impl IntoIterator<Item = &'a Arc<PartitionSpec>>,
     ) -> Result<Self> {
@@ -35,12 +35,12 @@ impl PartitionFilters {
     }
 
     /// The partition predicate of a spec (`None`: nothing to prune by).
-    pub fn get(&self, spec_id: i32) -> Option<&Predicate> {
+    pub(crate) fn get(&self, spec_id: i32) -> Option<&Predicate> {
         self.by_spec.get(&spec_id)
     }
 
     /// May a data manifest hold matching files, judging by its partition summaries?
-    pub fn manifest_may_match(
+    pub(crate) fn manifest_may_match(
         &self,
         spec: &PartitionSpec,
         schema: &Schema,
@@ -92,7 +92,7 @@ pub struct PlanStats {
 
 /// Plans a scan of `manifests` (data and delete manifests of one snapshot) for `filter`:
 /// the data files that may hold matching rows, each with the delete files that apply to it.
-pub fn plan_files(
+pub(crate) fn plan_files(
     manifests: &[(Arc<PartitionSpec>, Arc<Manifest>, Option<i64>)],
     filter: Option<&BoundPredicate>,
     partition_filters: &PartitionFilters,

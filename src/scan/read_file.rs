@@ -24,7 +24,7 @@ use crate::expr::BoundExpr;
 use crate::storage::Storage;
 
 /// Rows of a file with their positions (`None` unless asked for).
-pub type PositionedBatch = (RecordBatch, Option<UInt64Array>);
+pub(crate) type PositionedBatch = (RecordBatch, Option<UInt64Array>);
 
 /// What to read from one file.
 pub(super) struct FileRead {
@@ -52,7 +52,7 @@ pub(super) struct FileRead {
 }
 
 /// The row lineage columns as Arrow fields (nullable longs with their reserved field ids).
-pub fn lineage_fields() -> [arrow_schema::FieldRef; 2] {
+pub(crate) fn lineage_fields() -> [arrow_schema::FieldRef; 2] {
     let f = |name: &str, id: i32| {
         Arc::new(
             arrow_schema::Field::new(name, arrow_schema::DataType::Int64, true).with_metadata(
@@ -358,7 +358,7 @@ impl FileRead {
     }
 
     /// Streams the file's surviving rows.
-    pub async fn read(self) -> Result<BoxStream<'static, Result<PositionedBatch>>> {
+    pub(super) async fn read(self) -> Result<BoxStream<'static, Result<PositionedBatch>>> {
         let path = self.task.data_file_path.clone();
         let deleted = self
             .deletes

@@ -257,9 +257,12 @@ mod tests {
         }
     }
 
-    /// Snapshots `(id, parent, checkpoint of sink s, tombstone list after)`, main at the
-    /// last; `first_parent` is the first snapshot's parent (an expired one, or none).
-    fn table(chain: &[(i64, Option<i64>, Option<i64>, &[u32])]) -> TableMetadata {
+    /// A snapshot: id, parent, the checkpoint of sink `s` it records, its tombstone list.
+    type Link<'a> = (i64, Option<i64>, Option<i64>, &'a [u32]);
+
+    /// A table of snapshots, main at the last; a parent that is not in the chain has
+    /// expired.
+    fn table(chain: &[Link<'_>]) -> TableMetadata {
         let schema = crate::spec::parse_schema("id long not null").unwrap();
         let mut b = TableMetadataBuilder::new(
             schema,

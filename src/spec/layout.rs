@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 
 /// Refuses a transform the spec does not allow: `bucket[N]` and `truncate[W]` need N, W > 0
 /// (0 would divide by zero on every write).
-pub fn check_transform(t: &Transform) -> Result<()> {
+pub(crate) fn check_transform(t: &Transform) -> Result<()> {
     match t {
         Transform::Bucket(0) => Err(Error::invalid(
             "bucket[0]: the number of buckets must be at least 1 (bucket(N, col) with N > 0)",
@@ -21,7 +21,7 @@ pub fn check_transform(t: &Transform) -> Result<()> {
 }
 
 /// Refuses a partition spec or sort order with a transform [`check_transform`] refuses.
-pub fn check_layout(spec: &UnboundPartitionSpec, order: Option<&SortOrder>) -> Result<()> {
+pub(crate) fn check_layout(spec: &UnboundPartitionSpec, order: Option<&SortOrder>) -> Result<()> {
     for f in spec.fields() {
         check_transform(&f.transform)
             .map_err(|e| e.context(format!("partition field '{}'", f.name)))?;

@@ -30,7 +30,7 @@ pub const AGGREGATE_PREFIX: &str = "floe.aggregate.";
 /// fold to zero (default `true`, as ClickHouse's SummingMergeTree).
 pub const DROP_ZERO_ROWS: &str = "floe.merge.drop-zero-rows";
 /// The prefix of state columns.
-pub const STATE_PREFIX: &str = "_floe_";
+pub(super) const STATE_PREFIX: &str = "_floe_";
 
 /// How a keyed table merges the changes of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -252,7 +252,7 @@ pub struct Aggregate {
 /// state columns; columns without a property take `last`), checked: a function on a key
 /// column, a type the function cannot take, an unknown column, the `sum` engine with
 /// nothing summed, a state column missing from the schema are errors.
-pub fn aggregates(
+pub(super) fn aggregates(
     engine: MergeEngine,
     schema: &Schema,
     key: &[String],
@@ -396,7 +396,7 @@ pub fn with_state_columns(
 }
 
 /// The error for an unknown `floe.merge-engine` value.
-pub fn unknown_engine(value: &str, table: &str) -> Error {
+pub(super) fn unknown_engine(value: &str, table: &str) -> Error {
     Error::unsupported(format!(
         "table {table}: {}={value} is not a merge engine; use replace, sum, aggregate, partial-update or first-row",
         MERGE_ENGINE

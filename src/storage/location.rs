@@ -21,7 +21,7 @@ pub(crate) enum Resolved {
 }
 
 /// `(bucket, key)` of an `s3://`, `s3a://` or `s3n://` location.
-pub fn s3_parts(location: &str) -> Option<(&str, &str)> {
+pub(crate) fn s3_parts(location: &str) -> Option<(&str, &str)> {
     let rest = ["s3://", "s3a://", "s3n://"]
         .iter()
         .find_map(|p| location.strip_prefix(p))?;
@@ -99,7 +99,7 @@ fn unsupported_store(what: &str, location: &str) -> Error {
 
 /// Refuses a `what` (`warehouse`, `table location`) whose URI scheme floe cannot open (for
 /// example `abfs://`, `gs://`, `hdfs://`), instead of taking it for a relative local path.
-pub fn check_store(what: &str, location: &str) -> Result<()> {
+pub(crate) fn check_store(what: &str, location: &str) -> Result<()> {
     match scheme(location) {
         Some(s) if !supported_scheme(s) => Err(unsupported_store(what, location)),
         _ => Ok(()),
@@ -120,7 +120,7 @@ pub fn local_path(location: &str) -> Option<&str> {
 }
 
 /// Canonical form floe writes into metadata for a local directory: `file:///abs/path`.
-pub fn to_uri(path: &std::path::Path) -> String {
+pub(crate) fn to_uri(path: &std::path::Path) -> String {
     let s = path.to_string_lossy();
     let s = s.trim_end_matches('/');
     format!("file://{s}")

@@ -48,7 +48,7 @@ fn canon(path: &str) -> &str {
 
 impl Memo {
     /// The value held under `key`, if it is a `T`.
-    pub fn get<T: Any + Send + Sync>(&self, key: &str) -> Option<Arc<T>> {
+    pub(crate) fn get<T: Any + Send + Sync>(&self, key: &str) -> Option<Arc<T>> {
         let key = canon(key);
         let mut held = self.held.lock().ok()?;
         held.clock += 1;
@@ -60,7 +60,7 @@ impl Memo {
 
     /// Holds `value` under `key`, weighing `encoded_bytes`; evicts the least recently used
     /// entries beyond the budget.
-    pub fn put<T: Any + Send + Sync>(&self, key: &str, encoded_bytes: u64, value: Arc<T>) {
+    pub(crate) fn put<T: Any + Send + Sync>(&self, key: &str, encoded_bytes: u64, value: Arc<T>) {
         let key = canon(key);
         let weight = encoded_bytes.max(1);
         if weight > MAX_CONTENT_LENGTH {
@@ -98,7 +98,7 @@ impl Memo {
     }
 
     /// Drops every entry of file `path` (it was overwritten or deleted).
-    pub fn forget(&self, path: &str) {
+    pub(crate) fn forget(&self, path: &str) {
         let path = canon(path);
         let Ok(mut held) = self.held.lock() else {
             return;

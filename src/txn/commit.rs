@@ -14,7 +14,10 @@ use super::producer::SnapshotProducer;
 use super::validate::{ChangedFile, CommittedChange, Validation};
 
 /// Loads what each snapshot in `since` added and removed (from the manifests it wrote).
-pub async fn load_changes(table: &Table, since: &[&Snapshot]) -> Result<Vec<CommittedChange>> {
+pub(super) async fn load_changes(
+    table: &Table,
+    since: &[&Snapshot],
+) -> Result<Vec<CommittedChange>> {
     let md = table.metadata();
     let mut out = Vec::with_capacity(since.len());
     for s in since {
@@ -68,7 +71,7 @@ pub async fn load_changes(table: &Table, since: &[&Snapshot]) -> Result<Vec<Comm
 
 /// Snapshots on the branch whose head is `head` committed after `start` (exclusive), oldest
 /// first.
-pub fn snapshots_since(
+pub(super) fn snapshots_since(
     md: &TableMetadata,
     head: Option<i64>,
     start: Option<i64>,
@@ -98,7 +101,7 @@ pub fn snapshots_since(
 
 /// Commits `producer` onto `table` through `catalog`, retrying conflicts per the table's
 /// `commit.retry.*` properties. Returns the table at the committed version.
-pub async fn commit(
+pub(crate) async fn commit(
     catalog: &Catalog,
     table: &Table,
     producer: &mut SnapshotProducer,
@@ -196,7 +199,7 @@ pub async fn commit(
 
 /// [`commit`], then, if nothing was committed, deletes `written` (the data and delete files the
 /// change wrote). When the outcome is unknown they are kept: they may be live.
-pub async fn commit_or_discard(
+pub(crate) async fn commit_or_discard(
     catalog: &Catalog,
     table: &Table,
     producer: &mut SnapshotProducer,
@@ -217,7 +220,7 @@ pub async fn commit_or_discard(
 /// Commits table property changes (no snapshot) onto `table`, once: a base whose values
 /// differ from the updates' expected ones, or a concurrent commit, is a conflict for the
 /// caller to plan again.
-pub async fn commit_properties(
+pub(crate) async fn commit_properties(
     catalog: &Catalog,
     table: &Table,
     updates: &[super::PropertyUpdate],

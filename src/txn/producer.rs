@@ -25,7 +25,7 @@ type AddedEntry = (DataFile, Option<i64>);
 
 /// Identifies a live file to remove: its path and, for a deletion vector, its blob offset.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FileKey {
+pub(crate) struct FileKey {
     /// The file's path as the manifest records it.
     pub path: String,
     /// `content_offset` (deletion vectors share a Puffin file).
@@ -34,7 +34,7 @@ pub struct FileKey {
 
 impl FileKey {
     /// The key of a manifest entry's file.
-    pub fn of(f: &DataFile) -> Self {
+    pub(crate) fn of(f: &DataFile) -> Self {
         Self {
             path: f.file_path().to_string(),
             offset: f.content_offset(),
@@ -45,7 +45,7 @@ impl FileKey {
 /// A staged change that becomes one snapshot. The snapshot id and the manifests of added
 /// files are fixed on first use and reused by every retry.
 #[derive(Debug)]
-pub struct SnapshotProducer {
+pub(crate) struct SnapshotProducer {
     snapshot_id: i64,
     commit_uuid: uuid::Uuid,
     operation: Operation,
@@ -75,7 +75,7 @@ pub struct SnapshotProducer {
 /// A table property change committed with a snapshot, conditional on the base: the commit
 /// fails with a conflict unless the base's value of `key` is `expected` (`None`: unset).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PropertyUpdate {
+pub(crate) struct PropertyUpdate {
     /// The property.
     pub key: String,
     /// Its value in the metadata the change was planned against.
@@ -85,7 +85,7 @@ pub struct PropertyUpdate {
 }
 
 /// A positive random snapshot id, as Iceberg Java derives them.
-pub fn new_snapshot_id() -> i64 {
+pub(crate) fn new_snapshot_id() -> i64 {
     let u = uuid::Uuid::new_v4();
     let (hi, lo) = u.as_u64_pair();
     ((hi ^ lo) & (i64::MAX as u64)) as i64
@@ -150,7 +150,7 @@ fn live_entries(
 
 impl SnapshotProducer {
     /// A producer for `operation` adding data files written with the default partition spec.
-    pub fn new(operation: Operation, added: Vec<DataFile>) -> Self {
+    pub(crate) fn new(operation: Operation, added: Vec<DataFile>) -> Self {
         Self {
             snapshot_id: new_snapshot_id(),
             commit_uuid: uuid::Uuid::new_v4(),
@@ -173,7 +173,7 @@ impl SnapshotProducer {
     }
 
     /// Adds `key=value` to the snapshot's summary.
-    pub fn with_summary_property(
+    pub(crate) fn with_summary_property(
         mut self,
         key: impl Into<String>,
         value: impl Into<String>,
@@ -183,7 +183,7 @@ impl SnapshotProducer {
     }
 
     /// Changes table properties in the same commit (each conditional on the base's value).
-    pub fn with_property_updates(
+    pub(crate) fn with_property_updates(
         mut self,
         updates: impl IntoIterator<Item = PropertyUpdate>,
     ) -> Self {
@@ -193,7 +193,11 @@ impl SnapshotProducer {
 
     /// Makes `schema` the current schema in the same commit; the base's current schema must
     /// still be `from_schema_id`.
-    pub fn with_schema(mut self, from_schema_id: i32, schema: iceberg::spec::Schema) -> Self {
+    pub(crate) fn with_schema(
+        mut self,
+        from_schema_id: i32,
+        schema: iceberg::spec::Schema,
+    ) -> Self {
         self.new_schema = Some((from_schema_id, schema));
         self
     }
@@ -201,7 +205,7 @@ impl SnapshotProducer {
     /// A `replace` snapshot that rewrites every manifest holding live entries into manifests
     /// clustered by partition of about `target_bytes` each (`rewrite_manifests`); no data
     /// changes.
-    pub fn rewrite_manifests(target_bytes: u64) -> Self {
+    pub(crate) fn rewrite_manifests(target_bytes: u64) -> Self {
         let mut p = Self::new(Operation::Replace, vec![]);
         p.cluster_manifests = Some(target_bytes.max(1));
         p
@@ -210,13 +214,17 @@ impl SnapshotProducer {
     /// Gives added files this data sequence number instead of the new snapshot's (a
     /// compaction keeps its starting snapshot's, so equality deletes committed meanwhile still
     /// apply to the rewritten rows).
-    pub fn with_data_sequence_number(mut self, seq: i64) -> Self {
+    pub(crate) fn with_data_sequence_number(mut self, seq: i64) -> Self {
         self.data_sequence_number = Some(seq);
         self
     }
 
     /// Also adds files (data or delete) written with partition spec `spec_id`.
-    pub fn add_files(mut self, spec_id: i32, files: impl IntoIterator<Item = DataFile>) -> Self {
+    pub(crate) fn add_files(
+        mut self,
+        spec_id: i32,
+        files: impl IntoIterator<Item = DataFile>,
+    ) -> Self {
         self.added
             .extend(files.into_iter().map(|f| (spec_id, f, None)));
         self
@@ -224,7 +232,7 @@ impl SnapshotProducer {
 
     /// Also adds files with an explicit data sequence number (a rewritten delete file keeps
     /// the newest of the ones it replaces, so it applies to exactly the same data files).
-    pub fn add_files_with_sequence_number(
+    pub(crate) fn add_files_with_sequence_number(
         mut self,
         spec_id: i32,
         files: impl IntoIterator<Item = DataFile>,
@@ -237,13 +245,13 @@ impl SnapshotProducer {
 
     /// Also removes live files (data or delete files). Each must be live in the table the
     /// change commits onto, else the commit fails with a conflict.
-    pub fn remove_files(mut self, files: impl IntoIterator<Item = FileKey>) -> Self {
+    pub(crate) fn remove_files(mut self, files: impl IntoIterator<Item = FileKey>) -> Self {
         self.removed.extend(files);
         self
     }
 
     /// The snapshot id this producer commits.
-    pub fn snapshot_id(&self) -> i64 {
+    pub(crate) fn snapshot_id(&self) -> i64 {
         self.snapshot_id
     }
 
@@ -444,12 +452,12 @@ impl SnapshotProducer {
 
     /// Metadata files the last produced version dropped from its metadata log
     /// (`write.metadata.previous-versions-max`).
-    pub fn expired_metadata_files(&self) -> &[String] {
+    pub(crate) fn expired_metadata_files(&self) -> &[String] {
         &self.expired_metadata
     }
 
     /// Deletes the manifest list and rewritten manifests of the last (failed) attempt.
-    pub async fn discard_attempt(&mut self, storage: &crate::storage::Storage) {
+    pub(crate) async fn discard_attempt(&mut self, storage: &crate::storage::Storage) {
         if let Some(l) = self.last_list.take() {
             let _ = storage.delete(&l).await;
         }
@@ -459,7 +467,7 @@ impl SnapshotProducer {
     }
 
     /// Deletes every file this producer wrote (the change was not committed).
-    pub async fn abort(&mut self, storage: &crate::storage::Storage) {
+    pub(crate) async fn abort(&mut self, storage: &crate::storage::Storage) {
         self.discard_attempt(storage).await;
         for m in self.added_manifests.take().unwrap_or_default() {
             let _ = storage.delete(&m.manifest_path).await;
@@ -500,7 +508,7 @@ impl SnapshotProducer {
     /// Produces the next metadata of `base` with this snapshot on the handle's branch (`main`
     /// by default), or, for a handle staging with a WAP id ([`Table::with_wap_id`]), with the
     /// snapshot added but current on no branch.
-    pub async fn produce(&mut self, base: &Table) -> Result<TableMetadata> {
+    pub(crate) async fn produce(&mut self, base: &Table) -> Result<TableMetadata> {
         let md = base.metadata();
         self.check_base(base)?;
         if let Some(wap_id) = base.wap_id() {

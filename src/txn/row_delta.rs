@@ -39,7 +39,7 @@ type PositionGroup = (Arc<PartitionSpec>, Struct, Vec<(String, RoaringTreemap)>)
 
 /// Which statement runs (selects the `write.*.mode` and `write.*.isolation-level`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RowLevelKind {
+pub(crate) enum RowLevelKind {
     /// DELETE.
     Delete,
     /// UPDATE.
@@ -59,7 +59,7 @@ impl RowLevelKind {
 }
 
 /// Decides, batch by batch, what happens to the live rows of the files read.
-pub trait RowChanger: Send + Sync {
+pub(crate) trait RowChanger: Send + Sync {
     /// Columns the changer reads (`None`: all of them).
     fn columns(&self) -> Option<Vec<String>>;
 
@@ -225,7 +225,7 @@ struct Decision {
 
 /// Runs a row-level change on `table`. `filter` prunes the files read (it must hold for every
 /// row the changer may remove; `None` reads the whole table).
-pub async fn run(
+pub(crate) async fn run(
     catalog: &Catalog,
     table: &Table,
     kind: RowLevelKind,

@@ -1,4 +1,4 @@
-//! Snapshot summaries as Iceberg Java writes them (`added-*`, `removed-*`, `total-*`).
+//! Snapshot summaries as Iceberg Java writes them (`added-*`, `removed-*`, `total-*`). Pure.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 

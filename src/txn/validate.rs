@@ -14,7 +14,7 @@ use crate::spec::{DataContentType, DataFile, IsolationLevel, Struct, TableMetada
 
 /// A file a committed snapshot added or removed.
 #[derive(Debug, Clone)]
-pub struct ChangedFile {
+pub(crate) struct ChangedFile {
     /// The file.
     pub file: DataFile,
     /// Its partition spec.
@@ -23,7 +23,7 @@ pub struct ChangedFile {
 
 /// What one snapshot committed since the base changed.
 #[derive(Debug, Clone)]
-pub struct CommittedChange {
+pub(crate) struct CommittedChange {
     /// The snapshot.
     pub snapshot_id: i64,
     /// Its operation.
@@ -39,7 +39,7 @@ pub struct CommittedChange {
 
 impl CommittedChange {
     /// A committed snapshot without its files (for validations that do not look at them).
-    pub fn of_snapshot(s: &crate::spec::Snapshot) -> Self {
+    pub(crate) fn of_snapshot(s: &crate::spec::Snapshot) -> Self {
         Self {
             snapshot_id: s.snapshot_id(),
             operation: s.summary().operation.clone(),
@@ -55,7 +55,7 @@ impl CommittedChange {
 /// `since` are the changes of the snapshots on `main` after the operation's starting
 /// snapshot, oldest first. Returning an error of kind [`ErrorKind::Conflict`] aborts the
 /// commit (nothing is committed).
-pub trait Validation: Send + Sync {
+pub(crate) trait Validation: Send + Sync {
     /// Validates `since` (committed after the starting snapshot) in `current`.
     fn validate(&self, current: &TableMetadata, since: &[CommittedChange]) -> Result<()>;
 
@@ -66,7 +66,7 @@ pub trait Validation: Send + Sync {
 }
 
 /// No preconditions (appends).
-pub struct NoValidation;
+pub(crate) struct NoValidation;
 
 impl Validation for NoValidation {
     fn validate(&self, _: &TableMetadata, _: &[CommittedChange]) -> Result<()> {
@@ -79,7 +79,7 @@ impl Validation for NoValidation {
 
 /// Nothing may be committed since the base: a change planned from the whole state of the
 /// table (a keyed upsert: its lookups and tombstones) is planned again instead.
-pub struct NoConcurrentCommit {
+pub(crate) struct NoConcurrentCommit {
     /// The table, for messages.
     pub table: String,
 }
@@ -107,7 +107,7 @@ impl Validation for NoConcurrentCommit {
 /// * no delete file added concurrently applies to them;
 /// * under serializable isolation, no data file added concurrently may match its filter.
 #[derive(Debug)]
-pub struct RowLevelValidation {
+pub(crate) struct RowLevelValidation {
     /// Isolation level.
     pub isolation: IsolationLevel,
     /// The rows the operation read (`None`: the whole table).

@@ -27,7 +27,7 @@ type DeletionVector<'a> = (&'a DataFile, i32, RoaringTreemap);
 
 /// Where a write puts its delete files and how it names them.
 #[derive(Debug, Clone)]
-pub struct DeleteFileWriter {
+pub(crate) struct DeleteFileWriter {
     table: Table,
     data_path: String,
     commit_uuid: uuid::Uuid,
@@ -37,7 +37,7 @@ pub struct DeleteFileWriter {
 
 impl DeleteFileWriter {
     /// A writer for `table` (files go under `write.data.path`, default `<location>/data`).
-    pub fn new(table: &Table) -> Result<Self> {
+    pub(crate) fn new(table: &Table) -> Result<Self> {
         let props = table.properties()?;
         let data_path = props
             .data_path
@@ -75,14 +75,14 @@ impl DeleteFileWriter {
     }
 
     /// Paths of every file written so far (to delete them if the commit fails).
-    pub fn written(&self) -> &[String] {
+    pub(crate) fn written(&self) -> &[String] {
         &self.written
     }
 
     /// Writes one position delete file holding `deletes` (data file path → positions) of data
     /// files in one partition, sorted by path then position. `referenced_data_file` is set
     /// when it covers a single data file.
-    pub async fn write_position_deletes(
+    pub(crate) async fn write_position_deletes(
         &mut self,
         spec: &PartitionSpec,
         partition: &Struct,
@@ -203,7 +203,7 @@ impl DeleteFileWriter {
     /// length go to separate files (see [`puffin_groups`]): DuckDB 1.5.5 reads a blob from
     /// its cache of the file and, when that cached range starts at an earlier blob, decodes
     /// the earlier blob instead; a range that starts at a blob never covers a longer one.
-    pub async fn write_deletion_vectors(
+    pub(crate) async fn write_deletion_vectors(
         &mut self,
         vectors: &[(&DataFile, i32, RoaringTreemap)],
     ) -> Result<Vec<DataFile>> {
@@ -300,7 +300,7 @@ impl DeleteFileWriter {
 
     /// Writes one equality delete file of `rows` (columns named as the table's, carrying its
     /// field ids) comparing `equality_ids`, in one partition of `spec`.
-    pub async fn write_equality_deletes(
+    pub(crate) async fn write_equality_deletes(
         &mut self,
         spec: &PartitionSpec,
         partition: &Struct,
@@ -355,7 +355,7 @@ impl DeleteFileWriter {
     }
 
     /// Deletes every file written (the change was not committed).
-    pub async fn abort(&mut self) {
+    pub(crate) async fn abort(&mut self) {
         for p in self.written.drain(..) {
             let _ = self.table.storage().delete(&p).await;
         }

@@ -131,7 +131,7 @@ impl Column {
 
 impl Gather {
     /// The schema of the rows gathered.
-    pub fn schema(&self) -> &SchemaRef {
+    pub(super) fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 

@@ -48,7 +48,7 @@ pub(super) struct SpilledRuns {
 
 impl SpilledRuns {
     /// No runs yet; they will be written under the system's temporary directory (`TMPDIR`).
-    pub fn new(schema: SchemaRef) -> Self {
+    pub(super) fn new(schema: SchemaRef) -> Self {
         Self {
             dir: std::env::temp_dir().join(format!("floe-sort-{}", uuid::Uuid::new_v4())),
             schema,
@@ -83,7 +83,7 @@ impl SpilledRuns {
     }
 
     /// Spills `sorted` (rows already in sort order) as one run.
-    pub fn spill(&mut self, sorted: &RecordBatch) -> Result<()> {
+    pub(super) fn spill(&mut self, sorted: &RecordBatch) -> Result<()> {
         if sorted.num_rows() == 0 {
             return Ok(());
         }
@@ -102,7 +102,7 @@ impl SpilledRuns {
     /// A merge of every spilled run and `last` (sorted, in memory; its rows count as the
     /// latest run), in sort order by `keys`. Beyond [`MAX_FAN_IN`] runs, the oldest are
     /// merged in groups into longer runs first.
-    pub fn merge(mut self, last: RecordBatch, keys: &SortKeys<'_>) -> Result<Merge> {
+    pub(super) fn merge(mut self, last: RecordBatch, keys: &SortKeys<'_>) -> Result<Merge> {
         while self.runs.len() + 1 > MAX_FAN_IN {
             let group: Vec<PathBuf> = self.runs.drain(..MAX_FAN_IN).collect();
             let sources = group
@@ -287,7 +287,7 @@ impl Merge {
     }
 
     /// The next rows in sort order (`None` once every run is done).
-    pub fn next_chunk(&mut self, keys: &SortKeys<'_>) -> Result<Option<RecordBatch>> {
+    pub(super) fn next_chunk(&mut self, keys: &SortKeys<'_>) -> Result<Option<RecordBatch>> {
         if self.heap.is_empty() {
             return Ok(None);
         }

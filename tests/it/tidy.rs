@@ -1,4 +1,7 @@
-//! Written conventions, checked: the pure core does no I/O, the library does not `unwrap`.
+//! Written conventions the compiler does not check: the pure core does no I/O, imports
+//! follow the layer map, no cycles within a module. What lints check (missing docs, `unwrap`,
+//! unreachable `pub`) is the lib's `#![warn(...)]` and `cargo clippy -D warnings` in the test
+//! command.
 
 use std::path::{Path, PathBuf};
 
@@ -11,29 +14,138 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The text of a file before its `#[cfg(test)]` module.
+/// The code of a file without its test items: each `#[cfg(test)]` and the item after it (a
+/// `mod tests { … }` block to its closing brace, or an item to its end), so library code
+/// after a test module is still seen.
 fn non_test_code(p: &Path) -> String {
-    let s = std::fs::read_to_string(p).unwrap();
-    match s.find("#[cfg(test)]") {
-        Some(i) => s[..i].to_string(),
-        None => s,
+    strip_test_items(&std::fs::read_to_string(p).unwrap())
+}
+
+fn strip_test_items(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..i]);
+        rest = &rest[i + "#[cfg(test)]".len()..];
+        rest = &rest[item_end(rest)..];
     }
+    out.push_str(rest);
+    out
+}
+
+/// Where the item at the start of `s` ends: after its `;` or its balanced `{ … }` block
+/// (braces in string and char literals and comments are skipped).
+fn item_end(s: &str) -> usize {
+    let b = s.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\'' if b.get(i + 2) == Some(&b'\'') || b.get(i + 1) == Some(&b'\\') => {
+                // A char literal ('{', '\''): skip to its closing quote.
+                i += 1;
+                while i < b.len() && b[i] != b'\'' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            b';' if depth == 0 => return i + 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+#[test]
+fn test_items_are_cut_to_their_end_only() {
+    let code = "fn a() {}\n#[cfg(test)]\nmod tests {\n    fn t() { let c = '{'; let s = \"}\"; }\n}\nfn b() {}\n#[cfg(test)]\nuse x::y;\nfn c() {}\n";
+    let kept = strip_test_items(code);
+    assert!(
+        kept.contains("fn a()") && kept.contains("fn b()") && kept.contains("fn c()"),
+        "{kept}"
+    );
+    assert!(!kept.contains("fn t()") && !kept.contains("x::y"), "{kept}");
+}
+
+/// The pure core: the modules `lib.rs`'s layer table marks as doing no I/O, and every file
+/// whose own doc says it is pure ("Pure.", "Pure: …" or "(pure)").
+fn pure_files(src: &Path) -> Vec<PathBuf> {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let mut out = Vec::new();
+    for row in lib.lines().filter(|l| l.starts_with("//! | [`")) {
+        let cells: Vec<&str> = row
+            .trim_end_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        if cells.last() != Some(&"no") {
+            continue;
+        }
+        let name = cells[1]
+            .trim_start_matches("[`")
+            .split('`')
+            .next()
+            .unwrap()
+            .to_string();
+        let dir = src.join(&name);
+        if dir.is_dir() {
+            out.extend(rust_files(&dir));
+        } else {
+            out.push(src.join(format!("{name}.rs")));
+        }
+    }
+    for f in rust_files(src) {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let doc: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if ["Pure.", "Pure:", "(pure)"].iter().any(|w| doc.contains(w))
+            && !out.contains(&f)
+            && !f.ends_with("lib.rs")
+        {
+            out.push(f);
+        }
+    }
+    out
 }
 
 #[test]
 fn pure_core_does_no_io() {
     let src = repo().join("src");
-    let mut pure: Vec<PathBuf> = Vec::new();
-    pure.extend(rust_files(&src.join("spec")));
-    pure.extend(rust_files(&src.join("expr")));
-    pure.extend(rust_files(&src.join("codec")));
-    pure.push(src.join("scan/plan.rs"));
-    pure.push(src.join("scan/delete_index.rs"));
-    pure.push(src.join("txn/summary.rs"));
-    pure.push(src.join("txn/validate.rs"));
-    pure.push(src.join("maintenance/rewrite_plan.rs"));
-    pure.push(src.join("ingest/dedup.rs"));
-    pure.push(src.join("error.rs"));
+    let pure = pure_files(&src);
+    for must in [
+        "spec/keyed_state.rs",
+        "scan/plan.rs",
+        "txn/validate.rs",
+        "txn/summary.rs",
+        "error.rs",
+    ] {
+        assert!(
+            pure.contains(&src.join(must)),
+            "{must} is not found pure: {pure:?}"
+        );
+    }
     for f in pure {
         let code = non_test_code(&f);
         for banned in [
@@ -48,6 +160,9 @@ fn pure_core_does_no_io() {
             if f.ends_with("error.rs") && (banned == "rusqlite" || banned == "object_store::") {
                 continue; // error conversions only
             }
+            if f.ends_with("progress.rs") && (banned == "tokio" || banned == "async fn") {
+                continue; // counters scoped to a task (task-local), no I/O
+            }
             assert!(
                 !code.contains(banned),
                 "{} is in the pure core but uses {banned}",
@@ -55,78 +170,6 @@ fn pure_core_does_no_io() {
             );
         }
     }
-}
-
-#[test]
-fn library_code_does_not_unwrap() {
-    for f in rust_files(&repo().join("src")) {
-        if f.to_string_lossy().contains("/bin/") {
-            continue;
-        }
-        let code = non_test_code(&f);
-        for (i, line) in code.lines().enumerate() {
-            let l = line.trim_start();
-            if l.starts_with("//") {
-                continue;
-            }
-            assert!(
-                !line.contains(".unwrap()"),
-                "{}:{}: unwrap in library code: {line}",
-                f.display(),
-                i + 1
-            );
-        }
-    }
-}
-
-#[test]
-fn every_public_item_is_documented() {
-    let mut seen = 0;
-    for f in rust_files(&repo().join("src")) {
-        let code = non_test_code(&f);
-        let lines: Vec<&str> = code.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            let l = line.trim_start();
-            let is_pub = [
-                "pub fn ",
-                "pub async fn ",
-                "pub struct ",
-                "pub enum ",
-                "pub trait ",
-                "pub type ",
-                "pub const ",
-                "pub mod ",
-            ]
-            .iter()
-            .any(|p| l.starts_with(p));
-            if !is_pub {
-                continue;
-            }
-            seen += 1;
-            let mut j = i;
-            let mut documented = false;
-            while j > 0 {
-                j -= 1;
-                let prev = lines[j].trim_start();
-                if prev.starts_with("///") || prev.starts_with("//!") {
-                    documented = true;
-                    break;
-                }
-                if prev.starts_with("#[") {
-                    continue;
-                }
-                break;
-            }
-            let is_mod_decl = l.starts_with("pub mod ") && l.ends_with(';');
-            assert!(
-                documented || is_mod_decl,
-                "{}:{}: public item without a doc comment: {l}",
-                f.display(),
-                i + 1
-            );
-        }
-    }
-    assert!(seen > 50, "the check saw only {seen} public items");
 }
 
 /// The library's layers, lowest first: a module may use only the ones before it (and itself).

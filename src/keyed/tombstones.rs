@@ -239,9 +239,11 @@ pub(crate) async fn write(
 /// The list after adding `file`, its newest files merged by size tier: while the file
 /// before the newest holds no more records than it, the two become one (a binary counter:
 /// about log2(records) files, and each record rewritten about log2 times over its life, so
-/// a batch's cost does not grow with the tombstones already held). The files merged away
-/// stay where they are (a clone may list them; orphan removal deletes them once no table
-/// lists them). Returns the new list and the files written.
+/// a batch's cost does not grow with the tombstones already held). The listed files merged
+/// away stay where they are (the commit's snapshot names them, so a rollback can list them
+/// again; snapshot expiry deletes them with the last snapshot that names them, unless a
+/// clone lists them); the batch's own file, when merged at once, is deleted. Returns the new
+/// list and the files written.
 pub(crate) async fn with_file(
     table: &Table,
     list: &TombstoneList,
@@ -265,6 +267,10 @@ pub(crate) async fn with_file(
     };
     // Records that bring a key back must stay while an older file may hold its tombstone.
     let merged = merge(table, &run, key_fields, conv, from > 0, |_| true).await?;
+    // The batch's own file, merged before any list named it, is garbage already.
+    for w in std::mem::take(&mut written) {
+        let _ = table.storage().delete(&w).await;
+    }
     written.extend(merged.files.iter().map(|f| f.path.clone()));
     next.files.extend(merged.files);
     Ok((next, written))

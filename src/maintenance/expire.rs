@@ -66,6 +66,10 @@ pub struct ExpireResult {
     pub deleted_manifest_files_count: usize,
     /// `deleted_manifest_lists_count`.
     pub deleted_manifest_lists_count: usize,
+    /// A keyed table's tombstone files that only the expired snapshots named (files a
+    /// later merge of the tombstones replaced; a rollback could list them again only while
+    /// those snapshots were kept).
+    pub deleted_tombstone_files_count: usize,
     /// The metadata file the expiry committed (`None` when nothing was committed: a dry run,
     /// or no snapshot to expire).
     pub metadata_location: Option<String>,
@@ -223,6 +227,7 @@ pub async fn expire_snapshots(
         deleted_delete_files_count: 0,
         deleted_manifest_files_count: 0,
         deleted_manifest_lists_count: 0,
+        deleted_tombstone_files_count: 0,
         metadata_location: committed.clone(),
         cleanup_error: None,
     };
@@ -263,8 +268,11 @@ async fn clean_up(
         .filter(|s| !expired.contains(&s.snapshot_id()))
         .map(|s| s.as_ref())
         .collect();
+    let gone_tombstones = super::reachable::tombstone_files(md, &gone, false, &before.name())?;
+    let kept_tombstones = super::reachable::tombstone_files(md, &kept, true, &before.name())?;
     let gone_files = Reachable::of_snapshots(before, gone).await?;
     let mut live = Reachable::of_snapshots(before, kept).await?;
+    live.other.extend(kept_tombstones);
     live.extend(Reachable::of_tables(&other_tables(catalog, before).await?).await?);
     let gc = before.properties()?.gc_enabled;
     let storage = before.storage();
@@ -279,7 +287,9 @@ async fn clean_up(
     let manifests = unreferenced(&gone_files.manifests);
     let data = unreferenced(&gone_files.data_files);
     let deletes = unreferenced(&gone_files.delete_files);
+    let tombstones = unreferenced(&gone_tombstones);
     if !gc || dry_run {
+        result.deleted_tombstone_files_count = tombstones.len();
         result.deleted_manifest_lists_count = lists.len();
         result.deleted_manifest_files_count = manifests.len();
         result.deleted_data_files_count = data.len();
@@ -292,6 +302,7 @@ async fn clean_up(
         (&manifests, &mut result.deleted_manifest_files_count),
         (&data, &mut result.deleted_data_files_count),
         (&deletes, &mut result.deleted_delete_files_count),
+        (&tombstones, &mut result.deleted_tombstone_files_count),
     ] {
         for p in paths {
             match storage.delete(p).await {
@@ -305,7 +316,7 @@ async fn clean_up(
         Some(first) => Err(Error::io(format!(
             "{} of {} files could not be deleted (first: {first})",
             failed.len(),
-            lists.len() + manifests.len() + data.len() + deletes.len()
+            lists.len() + manifests.len() + data.len() + deletes.len() + tombstones.len()
         ))),
     }
 }

@@ -123,17 +123,11 @@ impl Reachable {
         for s in md.partition_statistics_iter() {
             r.other.insert(canon(&s.statistics_path));
         }
-        // A keyed table's tombstone files (listed in a property, not in a snapshot).
-        let tombstones = crate::spec::keyed::TombstoneList::of(md, &table.name())?;
-        for f in tombstones.files {
-            r.other.insert(canon(&f.path));
-        }
-        // And those a move of main to a snapshot still kept would list again.
-        for s in md.snapshots() {
-            for f in crate::spec::keyed_state::files_named(s, &table.name())? {
-                r.other.insert(canon(&f.path));
-            }
-        }
+        // A keyed table's tombstone files: listed in a property, and named by the snapshots
+        // a move of main could list again.
+        let snapshots: Vec<&Snapshot> = md.snapshots().map(|s| s.as_ref()).collect();
+        r.other
+            .extend(tombstone_files(md, &snapshots, true, &table.name())?);
         Ok(r)
     }
 
@@ -145,6 +139,28 @@ impl Reachable {
         }
         Ok(r)
     }
+}
+
+/// The tombstone files `snapshots` name in their summaries (what they added to or removed
+/// from the list), and with `listed` those the table's list holds now; canonical paths.
+pub(super) fn tombstone_files(
+    md: &crate::spec::TableMetadata,
+    snapshots: &[&Snapshot],
+    listed: bool,
+    table: &str,
+) -> Result<HashSet<String>> {
+    let mut out = HashSet::new();
+    if listed {
+        for f in crate::spec::keyed::TombstoneList::of(md, table)?.files {
+            out.insert(canon(&f.path));
+        }
+    }
+    for s in snapshots {
+        for f in crate::spec::keyed_state::files_named(s, table)? {
+            out.insert(canon(&f.path));
+        }
+    }
+    Ok(out)
 }
 
 /// Whether two tables' locations are the same or one holds the other.

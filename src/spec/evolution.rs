@@ -1287,6 +1287,12 @@ mod tests {
             KeyedSpec::of(&mended, "db.t").unwrap().version.as_deref(),
             Some("ver")
         );
+        // MERGE statement settings share the namespace but are not the rule.
+        alter(
+            &keyed,
+            "SET TBLPROPERTIES ('floe.merge.partition-aligned'='false')",
+        )
+        .unwrap();
         // A table without a key cannot take a rule's property alone (as at create), but may
         // become keyed together with it.
         let plain = table(ddl, FormatVersion::V2);

@@ -35,9 +35,11 @@ pub fn check_sink_id(sink: &str) -> Result<()> {
 }
 
 /// Whether property `key` defines a keyed table's merge rule (the engine, its version and
-/// delete columns, its functions): fixed at create.
+/// delete columns, its functions): fixed at create. (`floe.merge.partition-aligned` and
+/// `floe.merge.source-memory-bytes` tune MERGE statements and are not part of it.)
 pub fn defines_rule(key: &str) -> bool {
-    key == MERGE_ENGINE || key.starts_with("floe.merge.") || key.starts_with(AGGREGATE_PREFIX)
+    [MERGE_ENGINE, VERSION_COLUMN, DELETE_COLUMN, DROP_ZERO_ROWS].contains(&key)
+        || key.starts_with(AGGREGATE_PREFIX)
 }
 
 /// Whether a table of `schema` and `props` is keyed: it has a primary key (identifier

@@ -501,3 +501,98 @@ fn alter_checks_a_keyed_table_as_create_does_and_unsets_its_sink_state() {
     ok(&wh, &["alter", "db.v", "--unset", "floe.tombstones"]);
     assert_eq!(count("db.v"), 0);
 }
+
+/// Tombstone files a merge of the tombstones replaced stay while a kept snapshot names them
+/// (a rollback may list them again) and go with the snapshots that named them: after 20
+/// delete batches and an expiry of every snapshot but the current one, the files on disk are the list
+/// and what the one kept snapshot names; the tombstones themselves are unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaced_tombstone_files_go_with_the_snapshots_that_named_them() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.v",
+            "--schema",
+            "user_id long not null, plan string, ver long, is_deleted int",
+            "--primary-key",
+            "user_id",
+            "--property",
+            "floe.merge.version-column=ver",
+            "--property",
+            "floe.merge.delete-column=is_deleted",
+            "--property",
+            "write.merge.mode=merge-on-read",
+        ],
+    );
+    let mut rows = String::from("user_id,plan,ver,is_deleted\n");
+    for k in 0..200 {
+        rows.push_str(&format!("{k},p,1,0\n"));
+    }
+    let f = d.path().join("rows.csv");
+    std::fs::write(&f, rows).unwrap();
+    ok(&wh, &["upsert", "db.v", f.to_str().unwrap()]);
+    for b in 0..20 {
+        let mut del = String::from("user_id,plan,ver,is_deleted\n");
+        for k in (b * 5)..(b * 5 + 5) {
+            del.push_str(&format!("{k},,2,1\n"));
+        }
+        let f = d.path().join(format!("del{b}.csv"));
+        std::fs::write(&f, del).unwrap();
+        ok(&wh, &["upsert", "db.v", f.to_str().unwrap()]);
+    }
+    let on_disk = || -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(wh.join("db/v/metadata"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("tombstones-"))
+            .collect()
+    };
+    let cat = Catalog::open(None, Some(wh.to_str().unwrap()), None).unwrap();
+    let ident = parse_ident("db.v").unwrap();
+    let t = cat.load_table(&ident).await.unwrap();
+    let listed = floe::spec::keyed::TombstoneList::of(t.metadata(), "db.v").unwrap();
+    let before = on_disk();
+    assert!(before.len() > listed.files.len() + 5, "{before:?}");
+    let count = floe::keyed::tombstones(&t, false).await.unwrap().count;
+    assert_eq!(count, 100);
+
+    let r: serde_json::Value = serde_json::from_str(&ok(
+        &wh,
+        &[
+            "expire-snapshots",
+            "db.v",
+            "--older-than",
+            &(chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339(),
+            "--retain-last",
+            "1",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let t = cat.load_table(&ident).await.unwrap();
+    let name = |p: &str| p.rsplit('/').next().unwrap().to_string();
+    let mut want: std::collections::BTreeSet<String> =
+        listed.files.iter().map(|f| name(&f.path)).collect();
+    for f in floe::spec::keyed_state::files_named(t.current_snapshot().unwrap(), "db.v").unwrap() {
+        want.insert(name(&f.path));
+    }
+    assert_eq!(on_disk(), want);
+    assert_eq!(
+        r["deleted_tombstone_files_count"].as_u64().unwrap() as usize,
+        before.len() - want.len(),
+        "{r}"
+    );
+    assert_eq!(floe::keyed::tombstones(&t, false).await.unwrap().count, 100);
+    // A replay of an older version of a deleted key is still ignored.
+    let replay = d.path().join("replay.csv");
+    std::fs::write(&replay, "user_id,plan,ver,is_deleted\n3,old,1,0\n").unwrap();
+    let r: serde_json::Value = serde_json::from_str(&ok(
+        &wh,
+        &["upsert", "db.v", replay.to_str().unwrap(), "--json"],
+    ))
+    .unwrap();
+    assert_eq!(r["stale_records_count"], 1, "{r}");
+}

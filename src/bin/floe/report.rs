@@ -125,6 +125,7 @@ pub fn expire_snapshots(
         "deleted_delete_files_count": r.deleted_delete_files_count,
         "deleted_manifest_files_count": r.deleted_manifest_files_count,
         "deleted_manifest_lists_count": r.deleted_manifest_lists_count,
+        "deleted_tombstone_files_count": r.deleted_tombstone_files_count,
         "metadata_location": r.metadata_location,
         "cleanup_error": r.cleanup_error,
         "elapsed_ms": ms(started),

@@ -218,6 +218,7 @@ class ExpireSnapshotsResult:
     deleted_delete_files_count: int
     deleted_manifest_files_count: int
     deleted_manifest_lists_count: int
+    deleted_tombstone_files_count: int
     metadata_location: Optional[str]
     cleanup_error: Optional[str]
     elapsed_ms: int

@@ -669,3 +669,46 @@ async fn unwritable_files_name_the_file_the_cause_and_nothing_committed() {
         assert_eq!(now.metadata_location(), t.metadata_location(), "{name}");
     }
 }
+
+/// Every comma-separated flag trims its items alike (`--primary-key "a, b"`, `--columns
+/// "a, c"`, `--identifier-columns "a, b"` failed while `--on` took the space); an empty item
+/// is refused.
+#[test]
+fn comma_separated_flags_trim_their_items() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.k",
+            "--schema",
+            "a long not null, b long not null, c string",
+            "--primary-key",
+            "a, b",
+        ],
+    );
+    let csv = d.path().join("k.csv");
+    std::fs::write(&csv, "a,b,c\n1,2,x\n3,4,y\n").unwrap();
+    ok(&wh, &["append", "db.k", csv.to_str().unwrap()]);
+    let out = ok(
+        &wh,
+        &["scan", "db.k", "--columns", "a, c", "--format", "json"],
+    );
+    let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["a", "c"], "{out}");
+    ok(
+        &wh,
+        &[
+            "changes",
+            "db.k",
+            "--identifier-columns",
+            "a, b",
+            "--format",
+            "json",
+        ],
+    );
+    let o = floe(&wh, &["scan", "db.k", "--columns", "a,,c"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

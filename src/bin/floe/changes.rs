@@ -28,7 +28,7 @@ pub struct ChangesArgs {
     pub to_timestamp: Option<String>,
     /// Columns identifying a row: a delete and an insert of one identifier in a snapshot are
     /// shown as UPDATE_BEFORE / UPDATE_AFTER (comma-separated).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::item)]
     pub identifier_columns: Option<Vec<String>>,
     /// Compute UPDATE_BEFORE / UPDATE_AFTER with the table's identifier fields (or
     /// --identifier-columns); `--compute-updates=false` turns them off.
@@ -42,7 +42,7 @@ pub struct ChangesArgs {
     #[arg(long = "where", allow_hyphen_values = true)]
     pub filter: Option<String>,
     /// Columns to return (comma-separated).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::item)]
     pub columns: Option<Vec<String>>,
     /// Print only the row count.
     #[arg(long)]

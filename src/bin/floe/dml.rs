@@ -59,7 +59,7 @@ pub struct MergeArgs {
     #[arg(long)]
     pub source: String,
     /// Key columns, equal in target and source (e.g. "id" or "region,id").
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::item, required = true)]
     pub on: Vec<String>,
     /// What happens to matched target rows: update (from the source row), delete, ignore.
     #[arg(long, default_value = "update")]

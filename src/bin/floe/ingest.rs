@@ -110,7 +110,7 @@ pub struct IngestSnapshotArgs {
     #[arg(required = true)]
     pub files: Vec<String>,
     /// Key columns, comma-separated (every partition column must be one).
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::item, required = true)]
     pub key: Vec<String>,
     /// The version column: per key the highest wins (equal: the newer arrival).
     #[arg(long)]

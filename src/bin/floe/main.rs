@@ -162,6 +162,16 @@ enum Cmd {
     ExpireTombstones(keyed::ExpireTombstonesArgs),
 }
 
+/// One item of a comma-separated flag (`--columns "a, b"`), trimmed as every such flag
+/// trims its items; an empty item is refused.
+fn item(s: &str) -> std::result::Result<String, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("an empty item in a comma-separated list".into());
+    }
+    Ok(t.to_string())
+}
+
 fn kv(s: &str) -> std::result::Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))

@@ -39,7 +39,7 @@ pub struct RewriteDataFilesArgs {
     #[arg(long)]
     pub sort_by: Option<String>,
     /// Columns for --strategy zorder (comma-separated): rows ordered by their interleaved bits.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::item)]
     pub zorder_by: Option<Vec<String>>,
     /// Spark procedure options, e.g. --option min-input-files=2 --option rewrite-all=true;
     /// also rewrite-job-order=none|bytes-asc|bytes-desc|files-asc|files-desc,

@@ -19,7 +19,7 @@ pub struct ScanArgs {
     #[arg(long)]
     pub metadata: Option<String>,
     /// Columns to return (comma-separated).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::item)]
     pub columns: Option<Vec<String>>,
     /// Row filter, e.g. "ts >= '2024-01-01' AND id IN (1,2)".
     #[arg(long = "where", allow_hyphen_values = true)]

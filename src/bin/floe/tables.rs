@@ -39,7 +39,7 @@ pub struct CreateArgs {
     pub location: Option<String>,
     /// Primary key columns (comma-separated; each `not null`), stored as the schema's
     /// identifier fields.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::item)]
     pub primary_key: Vec<String>,
     /// Store --property keys under write., commit., history. or floe. that neither
     /// Iceberg nor floe defines (by default a typo there is refused).

@@ -164,6 +164,11 @@ pub struct TableProperties {
     pub expire_min_snapshots_to_keep: usize,
     /// `commit.manifest.target-size-bytes` (8 MB).
     pub manifest_target_size_bytes: u64,
+    /// `commit.manifest-merge.enabled` (true): commits merge small manifests.
+    pub manifest_merge_enabled: bool,
+    /// `commit.manifest.min-count-to-merge` (100): the newest manifests merge once there are
+    /// this many.
+    pub manifest_min_count_to_merge: usize,
     /// `gc.enabled` (true).
     pub gc_enabled: bool,
     /// `write.data.path` (`<location>/data`).
@@ -324,6 +329,11 @@ impl TableProperties {
             expire_max_snapshot_age_ms: num(p, "history.expire.max-snapshot-age-ms", 432_000_000)?,
             expire_min_snapshots_to_keep: num(p, "history.expire.min-snapshots-to-keep", 1)?,
             manifest_target_size_bytes: num(p, "commit.manifest.target-size-bytes", 8 << 20)?,
+            manifest_merge_enabled: p
+                .get("commit.manifest-merge.enabled")
+                .map(|v| !v.trim().eq_ignore_ascii_case("false"))
+                .unwrap_or(true),
+            manifest_min_count_to_merge: num(p, "commit.manifest.min-count-to-merge", 100)?,
             gc_enabled: p
                 .get("gc.enabled")
                 .map(|v| v.trim() != "false")

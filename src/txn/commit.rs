@@ -140,6 +140,9 @@ pub(crate) async fn commit(
         };
         match catalog.commit(&base, next).await {
             CommitOutcome::Committed(t) => {
+                for f in producer.unused_after_commit() {
+                    let _ = storage.delete(f).await;
+                }
                 let props = t.properties()?;
                 if props.metadata_delete_after_commit {
                     for f in producer.expired_metadata_files() {

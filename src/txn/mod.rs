@@ -5,6 +5,7 @@ mod alter;
 mod cherrypick;
 mod clone;
 mod commit;
+mod manifest_merge;
 mod producer;
 mod refs;
 mod row_delta;

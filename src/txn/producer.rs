@@ -70,6 +70,8 @@ pub(crate) struct SnapshotProducer {
     /// A new current schema, committed with the snapshot if the base's current schema is
     /// still the one it was derived from (its id).
     new_schema: Option<(i32, iceberg::spec::Schema)>,
+    /// Manifests of added files the last attempt merged into others (unused once it lands).
+    merged_away: Vec<String>,
 }
 
 /// A table property change committed with a snapshot, conditional on the base: the commit
@@ -148,6 +150,62 @@ fn live_entries(
     Ok(out)
 }
 
+/// How an entry of a manifest being merged is written again.
+enum MergedEntry {
+    /// Still live: an EXISTING entry.
+    Existing(LiveEntry),
+    /// Removed by this commit: a DELETED entry.
+    Deleted(LiveEntry),
+}
+
+/// The entries of manifest `m` (listed as `mf`) as a merge writes them (Java's
+/// `ManifestMergeManager`): live entries as EXISTING (v3 first row ids made explicit), the
+/// entries this commit (`snapshot_id`) deleted as DELETED; deletes of earlier snapshots are
+/// dropped.
+fn merged_entries(
+    mf: &ManifestFile,
+    m: &iceberg::spec::Manifest,
+    v3: bool,
+    snapshot_id: i64,
+) -> Result<Vec<MergedEntry>> {
+    let deletes = mf.content == ManifestContentType::Deletes;
+    let mut next_row_id = mf.first_row_id.map(|r| r as i64);
+    let mut out = Vec::new();
+    for e in m.entries() {
+        let f = e.data_file();
+        let inherited = if v3 && !deletes && f.first_row_id().is_none() {
+            let id = next_row_id;
+            if let Some(n) = next_row_id.as_mut() {
+                *n += f.record_count() as i64;
+            }
+            id
+        } else {
+            f.first_row_id()
+        };
+        let seq = e.sequence_number().unwrap_or(0);
+        let entry_snapshot = e.snapshot_id().unwrap_or(snapshot_id);
+        let entry = |file: DataFile| LiveEntry {
+            file,
+            snapshot_id: entry_snapshot,
+            seq,
+            file_seq: e.file_sequence_number.unwrap_or(seq),
+        };
+        if !e.is_alive() {
+            if entry_snapshot == snapshot_id {
+                out.push(MergedEntry::Deleted(entry(f.clone())));
+            }
+            continue;
+        }
+        let file = if inherited != f.first_row_id() {
+            with_first_row_id(f, inherited)?
+        } else {
+            f.clone()
+        };
+        out.push(MergedEntry::Existing(entry(file)));
+    }
+    Ok(out)
+}
+
 impl SnapshotProducer {
     /// A producer for `operation` adding data files written with the default partition spec.
     pub(crate) fn new(operation: Operation, added: Vec<DataFile>) -> Self {
@@ -169,6 +227,7 @@ impl SnapshotProducer {
             manifest_counts: BTreeMap::new(),
             property_updates: Vec::new(),
             new_schema: None,
+            merged_away: Vec::new(),
         }
     }
 
@@ -388,6 +447,103 @@ impl SnapshotProducer {
         Ok(out)
     }
 
+    /// Merges small manifests as Iceberg Java's producers do on commit
+    /// (`commit.manifest-merge.enabled`): manifests are grouped by content (data, deletes)
+    /// and partition spec, never across; in each group, in list order (this commit's new
+    /// manifests first), [`plan_merge`](super::manifest_merge::plan_merge) picks the bins
+    /// written as one manifest. Entries keep their snapshot ids and sequence numbers; this
+    /// commit's added files stay ADDED, its removals DELETED, older removals are dropped.
+    async fn merge_manifests(
+        &mut self,
+        base: &Table,
+        new: Vec<ManifestFile>,
+        existing: Vec<ManifestFile>,
+        target: u64,
+        min_count: usize,
+    ) -> Result<Vec<ManifestFile>> {
+        use super::manifest_merge::{plan_merge, MergeStep};
+        let md = base.metadata();
+        let v3 = md.format_version() == FormatVersion::V3;
+        let new_paths: HashSet<String> = new.iter().map(|m| m.manifest_path.clone()).collect();
+        let mut groups: BTreeMap<(bool, std::cmp::Reverse<i32>), Vec<ManifestFile>> =
+            BTreeMap::new();
+        for m in new.into_iter().chain(existing) {
+            let key = (
+                m.content == ManifestContentType::Deletes,
+                std::cmp::Reverse(m.partition_spec_id),
+            );
+            groups.entry(key).or_default().push(m);
+        }
+        self.merged_away.clear();
+        let mut out = Vec::new();
+        let mut n = 0;
+        for ((deletes, std::cmp::Reverse(spec_id)), group) in groups {
+            let lengths: Vec<u64> = group.iter().map(|m| m.manifest_length as u64).collect();
+            for step in plan_merge(&lengths, target, min_count) {
+                let bin = match step {
+                    MergeStep::Keep(i) => {
+                        out.push(group[i].clone());
+                        continue;
+                    }
+                    MergeStep::Merge(bin) => bin,
+                };
+                let path = join(
+                    md.location(),
+                    &format!("metadata/{}-g{}-{n}.avro", self.commit_uuid, self.attempt),
+                );
+                n += 1;
+                let mut w = self.manifest_writer(base, spec_id, deletes, &path)?;
+                self.rewritten.push(path);
+                for i in bin {
+                    let mf = &group[i];
+                    if new_paths.contains(&mf.manifest_path) {
+                        // This commit's added files, as `write_added_manifests` wrote them.
+                        for (s, f, seq) in &self.added {
+                            let s = if *s < 0 {
+                                md.default_partition_spec_id()
+                            } else {
+                                *s
+                            };
+                            if s == spec_id
+                                && (f.content_type() != DataContentType::Data) == deletes
+                            {
+                                w.add_file(
+                                    f.clone(),
+                                    seq.or(self.data_sequence_number).unwrap_or(-1),
+                                )?;
+                            }
+                        }
+                        self.merged_away.push(mf.manifest_path.clone());
+                        continue;
+                    }
+                    if self.rewritten.contains(&mf.manifest_path) {
+                        // Rewritten by this attempt's carry-over, now merged: never listed.
+                        self.merged_away.push(mf.manifest_path.clone());
+                    }
+                    let m = base.load_manifest(mf).await?;
+                    for e in merged_entries(mf, &m, v3, self.snapshot_id)? {
+                        match e {
+                            MergedEntry::Existing(e) => {
+                                w.add_existing_file(e.file, e.snapshot_id, e.seq, Some(e.file_seq))?
+                            }
+                            MergedEntry::Deleted(e) => {
+                                w.add_delete_file(e.file, e.seq, Some(e.file_seq))?
+                            }
+                        }
+                    }
+                }
+                out.push(w.write_manifest_file().await?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Manifests this producer wrote that the committed snapshot does not list (merged into
+    /// others by the last attempt): deleted once the commit has landed.
+    pub(crate) fn unused_after_commit(&self) -> &[String] {
+        &self.merged_away
+    }
+
     /// Rewrites every manifest with live entries into new ones per (spec, content), entries
     /// ordered by partition, about `target` bytes each.
     async fn cluster(
@@ -556,9 +712,24 @@ impl SnapshotProducer {
                 ManifestListWriter::v3(writer, self.snapshot_id, parent_id, seq, Some(first_row_id))
             }
         };
-        // New manifests first (as Java does), then carried-over ones; data before deletes.
-        let mut all: Vec<ManifestFile> = new_manifests;
-        all.extend(existing);
+        // New manifests first (as Java does), then carried-over ones, merged unless turned
+        // off (and not for `rewrite_manifests`, which lays them out itself); data before
+        // deletes.
+        let props = base.properties()?;
+        let mut all: Vec<ManifestFile> =
+            if props.manifest_merge_enabled && self.cluster_manifests.is_none() {
+                self.merge_manifests(
+                    base,
+                    new_manifests,
+                    existing,
+                    props.manifest_target_size_bytes,
+                    props.manifest_min_count_to_merge,
+                )
+                .await?
+            } else {
+                self.merged_away.clear();
+                new_manifests.into_iter().chain(existing).collect()
+            };
         all.sort_by_key(|m| matches!(m.content, ManifestContentType::Deletes));
         lw.add_manifests(all.into_iter())?;
         let next_row_id = lw.next_row_id();

@@ -22,6 +22,7 @@ mod json_keys;
 mod keyed;
 mod keyed_lifecycle;
 mod maintenance;
+mod manifest_merge;
 mod merge_aligned;
 mod merge_engines;
 mod metadata_tables;

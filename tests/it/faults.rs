@@ -428,6 +428,14 @@ fn alter_checks_a_keyed_table_as_create_does_and_unsets_its_sink_state() {
         serde_json::from_str(&out).unwrap()
     };
     assert_eq!(upsert("1")["already_committed"], false);
+    // A sink id without a checkpoint would record nothing (exactly-once silently off).
+    let o = floe(&wh, &["upsert", "db.k", &csv, "--sink-id", "s"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--checkpoint"),
+        "{}",
+        text(&o)
+    );
     let describe = || ok(&wh, &["describe", "db.k", "--json"]);
     let before = describe();
     for set in [

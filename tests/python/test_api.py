@@ -175,6 +175,8 @@ def test_upsert_keyed_and_merge_keys(catalog):
     assert isinstance(r, floe.UpsertResult)
     assert (r.inserted_records_count, r.keys_count, r.rows_inserted) == (2, 2, 2)
     assert r.committed_checkpoint == 1 and not r.already_committed
+    with pytest.raises(floe.InvalidInputError, match="needs checkpoint"):
+        t.upsert(batch, sink_id="s")
     again = t.upsert(batch, sink_id="s", checkpoint=1)
     assert again.already_committed and again.snapshot_id is None
     r2 = t.upsert(pl.DataFrame({"id": [2, 3], "plan": ["gone", "new"], "ver": [5, 1], "del": [1, 0]}),

@@ -33,8 +33,9 @@ pub struct UpsertArgs {
     /// Input format (default: by file extension; .json/.jsonl/.ndjson are JSON lines).
     #[arg(long, value_enum)]
     pub format: Option<ChangeFormat>,
-    /// The sink the checkpoint belongs to.
-    #[arg(long)]
+    /// The sink the checkpoint belongs to (with --checkpoint: a sink id alone would record
+    /// nothing, so exactly-once would be silently off).
+    #[arg(long, requires = "checkpoint")]
     pub sink_id: Option<String>,
     /// The batch's checkpoint: recorded in the snapshot summary (floe.sink.<id>.checkpoint);
     /// one at or below the committed one makes the upsert a no-op.

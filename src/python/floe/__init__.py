@@ -736,6 +736,12 @@ class Table:
                 f"omit join_cols (or pass {list(key)!r}); to MERGE on other columns use "
                 "Table.merge(), which does not keep the key unique; nothing was committed"
             )
+        if key and sink_id is not None and checkpoint is None:
+            raise InvalidInputError(
+                f"upsert into {self.name}: sink_id={sink_id!r} needs checkpoint=N (the batch's "
+                "number in that sink); without it nothing would be recorded and a re-sent batch "
+                "would apply twice; nothing was committed"
+            )
         if key:
             return _result(
                 UpsertResult,

@@ -432,3 +432,40 @@ fn merge_on_read_on_a_v1_table_is_refused() {
     );
     assert_eq!(ok(&wh, &["scan", "db.v1", "--count"]).trim(), "50");
 }
+
+/// CSV headers: a column named twice is refused (the second was silently dropped), an empty
+/// file says it has no header (it reported "column ''"), and a UTF-8 byte order mark is not
+/// part of the first column's name (it was refused as an unknown column); nothing is
+/// committed by the refused ones.
+#[test]
+fn csv_headers_are_read_as_written() {
+    let (d, wh, _, _) = setup();
+    let before = snapshot_count(&wh);
+    let dup = d.path().join("dup.csv");
+    std::fs::write(&dup, "id,name,id\n1,a,2\n").unwrap();
+    fails(
+        &wh,
+        &["append", "db.t", dup.to_str().unwrap()],
+        &["dup.csv", "'id' twice"],
+    );
+    let empty = d.path().join("empty.csv");
+    std::fs::write(&empty, "").unwrap();
+    fails(
+        &wh,
+        &["append", "db.t", empty.to_str().unwrap()],
+        &["empty.csv", "no header line"],
+    );
+    assert_eq!(snapshot_count(&wh), before);
+    let bom = d.path().join("bom.csv");
+    std::fs::write(&bom, "\u{feff}id,name\n100041,x\n100042,y\n").unwrap();
+    ok(&wh, &["append", "db.t", bom.to_str().unwrap()]);
+    let out = ok(
+        &wh,
+        &["scan", "db.t", "--where", "id > 100000", "--format", "json"],
+    );
+    assert_eq!(
+        out.lines().filter(|l| !l.trim().is_empty()).count(),
+        2,
+        "{out}"
+    );
+}

@@ -98,10 +98,29 @@ pub fn read_raw(
                 .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
         }
         let delim = if lower.ends_with(".tsv") { b'\t' } else { b',' };
+        // A UTF-8 byte order mark is not part of the first column's name.
+        let header = header.strip_prefix('\u{feff}').unwrap_or(&header);
+        let header = header.trim_end_matches(['\n', '\r']);
+        if header.trim().is_empty() {
+            return Err(Error::new(
+                floe::ErrorKind::InvalidInput,
+                format!(
+                    "{path}: the CSV file has no header line (it is empty or starts with a blank \
+                     line); its first line must name the columns"
+                ),
+            ));
+        }
         let mut fields = Vec::new();
         let mut nested = Vec::new();
-        for name in header.trim_end_matches(['\n', '\r']).split(delim as char) {
+        let mut seen = std::collections::HashSet::new();
+        for name in header.split(delim as char) {
             let name = name.trim().trim_matches('"');
+            if !seen.insert(name.to_string()) {
+                return Err(Error::new(
+                    floe::ErrorKind::InvalidInput,
+                    format!("{path}: the CSV header names column '{name}' twice; each column once"),
+                ));
+            }
             let f = table_schema.field_with_name(name).map_err(|_| {
                 Error::new(
                     floe::ErrorKind::InvalidInput,
@@ -122,6 +141,7 @@ pub fn read_raw(
             fields.push(Arc::new(f));
         }
         let schema = Arc::new(Schema::new(fields));
+        let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
         let reader = arrow::csv::ReaderBuilder::new(schema)
             .with_header(true)
             .with_delimiter(delim)
@@ -131,8 +151,12 @@ pub fn read_raw(
         let p = path.to_string();
         let mut next_row = 1u64;
         return Ok(Box::new(reader.map(move |r| {
-            let b =
-                r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{p}: {e}")))?;
+            let b = r.map_err(|e| {
+                Error::new(
+                    floe::ErrorKind::InvalidInput,
+                    format!("{p}: {}", csv_error(&e.to_string(), &names)),
+                )
+            })?;
             let first = next_row;
             next_row += b.num_rows() as u64;
             if nested.is_empty() {
@@ -157,6 +181,36 @@ pub fn read_raw(
     Ok(Box::new(reader.map(move |r| {
         r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{p}: {e}")))
     })))
+}
+
+/// A CSV parse error in the file's terms: arrow-csv names a 0-based column index and counts
+/// lines from the first data row; say the column's name and the file's line (the header is
+/// line 1).
+fn csv_error(msg: &str, names: &[String]) -> String {
+    let number_after = |key: &str| -> Option<(usize, usize, usize)> {
+        let at = msg.find(key)? + key.len();
+        let digits = msg[at..].chars().take_while(char::is_ascii_digit).count();
+        Some((
+            msg.find(key)?,
+            at + digits,
+            msg[at..at + digits].parse().ok()?,
+        ))
+    };
+    let (Some((c0, c1, col)), Some((l0, l1, line))) =
+        (number_after("for column "), number_after(" at line "))
+    else {
+        return msg.to_string();
+    };
+    if c1 != l0 {
+        return msg.to_string();
+    }
+    let name = names.get(col).map(String::as_str).unwrap_or("?");
+    format!(
+        "{}in column '{name}' on line {} of the file{}",
+        &msg[..c0],
+        line + 1,
+        &msg[l1..]
+    )
 }
 
 /// The Arrow schema of a Parquet file.
@@ -201,4 +255,18 @@ pub fn read_jsonl(
     Ok(Box::new(reader.map(move |r| {
         r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("'{p}': {e}")))
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn csv_errors_name_the_column_and_the_file_line() {
+        let names = ["id".to_string(), "name".to_string(), "n".to_string()];
+        let m = "Parser error: Error while parsing value 'x' as type 'Int32' for column 2 at line 2. Row data: '[2,b,x]'";
+        assert_eq!(
+            super::csv_error(m, &names),
+            "Parser error: Error while parsing value 'x' as type 'Int32' in column 'n' on line 3 of the file. Row data: '[2,b,x]'"
+        );
+        assert_eq!(super::csv_error("other", &names), "other");
+    }
 }

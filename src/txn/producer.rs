@@ -117,37 +117,13 @@ fn live_entries(
     v3: bool,
     default_snapshot: i64,
 ) -> Result<Vec<LiveEntry>> {
-    let deletes = mf.content == ManifestContentType::Deletes;
-    let mut next_row_id = mf.first_row_id.map(|r| r as i64);
-    let mut out = Vec::new();
-    for e in m.entries() {
-        let f = e.data_file();
-        let inherited = if v3 && !deletes && f.first_row_id().is_none() {
-            let id = next_row_id;
-            if let Some(n) = next_row_id.as_mut() {
-                *n += f.record_count() as i64;
-            }
-            id
-        } else {
-            f.first_row_id()
-        };
-        if !e.is_alive() {
-            continue;
-        }
-        let file = if inherited != f.first_row_id() {
-            with_first_row_id(f, inherited)?
-        } else {
-            f.clone()
-        };
-        let seq = e.sequence_number().unwrap_or(0);
-        out.push(LiveEntry {
-            file,
-            snapshot_id: e.snapshot_id().unwrap_or(default_snapshot),
-            seq,
-            file_seq: e.file_sequence_number.unwrap_or(seq),
-        });
-    }
-    Ok(out)
+    Ok(merged_entries(mf, m, v3, default_snapshot)?
+        .into_iter()
+        .filter_map(|e| match e {
+            MergedEntry::Existing(e) => Some(e),
+            MergedEntry::Deleted(_) => None,
+        })
+        .collect())
 }
 
 /// How an entry of a manifest being merged is written again.

@@ -138,7 +138,8 @@ impl SqlBackend {
 
     fn init(b: Self) -> Result<Self> {
         let mut c = b.conn()?;
-        create_tables(c.as_mut()).map_err(|e| b.ctx("creating catalog tables", e))?;
+        create_tables(c.as_mut())
+            .map_err(|e| b.ctx("opening (creating the catalog tables when missing)", e))?;
         Ok(b)
     }
 
@@ -174,7 +175,7 @@ impl SqlBackend {
         match &self.db {
             Db::Sqlite(path) => {
                 let c = Connection::open(path).map_err(|e| self.err("open", e))?;
-                c.busy_timeout(Duration::from_secs(30))
+                c.busy_timeout(SQLITE_BUSY_TIMEOUT)
                     .map_err(|e| self.err("busy_timeout", e))?;
                 Ok(Box::new(SqliteConn { c }))
             }
@@ -356,9 +357,29 @@ struct SqliteConn {
     c: Connection,
 }
 
+/// A SQLite error as floe's: a database another process keeps locked past the busy timeout
+/// is a `Conflict` (retryable: nothing was changed), the rest I/O.
 fn sqlite_err(e: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode as C;
+    if matches!(
+        e.sqlite_error_code(),
+        Some(C::DatabaseBusy | C::DatabaseLocked)
+    ) {
+        return Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "the database is locked by another process and stayed locked for the {} s floe \
+                 waits ({e}); nothing was changed: retry once it is released",
+                SQLITE_BUSY_TIMEOUT.as_secs()
+            ),
+        )
+        .with_source(e);
+    }
     Error::io(e.to_string()).with_source(e)
 }
+
+/// How long a SQLite statement waits for another process's lock.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether SQLite refused a statement before applying it: a single statement in autocommit
 /// mode is rolled back when it fails with one of these (read-only database, disk full,

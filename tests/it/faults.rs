@@ -604,3 +604,25 @@ async fn replaced_tombstone_files_go_with_the_snapshots_that_named_them() {
     .unwrap();
     assert_eq!(r["stale_records_count"], 1, "{r}");
 }
+
+/// A SQLite catalog another process keeps locked past floe's 30 s wait: the command exits 4
+/// (retryable) saying the database is locked and nothing changed, not 1 with "creating
+/// catalog tables"; once the lock is released the same command lands.
+#[test]
+fn a_locked_sqlite_catalog_is_a_retryable_error() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(&wh, &["create", "db.t", "--schema", "id long, v string"]);
+    let f = ids_csv(d.path(), "a.csv", 0, 5);
+    let lock = rusqlite::Connection::open(wh.join("catalog.db")).unwrap();
+    lock.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let o = floe(&wh, &["append", "db.t", &f]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert!(err.contains("locked by another process"), "{}", text(&o));
+    assert!(!err.contains("creating catalog tables"), "{}", text(&o));
+    lock.execute_batch("COMMIT").unwrap();
+    ok(&wh, &["append", "db.t", &f]);
+    let n = ok(&wh, &["scan", "db.t", "--format", "json"]);
+    assert_eq!(n.lines().filter(|l| !l.trim().is_empty()).count(), 5);
+}

@@ -17,6 +17,9 @@ use floe::spec::{parse_schema, FormatVersion};
 use floe::table::parse_ident;
 use floe::Catalog;
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
 use crate::common::*;
 
 // ---------------------------------------------------------------- filesystem catalog
@@ -172,6 +175,24 @@ async fn a_filesystem_table_left_at_any_commit_step_reads_and_writes_on() {
     );
 }
 
+/// `floe create NAME` of a keyed table with a version and a delete column.
+fn create_versioned(wh: &Path, name: &str, extra: &[&str]) {
+    let mut args = vec![
+        "create",
+        name,
+        "--schema",
+        "user_id long not null, plan string, ver long, is_deleted int",
+        "--primary-key",
+        "user_id",
+        "--property",
+        "floe.merge.version-column=ver",
+        "--property",
+        "floe.merge.delete-column=is_deleted",
+    ];
+    args.extend_from_slice(extra);
+    ok(wh, &args);
+}
+
 // ---------------------------------------------------------------- keyed state follows main
 
 /// The model of a keyed table under the merge rule with ever-growing versions: live rows
@@ -289,13 +310,8 @@ async fn rollback_rewinds_sink_checkpoints_and_tombstones() {
             .with_property("floe.merge.version-column", "ver")
             .with_property("floe.merge.delete-column", "is_deleted");
         cat.create_table(&ident, c).await.unwrap();
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rnd = |n: u64| rng.gen_range(0..n);
         let mut ver = 0i64;
         let mut batches: Vec<Vec<Change>> = Vec::new();
         let mut model = Model::default();
@@ -478,21 +494,7 @@ fn alter_checks_a_keyed_table_as_create_does_and_unsets_its_sink_state() {
     // The tombstone list: unset works, set is refused.
     let o = floe(&wh, &["alter", "db.k", "--set", "floe.tombstones={}"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    ok(
-        &wh,
-        &[
-            "create",
-            "db.v",
-            "--schema",
-            "user_id long not null, plan string, ver long, is_deleted int",
-            "--primary-key",
-            "user_id",
-            "--property",
-            "floe.merge.version-column=ver",
-            "--property",
-            "floe.merge.delete-column=is_deleted",
-        ],
-    );
+    create_versioned(&wh, "db.v", &[]);
     let rows = d.path().join("v.csv");
     std::fs::write(
         &rows,
@@ -518,22 +520,10 @@ fn alter_checks_a_keyed_table_as_create_does_and_unsets_its_sink_state() {
 async fn replaced_tombstone_files_go_with_the_snapshots_that_named_them() {
     let d = tempfile::tempdir().unwrap();
     let wh = d.path().join("wh");
-    ok(
+    create_versioned(
         &wh,
-        &[
-            "create",
-            "db.v",
-            "--schema",
-            "user_id long not null, plan string, ver long, is_deleted int",
-            "--primary-key",
-            "user_id",
-            "--property",
-            "floe.merge.version-column=ver",
-            "--property",
-            "floe.merge.delete-column=is_deleted",
-            "--property",
-            "write.merge.mode=merge-on-read",
-        ],
+        "db.v",
+        &["--property", "write.merge.mode=merge-on-read"],
     );
     let mut rows = String::from("user_id,plan,ver,is_deleted\n");
     for k in 0..200 {

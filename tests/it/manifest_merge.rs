@@ -15,6 +15,9 @@ use floe::spec::{parse_partition_spec, parse_schema, FormatVersion};
 use floe::table::parse_ident;
 use floe::{Catalog, Table};
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
 use crate::common::*;
 
 /// A live or deleted entry: status, snapshot id, data and file sequence numbers.
@@ -131,13 +134,8 @@ async fn merged_manifests_keep_every_entry_and_stay_few() {
                     .unwrap(),
             );
         }
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rnd = |n: u64| rng.gen_range(0..n);
         for op in 0..28 {
             let kind = if op < 6 { 0 } else { rnd(4) };
             let ids: Vec<i64> = (0..(1 + rnd(40))).map(|_| rnd(400) as i64).collect();

@@ -87,6 +87,9 @@ pub struct Config {
     pub partition_granularity: bool,
     /// How a MERGE whose ON key covers the partition spec runs.
     pub merge_path: MergePath,
+    /// `commit.manifest.min-count-to-merge` (`None`: Java's 100), small so that a sequence's
+    /// commits merge manifests.
+    pub merge_manifests_at: Option<usize>,
 }
 
 /// The MERGE path a table's properties choose when its ON key covers the partition spec.
@@ -547,6 +550,11 @@ fn generate(seed: u64, len: usize) -> (Config, Vec<Op>) {
         partition_granularity: rng.gen_bool(0.3),
         merge_path: [MergePath::Aligned, MergePath::Spilled, MergePath::OnePass]
             [rng.gen_range(0..3)],
+        // Drawn apart so that the seeds' operations stay what they were.
+        merge_manifests_at: {
+            let mut r = StdRng::seed_from_u64(seed ^ 0x6d65_7267_6521);
+            r.gen_bool(0.6).then(|| r.gen_range(2..6))
+        },
     };
     let n = rng.gen_range(len / 2..=len + len / 2);
     let ops = (0..n).map(|i| gen_op(&mut rng, i == 0)).collect();
@@ -1559,6 +1567,9 @@ async fn create_table(cat: &Catalog, config: &Config) -> Table {
     if config.partition_granularity {
         props.insert("write.delete.granularity".into(), "partition".into());
     }
+    if let Some(n) = config.merge_manifests_at {
+        props.insert("commit.manifest.min-count-to-merge".into(), n.to_string());
+    }
     match config.merge_path {
         MergePath::Aligned => {}
         MergePath::Spilled => {
@@ -1868,6 +1879,7 @@ async fn regression_merge_duplicate_source_keys_without_update() {
             partition: None,
             partition_granularity: false,
             merge_path: MergePath::Aligned,
+            merge_manifests_at: None,
         };
         let src = vec![
             Row(1, Some(5), Some("a"), None),

@@ -600,6 +600,8 @@ impl Catalog {
         }
         crate::spec::TableProperties::parse(&props)
             .map_err(|e| e.context(format!("creating {name}")))?;
+        crate::spec::maintain_policy::MaintainPolicy::of(&props)
+            .map_err(|e| e.context(format!("creating {name}")))?;
         if let Some(l) = &creation.location {
             storage::check_store("table location", l)
                 .map_err(|e| e.context(format!("creating {name}")))?;

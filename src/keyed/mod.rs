@@ -52,7 +52,9 @@ pub use shards::{
 pub use staged::{
     commit_staged_upserts, discard_staged_upserts, stage_upsert, MergedOnto, StagedUpsert,
 };
-pub use tombstones::{expire_tombstones, tombstones, ExpireTombstonesResult, TombstoneReport};
+pub use tombstones::{
+    expire_tombstones, merge_tombstones, tombstones, ExpireTombstonesResult, TombstoneReport,
+};
 
 use std::sync::Arc;
 

@@ -539,6 +539,29 @@ pub async fn expire_tombstones(
     older_than_ms: i64,
     dry_run: bool,
 ) -> Result<ExpireTombstonesResult> {
+    compact_tombstones(catalog, ident, Some(older_than_ms), false, dry_run).await
+}
+
+/// Rewrites the tombstone files of `ident` as one file (what `maintain` does once there
+/// are many), dropping the tombstones committed before `older_than_ms` when given.
+/// `committed` says whether anything changed; with `dry_run` nothing is written.
+pub async fn merge_tombstones(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    older_than_ms: Option<i64>,
+    dry_run: bool,
+) -> Result<ExpireTombstonesResult> {
+    compact_tombstones(catalog, ident, older_than_ms, true, dry_run).await
+}
+
+async fn compact_tombstones(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    older_than_ms: Option<i64>,
+    merge_files: bool,
+    dry_run: bool,
+) -> Result<ExpireTombstonesResult> {
+    let cutoff = older_than_ms.unwrap_or(i64::MIN);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -553,17 +576,18 @@ pub async fn expire_tombstones(
                     .cloned()
             })
             .unwrap_or_else(|| Int64Array::from(Vec::<i64>::new()));
-        let removed = at.iter().flatten().filter(|&t| t < older_than_ms).count() as u64;
+        let removed = at.iter().flatten().filter(|&t| t < cutoff).count() as u64;
         let out = ExpireTombstonesResult {
             removed,
             kept: report.count - removed,
             committed: false,
         };
-        if dry_run || removed == 0 {
+        let merges = merge_files && report.files > 1;
+        if dry_run || (removed == 0 && !merges) {
             return Ok(out);
         }
         let (keys, conv, list) = keys_of(&table)?;
-        let next = rewrite(&table, &list, &keys, &conv, |r| r.at_ms >= older_than_ms).await?;
+        let next = rewrite(&table, &list, &keys, &conv, |r| r.at_ms >= cutoff).await?;
         let update = PropertyUpdate {
             key: TOMBSTONES.to_string(),
             expected: table.metadata().properties().get(TOMBSTONES).cloned(),

@@ -801,6 +801,32 @@ pub async fn rewrite_data_files(
     }
 }
 
+/// Rewrites the groups `which` (indexes into `planned.plan.tasks`) of an in-process plan of
+/// `table` and commits them as one `replace` snapshot, validated from the plan's snapshot
+/// (one bounded step of `maintain`).
+pub(crate) async fn rewrite_planned_groups(
+    catalog: &Catalog,
+    table: &Table,
+    planned: &PlannedRewrite,
+    which: &[usize],
+) -> Result<RewriteResult> {
+    let tasks: Vec<(&RewriteTask, &Vec<usize>)> = which
+        .iter()
+        .filter_map(|&i| Some((planned.plan.tasks.get(i)?, planned.groups.get(i)?)))
+        .collect();
+    let concurrency = planned.options.max_concurrent_file_group_rewrites.max(1);
+    rewrite_batch(
+        catalog,
+        table,
+        &planned.plan,
+        &planned.scan,
+        &tasks,
+        concurrency,
+        &mut |_| {},
+    )
+    .await
+}
+
 /// Rewrites some groups of a plan and commits them as one `replace` snapshot.
 async fn rewrite_batch(
     catalog: &Catalog,

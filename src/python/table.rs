@@ -906,6 +906,41 @@ impl Table {
         to_py_json(py, &report::remove_orphan_files(&name, &r, started))
     }
 
+    /// Runs the maintenance the table's state and policy call for, under the table's
+    /// maintenance lease (the CLI's `maintain --json`): a dict with `steps`, each with its
+    /// `action`, `reason` and `counts`.
+    #[pyo3(signature = (dry_run=false, max_rewrite_bytes=None))]
+    fn maintain<'py>(
+        &self,
+        py: Python<'py>,
+        dry_run: bool,
+        max_rewrite_bytes: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (cat, table) = (self.cat(), self.get());
+        let mut o = floe::maintenance::MaintainOptions::default().with_dry_run(dry_run);
+        if let Some(b) = max_rewrite_bytes {
+            o = o.with_max_rewrite_bytes(b);
+        }
+        let started = Instant::now();
+        let r = run(py, async move {
+            floe::maintenance::maintain(&cat, &table, &o).await
+        })?;
+        let mut v = serde_json::to_value(&r).map_err(|e| {
+            pyo3::exceptions::PyRuntimeError::new_err(format!("maintain report: {e}"))
+        })?;
+        if let Some(m) = v.as_object_mut() {
+            m.insert(
+                "elapsed_ms".into(),
+                (started.elapsed().as_millis() as u64).into(),
+            );
+        }
+        match r.table_after {
+            Some(t) => self.set(t),
+            None => self.reload(py)?,
+        }
+        to_py_json(py, &v)
+    }
+
     /// Clones this table (metadata only) into `target` (the CLI's `clone --json`).
     #[pyo3(signature = (target, snapshot_id=None, r#ref=None, as_of_ms=None, replace=false,
         all_refs=false))]

@@ -279,6 +279,12 @@ pub fn apply(
         props.remove(k);
     }
     super::check_property_keys(&props)?;
+    if set
+        .iter()
+        .any(|(k, _)| k.starts_with(super::maintain_policy::MAINTAIN_PREFIX))
+    {
+        super::maintain_policy::MaintainPolicy::of(&props)?;
+    }
     let mut b = TableMetadataBuilder::new_from_metadata(md.clone(), location.map(String::from));
     if let Some(v) = version {
         b = b.upgrade_format_version(v).map_err(err)?;

@@ -7,6 +7,7 @@ pub mod evolution;
 pub mod keyed;
 pub mod keyed_state;
 mod layout;
+pub mod maintain_policy;
 mod merge_engine;
 mod names;
 mod properties;

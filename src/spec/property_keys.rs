@@ -114,6 +114,7 @@ const PREFIXES: &[&str] = &[
     "write.parquet.stats-enabled.column.",
     "floe.sink.",
     "floe.aggregate.",
+    super::maintain_policy::REWRITE_DATA_FILES_PREFIX,
 ];
 
 /// Refuses keys in an owned namespace that no one defines, naming the nearest known key.
@@ -122,10 +123,13 @@ pub fn check_property_keys(props: &HashMap<String, String>) -> Result<()> {
     keys.sort();
     for k in keys {
         let owned = OWNED.iter().any(|ns| k.starts_with(ns));
-        let known = KNOWN.contains(&k.as_str()) || PREFIXES.iter().any(|p| k.starts_with(p));
+        let known = KNOWN.contains(&k.as_str())
+            || super::maintain_policy::KEYS.contains(&k.as_str())
+            || PREFIXES.iter().any(|p| k.starts_with(p));
         if owned && !known {
             let nearest = KNOWN
                 .iter()
+                .chain(super::maintain_policy::KEYS)
                 .chain(PREFIXES)
                 .min_by_key(|c| edit_distance(k, c))
                 .copied()

@@ -198,16 +198,16 @@ fn create_versioned(wh: &Path, name: &str, extra: &[&str]) {
 /// The model of a keyed table under the merge rule with ever-growing versions: live rows
 /// (key → plan, version) and tombstones (key → version).
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Model {
-    live: BTreeMap<i64, (String, i64)>,
-    tombstones: BTreeMap<i64, i64>,
+pub(crate) struct Model {
+    pub(crate) live: BTreeMap<i64, (String, i64)>,
+    pub(crate) tombstones: BTreeMap<i64, i64>,
 }
 
 /// One change: key, plan, version, deleted.
-type Change = (i64, String, i64, bool);
+pub(crate) type Change = (i64, String, i64, bool);
 
 impl Model {
-    fn apply(&mut self, batch: &[Change]) {
+    pub(crate) fn apply(&mut self, batch: &[Change]) {
         // Fold: per key the highest version wins (versions are distinct here).
         let mut winners: BTreeMap<i64, &Change> = BTreeMap::new();
         for c in batch {
@@ -237,7 +237,7 @@ impl Model {
     }
 }
 
-fn change_batch(changes: &[Change]) -> ChangeBatch {
+pub(crate) fn change_batch(changes: &[Change]) -> ChangeBatch {
     let b = RecordBatch::try_from_iter([
         (
             "user_id",
@@ -265,7 +265,7 @@ fn change_batch(changes: &[Change]) -> ChangeBatch {
 }
 
 /// What floe holds: live rows, tombstones, the sink's checkpoint.
-async fn observed(t: &floe::table::Table) -> (Model, Option<i64>) {
+pub(crate) async fn observed(t: &floe::table::Table) -> (Model, Option<i64>) {
     let mut m = Model::default();
     for b in scan_rows(t, floe::scan::SnapshotSelector::default()).await {
         let k = b

@@ -261,6 +261,31 @@ def test_maintenance_keeps_the_rows(catalog, warehouse):
     assert rows(plain(pyiceberg_catalog(warehouse).load_table("db.t").scan().to_arrow())) == want
 
 
+def test_maintain_plans_then_compacts(catalog, warehouse):
+    t = catalog.create_table(
+        "db.m", schema=SCHEMA, format_version=2,
+        properties={"write.delete.mode": "merge-on-read"},
+    )
+    for i in range(6):
+        t.append(data(range(i * 10, i * 10 + 10)))
+    t.delete("id % 3 = 0")
+    want = rows(plain(t.scan().to_arrow()))
+    n = len(t.snapshots())
+    plan = t.maintain(dry_run=True)
+    assert isinstance(plan, floe.MaintainResult) and plan.dry_run and plan.commits_count == 0
+    first = plan.steps[0]
+    assert first["step"] == "rewrite-data-files" and first["action"] == "planned"
+    assert first["counts"]["rewritten_data_files_count"] == 6, first
+    assert len(t.refresh().snapshots()) == n
+    done = t.maintain()
+    assert done.steps[0]["action"] == "done" and done.commits_count >= 1 and done.failed_steps_count == 0
+    assert len(t.files()) == 1
+    assert rows(plain(t.scan().to_arrow())) == want
+    assert rows(plain(pyiceberg_catalog(warehouse).load_table("db.m").scan().to_arrow())) == want
+    again = t.maintain()
+    assert all(s["action"] == "skipped" for s in again.steps), again
+
+
 def test_ingest_snapshot_and_publish(catalog):
     st = catalog.create_table("db.staging", schema="id long not null, v string, ver long",
                               primary_key="id")

@@ -17,6 +17,7 @@ mod ingest;
 mod input;
 mod inspect;
 mod keyed;
+mod maintain;
 mod maintenance;
 mod output;
 mod progress_bar;
@@ -131,6 +132,10 @@ enum Cmd {
     ExpireSnapshots(maintenance::ExpireSnapshotsArgs),
     /// Delete files under the table location that no metadata references.
     RemoveOrphanFiles(maintenance::RemoveOrphanFilesArgs),
+    /// Do the maintenance a table's state and policy call for (compaction, delete and
+    /// manifest rewrites, tombstone merges, snapshot expiry, orphan removal), once or as a
+    /// service (--watch), under a lease so two maintainers never work on one table.
+    Maintain(maintain::MaintainArgs),
     /// Make a table that references another's data and delete files without copying them
     /// (metadata only); with --replace, publish onto an existing table in one swap.
     Clone(ingest::CloneArgs),
@@ -335,6 +340,7 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::IngestSnapshot(a) => ingest::ingest_snapshot(&cli, a).await,
         Cmd::ExpireSnapshots(a) => maintenance::expire_snapshots(&cli, a).await,
         Cmd::RemoveOrphanFiles(a) => maintenance::remove_orphan_files(&cli, a).await,
+        Cmd::Maintain(a) => maintain::maintain(&cli, a).await,
         Cmd::Register(a) => tables::register(&cli, a).await,
     }
 }

@@ -73,6 +73,7 @@ __all__ = [
     "RewriteManifestsResult",
     "ExpireSnapshotsResult",
     "RemoveOrphanFilesResult",
+    "MaintainResult",
     "CloneResult",
     "IngestSnapshotResult",
     "DropTableResult",
@@ -232,6 +233,21 @@ class RemoveOrphanFilesResult:
     dry_run: bool
     orphan_file_locations: List[str]
     orphan_files_count: int
+    elapsed_ms: int
+
+
+@dataclass(frozen=True)
+class MaintainResult:
+    """``floe maintain --json``: each step's ``step``, ``action`` (done, planned, skipped,
+    failed), ``reason`` (the numbers behind the decision), ``counts``, ``commits_count``,
+    ``snapshot_ids`` and ``error``."""
+
+    table: str
+    dry_run: bool
+    lease_holder: Optional[str]
+    steps: List[Dict[str, Any]]
+    commits_count: int
+    failed_steps_count: int
     elapsed_ms: int
 
 
@@ -829,6 +845,15 @@ class Table:
         return _result(
             RemoveOrphanFilesResult, self._inner.remove_orphan_files(_time_ms(older_than), dry_run)
         )
+
+    def maintain(
+        self, *, dry_run: bool = False, max_rewrite_bytes: Optional[int] = None
+    ) -> MaintainResult:
+        """Does the maintenance the table's state and its ``floe.maintain.*`` /
+        ``history.expire.*`` properties call for (compaction, delete and manifest rewrites,
+        tombstone merges, snapshot expiry, orphan removal), each step its own commit, under
+        the table's maintenance lease; ``dry_run`` only reports the plan."""
+        return _result(MaintainResult, self._inner.maintain(dry_run, max_rewrite_bytes))
 
     def clone(
         self,

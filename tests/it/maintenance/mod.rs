@@ -3,6 +3,7 @@
 
 mod distributed;
 mod expire_orphans;
+mod maintain;
 mod rewrite_data_files;
 mod rewrite_deletes;
 mod rewrite_manifests;

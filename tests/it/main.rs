@@ -37,6 +37,7 @@ mod regress_types;
 mod rest;
 mod s3;
 mod scale_out;
+mod sink;
 mod tidy;
 mod wap;
 

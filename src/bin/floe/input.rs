@@ -239,6 +239,19 @@ pub fn read_jsonl(
     table_schema: &SchemaRef,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
     let file = open_input(path)?;
+    jsonl_reader(
+        std::io::BufReader::new(file),
+        table_schema,
+        path.to_string(),
+    )
+}
+
+/// Batches of JSON lines read from `input` (named `what` in errors), as [`read_jsonl`].
+pub fn jsonl_reader<R: std::io::BufRead + Send + 'static>(
+    input: R,
+    table_schema: &SchemaRef,
+    what: String,
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
     let loose = Arc::new(Schema::new(
         table_schema
             .fields()
@@ -249,11 +262,10 @@ pub fn read_jsonl(
     let reader = arrow::json::ReaderBuilder::new(loose)
         .with_batch_size(65536)
         .with_strict_mode(true)
-        .build(std::io::BufReader::new(file))
-        .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
-    let p = path.to_string();
+        .build(input)
+        .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{what}: {e}")))?;
     Ok(Box::new(reader.map(move |r| {
-        r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("'{p}': {e}")))
+        r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("'{what}': {e}")))
     })))
 }
 

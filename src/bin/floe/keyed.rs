@@ -73,7 +73,7 @@ fn format_of(path: &str, given: Option<ChangeFormat>) -> ChangeFormat {
 /// The table's Arrow schema plus the input columns its merge functions read that are not
 /// table columns (CSV and JSON lines are read by this schema): `avg` inputs as doubles,
 /// `count_distinct` inputs as longs, `approx_count_distinct` inputs as strings.
-fn with_function_inputs(table: &floe::Table) -> Result<arrow::datatypes::SchemaRef> {
+pub fn with_function_inputs(table: &floe::Table) -> Result<arrow::datatypes::SchemaRef> {
     use floe::spec::keyed::{Function, KeyedSpec};
     let schema = table.arrow_schema()?;
     let Ok(spec) = KeyedSpec::of(table.metadata(), &table.name()) else {
@@ -99,32 +99,35 @@ fn with_function_inputs(table: &floe::Table) -> Result<arrow::datatypes::SchemaR
     Ok(std::sync::Arc::new(arrow::datatypes::Schema::new(fields)))
 }
 
+/// The rows of change file `f` (its format given, or by extension), typed by `schema`
+/// (the table's, with the merge functions' inputs).
+pub fn read_changes(
+    f: &str,
+    format: Option<ChangeFormat>,
+    table: &floe::Table,
+    schema: &arrow::datatypes::SchemaRef,
+) -> Result<Vec<arrow::array::RecordBatch>> {
+    let source = format!("'{f}'");
+    match format_of(f, format) {
+        ChangeFormat::DebeziumJson => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut input::open_input(f)?, &mut text)
+                .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("reading '{f}': {e}")))?;
+            Ok(vec![floe::keyed::debezium::decode(&text, &source, table)?])
+        }
+        ChangeFormat::Jsonl => input::read_jsonl(f, schema)?.collect(),
+        ChangeFormat::Parquet | ChangeFormat::Csv => input::read_raw(f, schema, false)?.collect(),
+    }
+}
+
 /// `floe upsert`.
 pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
     let (cat, table) = catalog_and_table(cli, &a.name).await?;
     let schema = with_function_inputs(&table)?;
     let mut changes = ChangeBatch::new();
     for f in &a.files {
-        let source = format!("'{f}'");
-        match format_of(f, a.format) {
-            ChangeFormat::DebeziumJson => {
-                let mut text = String::new();
-                std::io::Read::read_to_string(&mut input::open_input(f)?, &mut text).map_err(
-                    |e| Error::new(ErrorKind::InvalidInput, format!("reading '{f}': {e}")),
-                )?;
-                let rows = floe::keyed::debezium::decode(&text, &source, &table)?;
-                changes.push(source, rows);
-            }
-            ChangeFormat::Jsonl => {
-                for b in input::read_jsonl(f, &schema)? {
-                    changes.push(source.clone(), b?);
-                }
-            }
-            ChangeFormat::Parquet | ChangeFormat::Csv => {
-                for b in input::read_raw(f, &schema, false)? {
-                    changes.push(source.clone(), b?);
-                }
-            }
+        for b in read_changes(f, a.format, &table, &schema)? {
+            changes.push(format!("'{f}'"), b);
         }
     }
     let mut options = UpsertOptions::default().with_evolve_schema(a.evolve_schema);

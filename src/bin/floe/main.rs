@@ -26,6 +26,7 @@ mod refs;
 mod report;
 mod rows;
 mod scan;
+mod sink;
 mod tables;
 
 use std::process::ExitCode;
@@ -161,6 +162,9 @@ enum Cmd {
     /// Apply change files (upserts and deletes by primary key, with versions) to a keyed table
     /// in one commit.
     Upsert(keyed::UpsertArgs),
+    /// Run a keyed table's CDC sink as a service: records from standard input or files
+    /// arriving in a directory, committed in batches, exactly once across restarts.
+    Sink(sink::SinkArgs),
     /// Show a keyed table's tombstones (deleted keys remembered against late replays).
     Tombstones(keyed::TombstonesArgs),
     /// Remove tombstones older than a time (replays of older versions can then resurrect keys).
@@ -330,6 +334,7 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Cherrypick(a) => refs::cherrypick(&cli, a).await,
         Cmd::Upsert(a) => keyed::upsert(&cli, a).await,
         Cmd::Tombstones(a) => keyed::tombstones(&cli, a).await,
+        Cmd::Sink(a) => sink::sink(&cli, a).await,
         Cmd::ExpireTombstones(a) => keyed::expire_tombstones(&cli, a).await,
         Cmd::RewriteDataFiles(a) => maintenance::rewrite_data_files(&cli, a).await,
         Cmd::RewritePositionDeleteFiles(a) => {

@@ -34,7 +34,7 @@ pub struct MaintainArgs {
 }
 
 /// A duration: a number with `ms`, `s`, `m` or `h` (plain numbers are seconds).
-fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(split);
@@ -98,7 +98,7 @@ fn options(a: &MaintainArgs, stop: &Arc<AtomicBool>) -> MaintainOptions {
 }
 
 /// Sets `stop` on the first SIGTERM or Ctrl-C (SIGINT).
-fn on_signals(stop: Arc<AtomicBool>) -> Result<tokio::sync::watch::Receiver<bool>> {
+pub(crate) fn on_signals(stop: Arc<AtomicBool>) -> Result<tokio::sync::watch::Receiver<bool>> {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = tokio::sync::watch::channel(false);
     let io =

@@ -25,6 +25,7 @@ fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<catalog::Catalog>()?;
     m.add_class::<table::Table>()?;
+    m.add_class::<table::Sink>()?;
     m.add_class::<table::ScanBatches>()?;
     m.add("FloeError", py.get_type::<runtime::FloeError>())?;
     m.add("ConflictError", py.get_type::<runtime::ConflictError>())?;

@@ -906,6 +906,28 @@ impl Table {
         to_py_json(py, &report::remove_orphan_files(&name, &r, started))
     }
 
+    /// A sink writing this keyed table: `write` buffers rows, `commit` applies them as one
+    /// batch through one key index kept between commits.
+    #[pyo3(signature = (sink_id=None, evolve_schema=false))]
+    fn sink(&self, sink_id: Option<String>, evolve_schema: bool) -> PyResult<Sink> {
+        let table = self.get();
+        floe::spec::keyed::KeyedSpec::of(table.metadata(), &table.name()).map_err(to_py)?;
+        if let Some(s) = &sink_id {
+            floe::spec::keyed::check_sink_id(s).map_err(to_py)?;
+        }
+        let mut writer = floe::keyed::KeyedWriter::new(&self.cat(), table.ident().clone())
+            .with_evolve_schema(evolve_schema);
+        if let Some(s) = &sink_id {
+            writer = writer.with_sink_id(s.clone());
+        }
+        Ok(Sink {
+            name: self.target(None),
+            sink_id,
+            writer,
+            pending: Mutex::new(Vec::new()),
+        })
+    }
+
     /// Runs the maintenance the table's state and policy call for, under the table's
     /// maintenance lease (the CLI's `maintain --json`): a dict with `steps`, each with its
     /// `action`, `reason` and `counts`.
@@ -1099,5 +1121,82 @@ impl Table {
             self.set(r.table.clone());
         }
         to_py_json(py, &v)
+    }
+}
+
+/// A keyed table's sink (`Table.sink()`): rows written are buffered, `commit` applies them
+/// as one batch through one [`floe::keyed::KeyedWriter`], whose key index stays in memory
+/// between commits (the CLI's `floe sink` in a Python process).
+#[pyclass(module = "floe._floe", frozen)]
+pub struct Sink {
+    name: String,
+    sink_id: Option<String>,
+    writer: floe::keyed::KeyedWriter,
+    pending: Mutex<Vec<RecordBatch>>,
+}
+
+impl Sink {
+    fn take(&self) -> Vec<RecordBatch> {
+        match self.pending.lock() {
+            Ok(mut g) => std::mem::take(&mut *g),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        }
+    }
+}
+
+#[pymethods]
+impl Sink {
+    /// Buffers `data` (anything `Table.append` takes) for the next commit; returns the
+    /// rows buffered so far.
+    fn write(&self, data: Bound<'_, PyAny>) -> PyResult<usize> {
+        let (_, batches) = batches_of(&data)?;
+        let mut got = Vec::new();
+        for b in batches {
+            got.push(b.map_err(to_py)?);
+        }
+        let mut g = match self.pending.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        g.extend(got);
+        Ok(g.iter().map(|b| b.num_rows()).sum())
+    }
+
+    /// Applies the buffered rows as one batch (with `checkpoint`, exactly once for this
+    /// sink id); the CLI's `upsert --json` document. Nothing buffered: nothing is done.
+    #[pyo3(signature = (checkpoint=None))]
+    fn commit<'py>(&self, py: Python<'py>, checkpoint: Option<i64>) -> PyResult<Bound<'py, PyAny>> {
+        if checkpoint.is_some() && self.sink_id.is_none() {
+            return Err(to_py(invalid(format!(
+                "sink of {}: a checkpoint needs the sink_id it belongs to (Table.sink(sink_id=...)); \
+                 nothing was committed",
+                self.name
+            ))));
+        }
+        let batches = self.take();
+        let writer = self.writer.clone();
+        let started = Instant::now();
+        let r = run(py, async move { writer.apply(batches, checkpoint).await })?;
+        let v = report::upsert(&self.name, &self.sink_id, checkpoint, &r, started);
+        to_py_json(py, &v)
+    }
+
+    /// Rows buffered and not committed.
+    fn pending_rows(&self) -> usize {
+        match self.pending.lock() {
+            Ok(g) => g.iter().map(|b| b.num_rows()).sum(),
+            Err(p) => p.into_inner().iter().map(|b| b.num_rows()).sum(),
+        }
+    }
+
+    /// Drops the buffered rows (nothing of them is committed); returns how many.
+    fn discard(&self) -> usize {
+        self.take().iter().map(|b| b.num_rows()).sum()
+    }
+
+    /// The checkpoint the table holds for this sink.
+    fn committed_checkpoint(&self, py: Python<'_>) -> PyResult<Option<i64>> {
+        let writer = self.writer.clone();
+        run(py, async move { writer.committed_checkpoint().await })
     }
 }

@@ -279,11 +279,45 @@ def test_maintain_plans_then_compacts(catalog, warehouse):
     assert len(t.refresh().snapshots()) == n
     done = t.maintain()
     assert done.steps[0]["action"] == "done" and done.commits_count >= 1 and done.failed_steps_count == 0
-    assert len(t.files()) == 1
+    assert t.inspect.data_files().num_rows == 1 and t.inspect.delete_files().num_rows == 0
     assert rows(plain(t.scan().to_arrow())) == want
     assert rows(plain(pyiceberg_catalog(warehouse).load_table("db.m").scan().to_arrow())) == want
     again = t.maintain()
     assert all(s["action"] == "skipped" for s in again.steps), again
+
+
+def test_sink_writes_commits_and_resumes(catalog):
+    t = catalog.create_table(
+        "db.s",
+        schema="id long not null, v string, ver long, is_deleted int",
+        primary_key=["id"],
+        properties={"floe.merge.version-column": "ver", "floe.merge.delete-column": "is_deleted"},
+    )
+    batch = lambda ids, ver, dele=0: pa.table({  # noqa: E731
+        "id": pa.array(ids, pa.int64()), "v": [f"v{ver}"] * len(ids),
+        "ver": pa.array([ver] * len(ids), pa.int64()), "is_deleted": pa.array([dele] * len(ids), pa.int32()),
+    })
+    s = t.sink("cdc")
+    assert s.write(batch([1, 2, 3], 1)) == 3
+    assert s.write(batch([3], 2, dele=1)) == 4 and s.pending_rows == 4
+    r = s.commit(checkpoint=1)
+    assert isinstance(r, floe.UpsertResult) and r.committed_checkpoint == 1 and s.pending_rows == 0
+    s.write(batch([1], 3))
+    again = s.commit(checkpoint=1)  # a re-sent batch: nothing applied
+    assert again.already_committed and again.snapshot_id is None
+    with t.sink("cdc") as s2:
+        assert s2.committed_checkpoint == 1
+        s2.write(batch([4], 4))
+    with pytest.raises(RuntimeError):
+        with t.sink("cdc") as s3:
+            s3.write(batch([5], 5))
+            raise RuntimeError("the pipeline failed")
+    got = sorted((r["id"], r["v"]) for r in t.refresh().scan().to_arrow().to_pylist())
+    assert got == [(1, "v1"), (2, "v1"), (4, "v4")]
+    with pytest.raises(floe.InvalidInputError):
+        t.sink().commit(checkpoint=3)
+    with pytest.raises(floe.FloeError):
+        catalog.create_table("db.plain", schema="id long").sink("x")
 
 
 def test_ingest_snapshot_and_publish(catalog):

@@ -74,6 +74,7 @@ __all__ = [
     "ExpireSnapshotsResult",
     "RemoveOrphanFilesResult",
     "MaintainResult",
+    "Sink",
     "CloneResult",
     "IngestSnapshotResult",
     "DropTableResult",
@@ -249,6 +250,54 @@ class MaintainResult:
     commits_count: int
     failed_steps_count: int
     elapsed_ms: int
+
+
+class Sink:
+    """A keyed table's sink (``Table.sink()``): ``write`` buffers rows, ``commit`` applies
+    them as one batch (exactly once per ``checkpoint`` of its ``sink_id``) through one key
+    index kept in memory between commits, ``close`` commits what is left. As a context
+    manager, leaving the block by an exception discards the buffered rows instead."""
+
+    def __init__(self, inner: Any, name: str) -> None:
+        self._inner = inner
+        self.name = name
+
+    def write(self, df: "ArrowData") -> int:
+        """Buffers rows (anything ``Table.append`` takes); returns the rows buffered."""
+        return self._inner.write(_arrow(df))
+
+    def commit(self, checkpoint: Optional[int] = None) -> UpsertResult:
+        """Applies the buffered rows as one batch, with an optional checkpoint."""
+        return _result(UpsertResult, self._inner.commit(checkpoint))
+
+    @property
+    def pending_rows(self) -> int:
+        """Rows written and not committed."""
+        return self._inner.pending_rows()
+
+    @property
+    def committed_checkpoint(self) -> Optional[int]:
+        """The checkpoint the table holds for this sink."""
+        return self._inner.committed_checkpoint()
+
+    def discard(self) -> int:
+        """Drops the buffered rows (nothing of them is committed); returns how many."""
+        return self._inner.discard()
+
+    def close(self, checkpoint: Optional[int] = None) -> Optional[UpsertResult]:
+        """Commits the rows still buffered (if any)."""
+        if self._inner.pending_rows() == 0:
+            return None
+        return self.commit(checkpoint)
+
+    def __enter__(self) -> "Sink":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
 
 
 @dataclass(frozen=True)
@@ -845,6 +894,11 @@ class Table:
         return _result(
             RemoveOrphanFilesResult, self._inner.remove_orphan_files(_time_ms(older_than), dry_run)
         )
+
+    def sink(self, sink_id: Optional[str] = None, *, evolve_schema: bool = False) -> Sink:
+        """A sink writing this keyed table as a long-lived process would (``floe sink``):
+        ``write(rows)``, ``commit(checkpoint)``, ``close()``."""
+        return Sink(self._inner.sink(sink_id, evolve_schema), self.name)
 
     def maintain(
         self, *, dry_run: bool = False, max_rewrite_bytes: Optional[int] = None

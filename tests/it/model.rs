@@ -217,6 +217,11 @@ pub enum Op {
     Orphans {
         t: usize,
     },
+    /// `maintain` with the table's default policy (compaction from 5 small files, delete
+    /// merges, expiry and orphans by their defaults), under its lease.
+    Maintain {
+        t: usize,
+    },
     Clone {
         t: usize,
         at: Option<u64>,
@@ -244,6 +249,7 @@ impl Op {
             | Op::RewriteDeletes { t, .. }
             | Op::Expire { t, .. }
             | Op::Orphans { t }
+            | Op::Maintain { t }
             | Op::Clone { t, .. }
             | Op::TimeTravel { t, .. }
             | Op::Repartition { t, .. } => *t,
@@ -259,6 +265,7 @@ impl Op {
             Op::RewriteDeletes { .. } => "rewrite-position-delete-files",
             Op::Expire { .. } => "expire-snapshots",
             Op::Orphans { .. } => "remove-orphan-files",
+            Op::Maintain { .. } => "maintain",
             Op::Clone { .. } => "clone",
             Op::TimeTravel { .. } => "time-travel",
             Op::Repartition { .. } => "repartition",
@@ -534,6 +541,7 @@ fn gen_op(rng: &mut StdRng, first: bool) -> Op {
             t,
             at: rng.gen_bool(0.4).then(|| rng.gen()),
         },
+        94..=96 => Op::Maintain { t },
         _ => Op::TimeTravel { t, pick: rng.gen() },
     }
 }
@@ -1476,6 +1484,21 @@ impl Run<'_> {
                 }
                 let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
                 self.sync(step, t, &table, &before, 0)?;
+            }
+            Op::Maintain { .. } => {
+                let r = floe::maintenance::maintain(&self.cat, &table, &Default::default())
+                    .await
+                    .map_err(op_err)?;
+                if let Some(f) = r.steps.iter().find(|s| s.action == "failed") {
+                    return Err(fail(
+                        step,
+                        "maintain-error",
+                        format!("{}: {}", f.step, f.error.clone().unwrap_or_default()),
+                    ));
+                }
+                let table = self.load(t).await.map_err(|e| fail(step, "load", e))?;
+                self.sync(step, t, &table, &before, 30)?;
+                self.check_all(step, "after maintain").await?;
             }
             Op::Orphans { .. } => {
                 let future = chrono::Utc::now().timestamp_millis() + 60_000;

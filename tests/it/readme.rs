@@ -211,7 +211,8 @@ fn sh_blocks_in(text: &str) -> Vec<(String, String)> {
 
 #[test]
 fn blocks_stand_under_their_headings() {
-    let text = "# A\n```python\n# not a heading\n```\n```sh\nfloe x\n```\n## B\n```sh\nfloe y\n```\n";
+    let text =
+        "# A\n```python\n# not a heading\n```\n```sh\nfloe x\n```\n## B\n```sh\nfloe y\n```\n";
     assert_eq!(
         sh_blocks_in(text),
         [
@@ -503,7 +504,7 @@ fn readme_examples_run_as_written() {
         "the docs' examples use jq: install it (tools/test.sh does)"
     );
     let mut ran = 0;
-    for (path, heading, block) in sh_blocks() {
+    for (doc, heading, block) in sh_blocks() {
         if !block.lines().any(|l| l.trim_start().starts_with("floe ")) {
             continue;
         }
@@ -512,7 +513,7 @@ fn readme_examples_run_as_written() {
         let (script, env) = match server_run(&heading, d.path()) {
             None => (block.clone(), vec![]),
             Some(None) => {
-                eprintln!("{path}, section '{heading}': its server is skipped");
+                eprintln!("{doc}, section '{heading}': its server is skipped");
                 continue;
             }
             Some(Some(run)) => (adapt(&block, &run), run.env),
@@ -531,7 +532,7 @@ fn readme_examples_run_as_written() {
             .unwrap();
         assert!(
             o.status.success(),
-            "{path}, section '{heading}': its examples failed\n{}",
+            "{doc}, section '{heading}': its examples failed\n{}",
             String::from_utf8_lossy(&o.stderr)
         );
         ran += 1;

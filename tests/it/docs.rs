@@ -287,8 +287,7 @@ fn relative_links_point_at_files_and_headings_that_exist() {
                 continue;
             }
             let is_md = dest.extension().is_some_and(|x| x == "md");
-            let found = is_md
-                && anchors(&std::fs::read_to_string(&dest).unwrap()).contains(&anchor.to_string());
+            let found = is_md && anchors(&std::fs::read_to_string(&dest).unwrap()).contains(anchor);
             if !found {
                 bad.push(format!("{rel}: {target}: no heading with that anchor"));
             }

@@ -2,27 +2,28 @@
 //!
 //! Write and read Apache Iceberg tables (format v2 and v3) from Rust, with no JVM.
 //!
-//! Layers, lowest first: each module uses only the ones above it in this table (checked by
-//! the `tidy` tests, which hold the same list).
+//! The modules are layers, lowest first: each uses only the ones before it. The layer map
+//! (each module's role and whether it does I/O), a map of the source files and the
+//! invariants the code keeps are in `ARCHITECTURE.md` at the root of the repository (the
+//! `tidy` tests read the layer order from it); the user guide is under `docs/`.
 //!
-//! | module | role | I/O |
-//! |---|---|---|
-//! | [`error`] | one opaque [`Error`] with an actionable [`ErrorKind`] | no |
-//! | [`spec`] | the Iceberg table model, typed properties, reserved field ids, DDL text forms | no |
-//! | [`codec`] | binary codecs and checks the `iceberg` crate lacks (deletion vectors, Avro / Parquet guards) | no |
-//! | `arrow_layout` | (private) Arrow type-layout helpers shared by the writer and the reader | no |
-//! | [`progress`] | opt-in counters of files read and rows/bytes written, for progress bars | no |
-//! | [`expr`] | predicates: one SQL parser, binding, evaluation, partition and metrics pruning | no |
-//! | [`storage`] | every byte goes through `object_store` | yes |
-//! | [`table`] | a loaded table; catalog-less opening of metadata files / directories | yes |
-//! | [`catalog`] | SQLite / PostgreSQL (pyiceberg/JDBC schema), REST and filesystem catalogs | yes |
-//! | [`scan`] | scan planning (pure) and reading to Arrow, deletes applied | yes |
-//! | [`write`](mod@write) | Arrow to Parquet data and delete files (partitioned, sorted, rolled); commits nothing | yes |
-//! | [`txn`] | snapshot producer, commit with retries and validation, [`txn::append`], clone, the row delta shared by `dml`, `keyed` and `ingest` | yes |
-//! | [`dml`] | DELETE / UPDATE / MERGE in copy-on-write or merge-on-read | yes |
-//! | [`keyed`] | keyed tables and the CDC sink: versioned upserts and deletes, tombstones, checkpoints | yes |
-//! | [`maintenance`] | compaction, delete rewrites, snapshot expiry, orphan removal | yes |
-//! | [`ingest`] | snapshot-dedup ingestion into staging, published by clone | yes |
+//! Where to start:
+//!
+//! - [`Catalog::open`] opens a catalog (SQLite by default, PostgreSQL, Iceberg REST or the
+//!   Hadoop filesystem layout) and [`Catalog::create_table`] / [`Catalog::load_table`] give a
+//!   [`Table`].
+//! - [`txn::append`] writes Arrow batches as one `append` snapshot; [`txn::clone_table`]
+//!   clones a table without copying its files.
+//! - [`scan::Scan`] plans and reads a table to Arrow (filters, projection, time travel,
+//!   deletes applied); [`scan::Changelog`] reads what changed between snapshots.
+//! - [`dml::execute`] runs `DELETE`, `UPDATE` and `MERGE INTO` in copy-on-write or
+//!   merge-on-read; [`dml::delete_by_key`] writes equality deletes.
+//! - [`keyed::upsert`] and [`keyed::KeyedWriter`] apply versioned upserts and deletes to keyed
+//!   tables (the CDC sink and the merge engines).
+//! - [`maintenance`]: [`maintenance::rewrite_data_files`], [`maintenance::expire_snapshots`],
+//!   [`maintenance::remove_orphan_files`] and the other Spark procedures.
+//! - [`ingest::ingest_snapshot`] ingests full snapshots into a staging table and publishes
+//!   them by clone.
 //!
 //! ## Example
 //!

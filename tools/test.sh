@@ -9,7 +9,8 @@
 #   FLOE_NO_S3=1 bash tools/test.sh            # no S3 server, S3 tests skipped (explicit only)
 #   FLOE_NO_PYTHON=1 bash tools/test.sh        # skip the Python package's wheel and pytest
 #
-# Before the tests: cargo fmt --check, cargo clippy -D warnings and rustdoc -D warnings.
+# Before the tests: cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings and the
+# user guide's mdbook build (tools/docs/mdbook.sh: a pinned mdbook, installed once).
 #
 # Servers: a private PostgreSQL (tools/servers/postgres.sh) and a private SeaweedFS S3
 # server (tools/servers/seaweedfs.sh, pinned, installed under ~/.cache/floe/servers) are
@@ -30,7 +31,7 @@ if ! command -v script >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq bsdutils) >/dev/null
 fi
 if ! command -v jq >/dev/null; then
-  echo "installing jq (the README's examples use it; tests/it/readme.rs runs them)"
+  echo "installing jq (the examples of the README and docs/src use it; tests/it/readme.rs runs them)"
   (apt-get update -qq && apt-get install -y -qq jq) >/dev/null
 fi
 if [ "${FLOE_PEERS_NO_SPARK:-0}" != "1" ] && ! command -v java >/dev/null; then
@@ -91,6 +92,11 @@ echo "== lints: cargo fmt --check, clippy -D warnings, rustdoc -D warnings"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
+# The user guide (docs/, an mdBook) builds with a pinned mdbook, installed once outside the
+# clone; its links are checked by tests/it/docs.rs (mdbook does not check relative links).
+echo "== docs: mdbook build docs"
+bash tools/docs/mdbook.sh build
 
 echo "== cargo test"
 cargo test -- --test-threads "${FLOE_TEST_THREADS:-2}"

@@ -244,8 +244,8 @@ impl DataWriter {
         self.ordered = settings.sort.is_some() || settings.zorder.is_some();
         // A sorted or z-ordered file prunes by its pages' bounds, and a lookup decompresses a
         // whole page of every column it returns: pages finer than the 20,000-row default
-        // keep both close to the rows asked for (README, "Clustering": a point lookup on a
-        // bucketed, sorted table reads 0.26 MB instead of 1.12 MB, in 1.1 ms instead of
+        // keep both close to the rows asked for (docs/src/benchmarks.md, "Clustering": a
+        // point lookup on a bucketed, sorted table reads 0.26 MB instead of 1.12 MB, in 1.1 ms instead of
         // 2.2-3.4; a z-order box 2x fewer bytes; sizes and full scans unchanged). A table
         // that sets the limit keeps it.
         let finer_pages = self.ordered && !self.page_row_limit_set;

@@ -669,8 +669,8 @@ fn float_lit(x: f64) -> Lit {
 /// A decimal literal. One that no decimal(38) holds (more than 38 digits once leading zeros
 /// are dropped, trailing zeros after the point counted, as Spark counts them) is refused by
 /// Spark and by floe, and read as a DOUBLE by DuckDB; DuckDB is given an `error(…)` in its
-/// place, so both sides refuse (README, "Known differences"). Found by the long run at
-/// seed 7 (case p1217).
+/// place, so both sides refuse (docs/src/testing.md, "Known differences"). Found by the long
+/// run at seed 7 (case p1217).
 fn dec_lit(t: String) -> Lit {
     let (int, frac) = t
         .trim_start_matches('-')
@@ -1031,7 +1031,7 @@ fn spark_literal_decimal(text: &str) -> Option<(u32, u32)> {
 /// decimal column and a decimal literal to `decimal(max int digits + max scale)`, caps that
 /// at 38, and (not ANSI) turns every value that no longer fits into NULL, so
 /// `big < 99999999999999999999999999999` is FALSE for every row. floe compares by value, as
-/// the issue's rules and DuckDB do (README, "Known differences").
+/// the issue's rules and DuckDB do (docs/src/testing.md, "Known differences").
 fn spark_decimal_overflow(p: &P) -> bool {
     let col_ps = |c: usize| match COLS[c].ty {
         Ty::Dec10 => Some((10u32, 2u32)),
@@ -1768,7 +1768,8 @@ async fn predicates_agree_with_duckdb_and_spark() {
             // Spark through the Iceberg runtime reads floe's table. Iceberg Java's pruning
             // drops NaN rows of `>`, tells -0.0 from 0.0 and orders UUIDs as signed longs
             // (apache/iceberg#14216) where Parquet statistics are unsigned; those predicates
-            // are compared with Spark's own semantics only (README, "Known differences").
+            // are compared with Spark's own semantics only (docs/src/testing.md, "Known
+            // differences").
             let ice = &spark[&format!("{}@iceberg", case.name)];
             if case.columns.iter().any(|c| ["f", "d", "u"].contains(c)) {
                 java_pruning += usize::from(ice != &got);

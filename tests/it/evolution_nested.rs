@@ -407,7 +407,7 @@ async fn run_sequence(
             metadata: t.metadata_location().to_string(),
             snapshot_id: Some(*s),
             expected: expected.to_string_lossy().to_string(),
-            // See README "Known differences": Java reads such structs as NULL.
+            // See docs/src/testing.md, "Known differences": Java reads such structs as NULL.
             engines: java_null.then(|| vec!["duckdb".into(), "pyiceberg".into()]),
             refuse: None,
         });

@@ -1,5 +1,5 @@
-//! Every command's `--json` output uses one vocabulary: the keys listed in the README's
-//! "JSON output" section, snake_case, each list entry used by some command. Values that are
+//! Every command's `--json` output uses one vocabulary: the keys listed in the user guide's
+//! JSON output page (`docs/src/reference/json.md`), snake_case, each list entry used by some command. Values that are
 //! Iceberg's own JSON (schema, partition spec, sort order, snapshot summary, properties, a
 //! plan's filter) keep the spec's keys and are not walked.
 
@@ -38,16 +38,18 @@ fn walk(v: &Value, out: &mut BTreeSet<String>) {
     }
 }
 
-/// The keys of the README's list: the backticked words of the lines after the
-/// "### JSON output" heading's `Keys:` line, up to the next heading.
-fn readme_keys() -> BTreeSet<String> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let start = readme
-        .find("### JSON output")
-        .expect("README has a JSON output section");
-    let section = &readme[start + 3..];
-    let section = &section[..section.find("\n#").unwrap_or(section.len())];
-    let list = &section[section.find("\nKeys:").expect("a 'Keys:' list")..];
+/// The page that lists the keys.
+const JSON_PAGE: &str = "docs/src/reference/json.md";
+
+/// The keys of the JSON output page's list: the backticked words of the lines after its
+/// `Keys:` line, up to the next heading.
+fn listed_keys() -> BTreeSet<String> {
+    let page = std::fs::read_to_string(repo().join(JSON_PAGE)).unwrap();
+    let start = page
+        .find("\nKeys:")
+        .unwrap_or_else(|| panic!("{JSON_PAGE} has no 'Keys:' list"));
+    let list = &page[start..];
+    let list = &list[..list.find("\n#").unwrap_or(list.len())];
     let mut keys = BTreeSet::new();
     for (i, part) in list.split('`').enumerate() {
         if i % 2 == 1 {
@@ -83,7 +85,7 @@ fn keys_of(dir: &Path, wh: &Path, args: &[&str], out: &mut BTreeSet<String>) -> 
 }
 
 #[test]
-fn every_commands_json_uses_the_readme_keys() {
+fn every_commands_json_uses_the_listed_keys() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
     let wh = dir.join("wh");
@@ -344,15 +346,16 @@ fn every_commands_json_uses_the_readme_keys() {
         not_snake.is_empty(),
         "keys that are not snake_case: {not_snake:?}"
     );
-    let listed = readme_keys();
+    let listed = listed_keys();
     let unlisted: Vec<_> = keys.difference(&listed).collect();
     assert!(
         unlisted.is_empty(),
-        "keys the README's JSON output list does not have: {unlisted:?}"
+        "keys the JSON output list ({JSON_PAGE}) does not have: {unlisted:?}"
     );
     let unused: Vec<_> = listed.difference(&keys).collect();
     assert!(
         unused.is_empty(),
-        "README keys no command printed (stale list, or a command left out here): {unused:?}"
+        "keys of {JSON_PAGE} no command printed (stale list, or a command left out here): \
+         {unused:?}"
     );
 }

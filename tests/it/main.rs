@@ -9,6 +9,7 @@ mod clone;
 mod common;
 mod differential;
 mod dml;
+mod docs;
 mod evolution;
 mod evolution_nested;
 mod faults;

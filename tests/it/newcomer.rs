@@ -115,8 +115,9 @@ fn sqlite_uris_in_help_and_hints_are_the_absolute_form() {
     assert!(!cwd.path().join(wh_s.trim_start_matches('/')).exists());
 }
 
-/// The README's second ingest example on an unpartitioned staging table, both strategies:
-/// the latest version per key stays, twice in a row (the second run changes nothing).
+/// The CLI tour's second ingest example (docs/src/cli-tour.md) on an unpartitioned staging
+/// table, both strategies: the latest version per key stays, twice in a row (the second run
+/// changes nothing).
 #[test]
 fn ingest_snapshot_works_on_unpartitioned_tables() {
     for strategy in ["change-aware", "rewrite"] {

@@ -1,7 +1,8 @@
-//! The README's `floe …` examples name commands and options that exist: each example (from
-//! every `sh` block, continuation lines joined, comments, redirections and pipes cut) is run
-//! with `--help` appended, which the CLI parser accepts only if every command and option
-//! before it is real. Values are not checked here.
+//! The examples of the README and of every page of the user guide (`docs/src/**.md`) name
+//! commands and options that exist: each example (from every `sh` block, continuation lines
+//! joined, comments, redirections and pipes cut) is run with `--help` appended, which the CLI
+//! parser accepts only if every command and option before it is real. Values are not checked
+//! there; `readme_examples_run_as_written` then runs each section's blocks for real.
 
 use std::path::Path;
 use std::process::Command;
@@ -9,13 +10,37 @@ use std::sync::Arc;
 
 use crate::common::{repo, write_parquet};
 
-/// The `floe` command lines of the README's `sh` blocks, as argument lists.
+/// The documents whose examples run: the README, then the user guide's pages (sorted by
+/// path), each as its path (relative to the repository) and text.
+fn documents() -> Vec<(String, String)> {
+    let root = repo();
+    let mut files = vec![root.join("README.md")];
+    files.extend(crate::docs::guide_pages());
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            (rel, text)
+        })
+        .collect()
+}
+
+/// The `floe` command lines of the documents' `sh` blocks, as argument lists.
 fn examples() -> Vec<Vec<String>> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let mut out = Vec::new();
+    for (_, text) in documents() {
+        out.extend(examples_in(&text));
+    }
+    out
+}
+
+/// The `floe` command lines of one document's `sh` blocks.
+fn examples_in(text: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let mut in_sh = false;
     let mut pending = String::new();
-    for line in readme.lines() {
+    for line in text.lines() {
         if line.starts_with("```") {
             in_sh = line == "```sh";
             pending.clear();
@@ -121,7 +146,7 @@ fn readme_examples_name_real_commands_and_options() {
     }
     assert!(
         bad.is_empty(),
-        "README examples the CLI refuses:\n{}",
+        "examples in the README or docs/src that the CLI refuses:\n{}",
         bad.join("\n")
     );
 }
@@ -144,13 +169,26 @@ fn words_split_like_a_shell() {
     assert_eq!(words("floe x ''"), ["floe", "x", ""]);
 }
 
-/// The README's `sh` blocks, each with the heading it stands under.
-fn sh_blocks() -> Vec<(String, String)> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+/// The documents' `sh` blocks, each with the document's path and the heading it stands
+/// under (the section's label).
+fn sh_blocks() -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (path, text) in documents() {
+        for (heading, block) in sh_blocks_in(&text) {
+            out.push((path.clone(), heading, block));
+        }
+    }
+    out
+}
+
+/// One document's `sh` blocks, each with the heading it stands under (lines of other code
+/// blocks, such as a Python comment, are not headings).
+fn sh_blocks_in(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut heading = String::new();
     let mut block: Option<String> = None;
-    for line in readme.lines() {
+    let mut other_fence = false;
+    for line in text.lines() {
         match &mut block {
             Some(b) if line.starts_with("```") => {
                 out.push((heading.clone(), std::mem::take(b)));
@@ -160,7 +198,10 @@ fn sh_blocks() -> Vec<(String, String)> {
                 b.push_str(line);
                 b.push('\n');
             }
+            None if line.starts_with("```") && other_fence => other_fence = false,
+            None if other_fence => {}
             None if line == "```sh" => block = Some(String::new()),
+            None if line.starts_with("```") => other_fence = true,
             None if line.starts_with('#') => heading = line.trim_start_matches('#').trim().into(),
             None => {}
         }
@@ -168,8 +209,22 @@ fn sh_blocks() -> Vec<(String, String)> {
     out
 }
 
+#[test]
+fn blocks_stand_under_their_headings() {
+    let text =
+        "# A\n```python\n# not a heading\n```\n```sh\nfloe x\n```\n## B\n```sh\nfloe y\n```\n";
+    assert_eq!(
+        sh_blocks_in(text),
+        [
+            ("A".to_string(), "floe x\n".to_string()),
+            ("B".to_string(), "floe y\n".to_string())
+        ]
+    );
+    assert_eq!(examples_in(text), [vec!["floe", "x"], vec!["floe", "y"]]);
+}
+
 /// How a section that needs a server runs against the ones the test command started: the
-/// README's placeholder lines (credentials, `createdb`) dropped, its host names and paths
+/// docs' placeholder lines (credentials, `createdb`) dropped, its host names and paths
 /// replaced, variables set, and (Scale-out, which starts from a table) a prelude.
 #[derive(Default)]
 struct ServerRun {
@@ -276,7 +331,8 @@ fn adapt(block: &str, run: &ServerRun) -> String {
     out
 }
 
-/// The inputs the README's examples name (see the note under its CLI block).
+/// The inputs the examples name (see the note under the CLI tour's block,
+/// `docs/src/cli-tour.md`).
 fn write_inputs(dir: &Path) {
     use arrow::array::*;
     use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
@@ -445,10 +501,10 @@ fn readme_examples_run_as_written() {
     let jq = Command::new("jq").arg("--version").output();
     assert!(
         jq.is_ok_and(|o| o.status.success()),
-        "the README's examples use jq: install it (tools/test.sh does)"
+        "the docs' examples use jq: install it (tools/test.sh does)"
     );
     let mut ran = 0;
-    for (heading, block) in sh_blocks() {
+    for (doc, heading, block) in sh_blocks() {
         if !block.lines().any(|l| l.trim_start().starts_with("floe ")) {
             continue;
         }
@@ -457,7 +513,7 @@ fn readme_examples_run_as_written() {
         let (script, env) = match server_run(&heading, d.path()) {
             None => (block.clone(), vec![]),
             Some(None) => {
-                eprintln!("README section '{heading}': its server is skipped");
+                eprintln!("{doc}, section '{heading}': its server is skipped");
                 continue;
             }
             Some(Some(run)) => (adapt(&block, &run), run.env),
@@ -476,12 +532,12 @@ fn readme_examples_run_as_written() {
             .unwrap();
         assert!(
             o.status.success(),
-            "README section '{heading}': its examples failed\n{}",
+            "{doc}, section '{heading}': its examples failed\n{}",
             String::from_utf8_lossy(&o.stderr)
         );
         ran += 1;
     }
-    // The CLI block and the staging → target walkthrough at least (the server sections too
-    // when the test command started their servers).
-    assert!(ran >= 2, "ran {ran} README blocks");
+    // The README's quick start, the CLI tour and the staging → target walkthrough at least
+    // (the server sections too when the test command started their servers).
+    assert!(ran >= 3, "ran {ran} blocks of the README and docs/src");
 }

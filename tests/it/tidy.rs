@@ -86,26 +86,14 @@ fn test_items_are_cut_to_their_end_only() {
     assert!(!kept.contains("fn t()") && !kept.contains("x::y"), "{kept}");
 }
 
-/// The pure core: the modules `lib.rs`'s layer table marks as doing no I/O, and every file
-/// whose own doc says it is pure ("Pure.", "Pure: …" or "(pure)").
+/// The pure core: the modules ARCHITECTURE.md's layer map marks as doing no I/O, and every
+/// file whose own doc says it is pure ("Pure.", "Pure: …" or "(pure)").
 fn pure_files(src: &Path) -> Vec<PathBuf> {
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
     let mut out = Vec::new();
-    for row in lib.lines().filter(|l| l.starts_with("//! | [`")) {
-        let cells: Vec<&str> = row
-            .trim_end_matches('|')
-            .split('|')
-            .map(str::trim)
-            .collect();
-        if cells.last() != Some(&"no") {
+    for (name, io) in layer_map() {
+        if io {
             continue;
         }
-        let name = cells[1]
-            .trim_start_matches("[`")
-            .split('`')
-            .next()
-            .unwrap()
-            .to_string();
         let dir = src.join(&name);
         if dir.is_dir() {
             out.extend(rust_files(&dir));
@@ -172,26 +160,62 @@ fn pure_core_does_no_io() {
     }
 }
 
-/// The library's layers, lowest first: a module may use only the ones before it (and itself).
-/// `lib.rs` and the README's layout section describe the same order.
-const LAYERS: &[&str] = &[
-    "error",
-    "spec",
-    "codec",
-    "arrow_layout",
-    "progress",
-    "expr",
-    "storage",
-    "table",
-    "catalog",
-    "scan",
-    "write",
-    "txn",
-    "dml",
-    "keyed",
-    "maintenance",
-    "ingest",
-];
+/// The library's layers, lowest first, each with whether it does I/O: the rows of the
+/// "Layer map" table in ARCHITECTURE.md (a module may use only the ones before it, and
+/// itself). That table is the one copy of the map.
+fn layer_map() -> Vec<(String, bool)> {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let section = text
+        .split("\n## Layer map\n")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a '## Layer map' section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut out = Vec::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let name = cells[0].trim_matches('`').to_string();
+        let io = match cells.last().copied() {
+            Some("no") => false,
+            Some("yes") => true,
+            other => panic!("ARCHITECTURE.md layer map: '{name}' has I/O {other:?}, not yes/no"),
+        };
+        out.push((name, io));
+    }
+    assert!(
+        out.len() >= 10,
+        "ARCHITECTURE.md's layer map has only {} rows",
+        out.len()
+    );
+    out
+}
+
+/// The layer order alone.
+fn layers() -> Vec<String> {
+    layer_map().into_iter().map(|(name, _)| name).collect()
+}
+
+/// The layer map and `lib.rs` name the same modules.
+#[test]
+fn the_layer_map_names_every_module() {
+    let lib = std::fs::read_to_string(repo().join("src/lib.rs")).unwrap();
+    let mut declared: Vec<String> = lib
+        .lines()
+        .filter_map(|l| {
+            l.trim_start_matches("pub ")
+                .strip_prefix("mod ")
+                .and_then(|m| m.strip_suffix(';'))
+                .map(str::to_string)
+        })
+        .collect();
+    let mut mapped = layers();
+    declared.sort();
+    mapped.sort();
+    assert_eq!(
+        declared, mapped,
+        "src/lib.rs's modules and ARCHITECTURE.md's layer map differ: give each module a row \
+         in the layer map, in its place"
+    );
+}
 
 /// The `crate::…` and `super::…` paths a file's code (not its comments or tests) names, each
 /// as its segments (a `use a::{b, c::d}` group gives `a::b` and `a::c::d`).
@@ -289,13 +313,14 @@ fn the_python_binding_is_a_crate_over_the_public_api() {
 #[test]
 fn imports_follow_the_layer_map() {
     let src = repo().join("src");
+    let layers = layers();
     let mut checked = 0;
     for f in library_files(&src) {
         let me = module_of(&src, &f);
-        let layer = |m: &str| LAYERS.iter().position(|l| *l == m);
+        let layer = |m: &str| layers.iter().position(|l| l == m);
         let mine = layer(&me[0]).unwrap_or_else(|| {
             panic!(
-                "{}: module '{}' is not in the layer map (tidy.rs LAYERS, lib.rs)",
+                "{}: module '{}' is not in the layer map (ARCHITECTURE.md)",
                 f.display(),
                 me[0]
             )
@@ -309,7 +334,7 @@ fn imports_follow_the_layer_map() {
                 Some(theirs) => assert!(
                     theirs < mine,
                     "{}: '{}' uses crate::{}, which sits above it in the layer map \
-                     (tidy.rs LAYERS): move the shared item down",
+                     (ARCHITECTURE.md): move the shared item down",
                     f.display(),
                     me[0],
                     path.join("::")

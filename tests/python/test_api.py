@@ -368,7 +368,8 @@ def test_inspect_tables_and_catalog_calls(catalog):
 def test_results_carry_the_cli_json_keys():
     # Each dataclass is built with **the JSON document; a key added or renamed in the CLI's
     # report (src/bin/floe/report.rs, shared by the binding) fails the constructor. Here:
-    # the field names follow the README's vocabulary (snake_case, counts end in _count).
+    # the field names follow the JSON vocabulary (docs/src/reference/json.md: snake_case,
+    # counts end in _count).
     for cls in [floe.AppendResult, floe.RowLevelResult, floe.RewriteDataFilesResult,
                 floe.ExpireSnapshotsResult, floe.CloneResult, floe.IngestSnapshotResult]:
         names = [f.name for f in dataclasses.fields(cls)]

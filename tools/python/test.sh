@@ -4,9 +4,10 @@
 # tools/python/setup.sh (outside the clone), and runs pytest on tests/python. Then the
 # fresh-install check: `pip install '.[polars,ray]'` from the repository root into a
 # brand-new venv (pip's own build: build isolation, maturin from PyPI, pyproject.toml's
-# metadata and extras), and the README's Python examples run there. That build uses the dev
-# profile (MATURIN_PEP517_ARGS) and the same target directory, so only the pyo3 crates are
-# compiled again (~1.5-2 min in all on 2 cores; a plain `pip install .` builds in release).
+# metadata and extras), and the Python examples of the README and docs/src/python.md run
+# there. That build uses the dev profile (MATURIN_PEP517_ARGS) and the same target
+# directory, so only the pyo3 crates are compiled again (~1.5-2 min in all on 2 cores; a
+# plain `pip install .` builds in release).
 #
 #   bash tools/python/test.sh [pytest args]
 #
@@ -41,17 +42,21 @@ rm -rf "$fresh"
 "${FLOE_PYTHON_BASE_PYTHON:-python3}" -m venv "$fresh"
 MATURIN_PEP517_ARGS="--profile dev" "$fresh/bin/python" -m pip install \
   --disable-pip-version-check --no-input -q "$repo[polars,ray]" >&2
-# The README's ```python blocks of its Python section, in order, in an empty directory.
-(cd "$run_dir" && "$fresh/bin/python" - "$repo/README.md" <<'EOF'
+# The ```python blocks of the README (its quick start) and of the user guide's Python page,
+# each document's in order, in an empty directory of its own.
+for doc in README.md docs/src/python.md; do
+  doc_dir="$run_dir/$(basename "$doc" .md)"
+  mkdir -p "$doc_dir"
+  (cd "$doc_dir" && "$fresh/bin/python" - "$repo/$doc" "$doc" <<'EOF'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
-section = text.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
-blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-assert len(blocks) >= 2, "README: no Python examples found"
+blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+assert blocks, f"{sys.argv[2]}: no Python examples found"
 for i, code in enumerate(blocks):
-    exec(compile(code, f"README.md python block {i + 1}", "exec"), {"__name__": "__readme__"})
+    exec(compile(code, f"{sys.argv[2]} python block {i + 1}", "exec"), {"__name__": "__readme__"})
 EOF
-) >"$run_dir/readme.log" 2>&1 || { tail -n 40 "$run_dir/readme.log" >&2; exit 1; }
+  ) >"$run_dir/readme.log" 2>&1 || { tail -n 40 "$run_dir/readme.log" >&2; exit 1; }
+done
 "$fresh/bin/python" -c 'import floe, floe.ray, os, sys; d = os.path.dirname(floe.__file__); sys.exit(0 if all(os.path.exists(os.path.join(d, f)) for f in ("py.typed", "_floe.pyi")) else "the installed package lacks py.typed or _floe.pyi")'
 rm -rf "$fresh"
-echo "[floe-python] fresh install (pip install '.[polars,ray]' into a new venv) and the README's examples: ok in $(( $(date +%s) - start )) s" >&2
+echo "[floe-python] fresh install (pip install '.[polars,ray]' into a new venv) and the docs' Python examples: ok in $(( $(date +%s) - start )) s" >&2

@@ -1,5 +1,5 @@
 //! The `--json` documents of the commands that change a table: one vocabulary for all of
-//! them (README "JSON output"; `tests/it/json_keys.rs` checks every key against that list).
+//! them (docs/src/reference/json.md; `tests/it/json_keys.rs` checks every key against that list).
 //!
 //! Keys are snake_case. A count ends in `_count` and names what it counts (`records`, `data_files`,
 //! `delete_files`, `bytes`, `manifests`, …) as Iceberg's Spark procedures name their result

@@ -17,13 +17,23 @@ use crate::table::Table;
 /// Decodes the events in `text` (read from `source`, for messages) into rows of `table`'s
 /// columns, with its version and delete columns set from each event.
 pub fn decode(text: &str, source: &str, table: &Table) -> Result<RecordBatch> {
+    decode_lines(text, source, 1, table)
+}
+
+/// [`decode`] for lines that start at line `first_line` of `source` (the numbers errors give).
+pub fn decode_lines(
+    text: &str,
+    source: &str,
+    first_line: u64,
+    table: &Table,
+) -> Result<RecordBatch> {
     let name = table.name();
     let spec = KeyedSpec::of(table.metadata(), &name)?;
     let schema = table.arrow_schema()?;
-    let at = |n: usize, why: String| Error::invalid(format!("line {n} of {source}: {why}"));
+    let at = |n: u64, why: String| Error::invalid(format!("line {n} of {source}: {why}"));
     let mut lines = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
+        let n = i as u64 + first_line;
         if line.trim().is_empty() {
             continue;
         }

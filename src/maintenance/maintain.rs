@@ -556,8 +556,6 @@ async fn merge_manifests(
     }
     if options.dry_run {
         s.action = "planned";
-        s.counts.insert("data_manifests_count", data as u64);
-        s.counts.insert("delete_manifests_count", deletes as u64);
         return Ok(s);
     }
     let r = rewrite_manifests(catalog, table, None)

@@ -352,7 +352,9 @@ fn the_property_reference_names_every_known_property() {
     keys.extend(const_strings(&keys_rs, "PREFIXES"));
     // And every key the typed properties read (their literals outside the tests).
     let props = std::fs::read_to_string(root.join("src/spec/properties.rs")).unwrap();
-    let props = props.split("#[cfg(test)]").next().unwrap();
+    let policy = std::fs::read_to_string(root.join("src/spec/maintain_policy.rs")).unwrap();
+    let props = props.split("#[cfg(test)]").next().unwrap().to_string()
+        + policy.split("#[cfg(test)]").next().unwrap();
     for lit in props.split('"').skip(1).step_by(2) {
         // The key a literal starts with (a per-column family `format!("….column.{col}")`
         // gives its prefix, an error message `"k='{v}'…"` its key).

@@ -181,6 +181,64 @@ fn every_commands_json_uses_the_listed_keys() {
         ],
         k,
     );
+    // maintain: a plan and a pass on a table whose policy makes every step count.
+    keys_of(
+        dir,
+        w,
+        &[
+            "create",
+            "db.m",
+            "--schema",
+            "id long, name string",
+            "--format-version",
+            "2",
+            "--property",
+            "write.delete.mode=merge-on-read",
+            "--property",
+            "floe.maintain.rewrite-data-files.min-input-files=2",
+            "--property",
+            "history.expire.max-snapshot-age-ms=0",
+        ],
+        k,
+    );
+    for _ in 0..2 {
+        keys_of(dir, w, &["append", "db.m", &inp], k);
+    }
+    keys_of(dir, w, &["delete", "db.m", "--where", "id = 1"], k);
+    keys_of(dir, w, &["delete", "db.m", "--where", "id = 2"], k);
+    keys_of(dir, w, &["maintain", "db.m", "--dry-run"], k);
+    keys_of(dir, w, &["maintain", "db.m"], k);
+    keys_of(
+        dir,
+        w,
+        &[
+            "alter",
+            "db.keyed",
+            "--set",
+            "floe.maintain.tombstones.max-age-ms=0",
+        ],
+        k,
+    );
+    keys_of(dir, w, &["maintain", "db.keyed", "--dry-run"], k);
+    // sink: files arriving in a directory, one pass.
+    let inbox = dir.join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    std::fs::write(inbox.join("a.csv"), "id,v,ver,del\n3,c,1,0\n").unwrap();
+    let inbox = inbox.to_string_lossy().to_string();
+    keys_of(
+        dir,
+        w,
+        &[
+            "sink",
+            "db.keyed",
+            "--from",
+            &inbox,
+            "--once",
+            "--sink-id",
+            "d",
+        ],
+        k,
+    );
     keys_of(dir, w, &["tables"], k);
     keys_of(dir, w, &["describe", "db.t"], k);
 

@@ -329,7 +329,16 @@ impl Sink<'_> {
                 // Find the records that fail, one by one.
                 let mut good = Vec::new();
                 for (n, l) in batch.iter() {
-                    match self.decode(format, &[l], &format!("standard input line {n}")) {
+                    let one = match format {
+                        ChangeFormat::DebeziumJson => floe::keyed::debezium::decode_lines(
+                            l,
+                            "standard input",
+                            *n,
+                            &self.table,
+                        ),
+                        _ => self.decode(format, &[l], &format!("standard input line {n}")),
+                    };
+                    match one {
                         Ok(_) => good.push(l.as_str()),
                         Err(e) => match &self.a.dead_letter {
                             Some(dl) => {

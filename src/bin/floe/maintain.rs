@@ -22,6 +22,10 @@ pub struct MaintainArgs {
     /// SIGTERM or Ctrl-C; waits while another maintainer holds the table's lease.
     #[arg(long, value_name = "INTERVAL", value_parser = parse_duration)]
     pub watch: Option<Duration>,
+    /// With --watch: also start a pass as soon as N commits have landed since the last one
+    /// (the table is looked at every second), whichever of the two comes first.
+    #[arg(long, value_name = "N", requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
+    pub after_commits: Option<u64>,
     /// Compact at most this many bytes of data files per pass (e.g. 10GB, 512MiB).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub max_rewrite_bytes: Option<u64>,
@@ -114,6 +118,64 @@ pub(crate) fn on_signals(stop: Arc<AtomicBool>) -> Result<tokio::sync::watch::Re
         let _ = tx.send(true);
     });
     Ok(rx)
+}
+
+/// How far a table's history has come: its last sequence number (v2 and later) or its
+/// newest snapshot's timestamp (v1, whose snapshots carry no sequence number).
+fn history_mark(t: &floe::Table) -> (i64, i64) {
+    let m = t.metadata();
+    let newest = m.snapshots().map(|s| s.timestamp_ms()).max().unwrap_or(0);
+    (m.last_sequence_number(), newest)
+}
+
+/// Commits that landed on `t` after `mark`.
+fn commits_since(t: &floe::Table, mark: (i64, i64)) -> u64 {
+    let m = t.metadata();
+    if m.format_version() == floe::spec::FormatVersion::V1 {
+        m.snapshots().filter(|s| s.timestamp_ms() > mark.1).count() as u64
+    } else {
+        (m.last_sequence_number() - mark.0).max(0) as u64
+    }
+}
+
+/// Sleeps until the next pass of `--watch` is due: after `interval`, or once `after_commits`
+/// commits have landed since now (looked at every second), or on SIGTERM / Ctrl-C.
+async fn wait_for_next_pass(
+    cat: &floe::catalog::Catalog,
+    table: &floe::Table,
+    interval: Duration,
+    after_commits: Option<u64>,
+    stop: &AtomicBool,
+    stopped: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    let deadline = Instant::now() + interval;
+    // The mark is taken after the pass, so maintenance's own commits do not count.
+    let mark = match cat.load_table(table.ident()).await {
+        Ok(t) => history_mark(&t),
+        Err(_) => history_mark(table),
+    };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let nap = match after_commits {
+            Some(_) => left.min(Duration::from_secs(1)),
+            None => left,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(nap) => {}
+            _ = stopped.changed() => return,
+        }
+        if let Some(n) = after_commits {
+            // A failed look (the catalog briefly unreachable) waits for the next one.
+            if let Ok(t) = cat.load_table(table.ident()).await {
+                if commits_since(&t, mark) >= n {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// Prints a pass's report: text, or JSON (with `one_line`, one document per line, as a
@@ -253,10 +315,7 @@ pub async fn maintain(cli: &Cli, a: &MaintainArgs) -> Result<()> {
                 }
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stopped.changed() => {}
-        }
+        wait_for_next_pass(&cat, &table, interval, a.after_commits, &stop, &mut stopped).await;
     }
     if let Some(l) = lease.take() {
         l.release().await?;

@@ -441,4 +441,72 @@ fn watch_runs_passes_and_stops_on_sigterm() {
     assert!(err.contains("lease released"), "{err}");
     let text_out = ok(&wh, &["maintain", "db.t"]);
     assert!(text_out.contains("maintained"), "{text_out}");
+
+    // --after-commits: an hour's interval, but three commits wake the service.
+    ok(
+        &wh,
+        &[
+            "alter",
+            "db.t",
+            "--set",
+            "floe.maintain.rewrite-data-files.min-input-files=2",
+        ],
+    );
+    let mut child = floe_cmd()
+        .arg("--warehouse")
+        .arg(&wh)
+        .args([
+            "maintain",
+            "db.t",
+            "--watch",
+            "1h",
+            "--after-commits",
+            "3",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["commits_count"], 0, "{first}");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in lines {
+            let _ = tx.send(l.unwrap());
+        }
+    });
+    for i in 10..12 {
+        std::fs::write(&csv, format!("id\n{i}\n")).unwrap();
+        ok(&wh, &["append", "db.t", csv.to_str().unwrap()]);
+    }
+    // Two commits are not three: no pass within a few of its looks.
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(4)).is_err(),
+        "a pass ran after two commits"
+    );
+    std::fs::write(&csv, "id\n12\n").unwrap();
+    ok(&wh, &["append", "db.t", csv.to_str().unwrap()]);
+    let second: serde_json::Value =
+        serde_json::from_str(&rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap())
+            .unwrap();
+    assert_eq!(second["lease_holder"], first["lease_holder"], "{second}");
+    assert_eq!(second["steps"][0]["action"], "done", "{second}");
+    // Its own commits do not wake it again.
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_secs(3)).is_err(),
+        "a pass ran without new commits"
+    );
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -510,3 +510,161 @@ fn watch_runs_passes_and_stops_on_sigterm() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `maintain` killed (SIGKILL) at random points of its passes: the rows never change, a
+/// dead maintainer's lease is taken over once it lapses, and the pass after the kills collects
+/// the files the killed ones wrote and never committed (orphans, with a zero age threshold).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_pass_loses_nothing_and_the_next_collects_its_orphans() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.t",
+            "--schema",
+            "id long, p int, v string",
+            "--partition-by",
+            "p",
+            "--format-version",
+            "3",
+            "--property",
+            "write.delete.mode=merge-on-read",
+            "--property",
+            "floe.maintain.rewrite-data-files.min-input-files=2",
+            "--property",
+            "floe.maintain.lease-ms=1000",
+        ],
+    );
+    let mut rng = StdRng::seed_from_u64(44);
+    let mut model = std::collections::BTreeMap::new();
+    let csv = d.path().join("in.csv");
+    let mut next = 0i64;
+    let mut killed_running = 0;
+    let rows_now = |wh: &Path| {
+        let out = ok(wh, &["scan", "db.t", "--format", "csv"]);
+        out.lines().skip(1).map(str::to_string).collect::<Vec<_>>()
+    };
+    for round in 0..4 {
+        // Small files in a few partitions, and deletes into them.
+        for _ in 0..6 {
+            let mut body = String::from("id,p,v\n");
+            for _ in 0..rng.gen_range(1..40) {
+                let p = rng.gen_range(0..3);
+                body.push_str(&format!("{next},{p},v{next}\n"));
+                model.insert(next, format!("{next},{p},v{next}"));
+                next += 1;
+            }
+            std::fs::write(&csv, body).unwrap();
+            ok(&wh, &["append", "db.t", csv.to_str().unwrap()]);
+        }
+        let cut = rng.gen_range(0..next);
+        ok(
+            &wh,
+            &[
+                "delete",
+                "db.t",
+                "--where",
+                &format!("id % 7 = {} and id < {cut}", round),
+            ],
+        );
+        model.retain(|id, _| !(id % 7 == round && *id < cut));
+        // A pass killed after a random delay (or finishing first).
+        let mut child = floe_cmd()
+            .arg("--warehouse")
+            .arg(&wh)
+            .args(["maintain", "db.t", "--holder", &format!("doomed-{round}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(rng.gen_range(20..300)));
+        if child.try_wait().unwrap().is_none() {
+            killed_running += 1;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let expected: Vec<String> = model.values().cloned().collect();
+        let mut got = rows_now(&wh);
+        got.sort_by_key(|l| l.split(',').next().unwrap().parse::<i64>().unwrap());
+        assert_eq!(
+            got, expected,
+            "round {round}: rows changed by a killed maintain"
+        );
+    }
+    assert!(
+        killed_running >= 2,
+        "only {killed_running} passes were killed running"
+    );
+    let strays_before = strays(&wh);
+    eprintln!("files the killed passes left: {}", strays_before.len());
+    // The last holder died holding the lease: refused while it lasts, taken over after.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    ok(
+        &wh,
+        &[
+            "alter",
+            "db.t",
+            "--set",
+            "floe.maintain.remove-orphan-files.older-than-ms=0",
+        ],
+    );
+    let out = ok(&wh, &["maintain", "db.t", "--json"]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["failed_steps_count"], 0, "{r}");
+    let mut got = rows_now(&wh);
+    got.sort_by_key(|l| l.split(',').next().unwrap().parse::<i64>().unwrap());
+    assert_eq!(got, model.values().cloned().collect::<Vec<_>>());
+    // Every file under data/ is one some snapshot still references.
+    let stray = strays(&wh);
+    assert!(stray.is_empty(), "files no snapshot references: {stray:?}");
+    let cat = Catalog::open_existing(None, Some(wh.to_str().unwrap()), None).unwrap();
+    let t = cat.load_table(&parse_ident("db.t").unwrap()).await.unwrap();
+    let expected = d.path().join("expected.parquet");
+    floe_expected(&t, None, &expected).await;
+    peers_read(d.path(), "killed-maintain", &t, &expected);
+}
+
+/// The files under db.t's data/ that no snapshot references.
+fn strays(wh: &Path) -> Vec<String> {
+    let referenced: std::collections::HashSet<String> = ["db.t.all_files", "db.t.all_delete_files"]
+        .iter()
+        .flat_map(|t| {
+            ok(
+                wh,
+                &["scan", t, "--columns", "file_path", "--format", "csv"],
+            )
+            .lines()
+            .skip(1)
+            .map(|l| {
+                l.trim_matches('"')
+                    .trim_start_matches("file://")
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+        })
+        .collect();
+    walk(&wh.join("db/t/data"))
+        .into_iter()
+        .map(|e| e.to_string_lossy().to_string())
+        .filter(|p| !p.ends_with(".crc") && !referenced.contains(p))
+        .collect()
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}

@@ -16,11 +16,13 @@
 //!   1,000);
 //! * `FLOE_SOAK_APPENDS` — plain appends of a 10-row file (default 1,000);
 //! * `FLOE_BENCH_FORMATS` — `v3,v2` (default both);
+//! * `FLOE_SOAK_MAINTAIN` — where maintenance runs: `sink` (`floe sink --maintain`, between
+//!   the sink's commits), `beside` (`floe maintain --watch` as its own process); default both;
 //! * `FLOE_SOAK_NO_BASELINE=1` — no pyiceberg run;
 //! * `FLOE_BENCH_DIR` — scratch (default `~/.cache/floe/bench`).
 //!
 //! Table policy (what a day of a real sink would use, compressed into minutes): snapshots
-//! older than 30 s expire keeping 10 (`history.expire.*`), metadata files beyond 20 are
+//! older than 10 s expire keeping 10 (`history.expire.*`), metadata files beyond 20 are
 //! deleted (`write.metadata.*`), compaction from 3 input files
 //! (`floe.maintain.rewrite-data-files.min-input-files`); `maintain --watch 5s`.
 
@@ -310,7 +312,7 @@ fn latency_line(what: &str, first: &[f64], last: &[f64]) {
 }
 
 const POLICY: [(&str, &str); 6] = [
-    ("history.expire.max-snapshot-age-ms", "30000"),
+    ("history.expire.max-snapshot-age-ms", "10000"),
     ("history.expire.min-snapshots-to-keep", "10"),
     ("write.metadata.delete-after-commit.enabled", "true"),
     ("write.metadata.previous-versions-max", "20"),
@@ -319,12 +321,16 @@ const POLICY: [(&str, &str); 6] = [
 ];
 
 /// The sink's soak on one format; returns its wall seconds.
-async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion) -> f64 {
+async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) -> f64 {
     let rows = env_usize("FLOE_SOAK_ROWS", 1_000_000) as i64;
     let commits = env_usize("FLOE_SOAK_COMMITS", 2_000);
     let changes = env_usize("FLOE_SOAK_CHANGES", 1_000);
     let window = env_usize("FLOE_SOAK_WINDOW", (commits / 4).clamp(1, 1_000));
-    let name = format!("db.soak_v{}", fv as u8);
+    let name = format!(
+        "db.soak_v{}_{}",
+        fv as u8,
+        if beside { "beside" } else { "insink" }
+    );
     let ident = parse_ident(&name).unwrap();
     let mut c = TableCreation::new(
         parse_schema("id long not null, v string, ver long, is_deleted int").unwrap(),
@@ -364,7 +370,7 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion) -> f64 {
         lsn: 1,
     };
     let mut rng = Rng(0x736f_616b + fv as u64);
-    let maintainer = Maintainer::start(wh, &name);
+    let maintainer = beside.then(|| Maintainer::start(wh, &name));
     let mut sink = Command::new(env!("CARGO_BIN_EXE_floe"))
         .arg("--warehouse")
         .arg(wh)
@@ -378,6 +384,11 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion) -> f64 {
             "200ms",
         ])
         .args(["--max-batch-rows", &changes.to_string()])
+        .args(if beside {
+            &[][..]
+        } else {
+            &["--maintain", "--maintain-interval", "5s"][..]
+        })
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -433,7 +444,23 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion) -> f64 {
     let out = sink.wait_with_output().unwrap();
     let _ = reader.join();
     let sink_failed = u64::from(!out.status.success());
-    let (passes, compactions, maint_failed, maint_rss) = maintainer.stop();
+    let (passes, compactions, maint_failed, maint_rss) = match maintainer {
+        Some(m) => m.stop(),
+        None => {
+            // In the sink: its standard error says what each pass did.
+            let err = String::from_utf8_lossy(&out.stderr);
+            let passes: Vec<&str> = err.lines().filter(|l| l.starts_with("maintain:")).collect();
+            let compactions = passes
+                .iter()
+                .filter(|l| l.contains("rewrite-data-files"))
+                .count();
+            let failed = passes
+                .iter()
+                .filter(|l| !l.ends_with(" 0 failed steps"))
+                .count() as u64;
+            (passes.len(), compactions, failed, 0)
+        }
+    };
     let last_shape = shape(cat, wh, &name, &lookup).await;
     // The final rows against the model.
     let t = cat.load_table(&ident).await.unwrap();
@@ -441,9 +468,14 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion) -> f64 {
     let n = latencies.len();
     let w = window.min(n / 2).max(1);
     println!(
-        "\nsink soak, format v{}: {rows} rows, {n} commits of {changes} changes in {wall:.1} s \
-         ({:.0} changes/s; first window {first_wall:.1} s)",
+        "\nsink soak, format v{}, maintenance {}: {rows} rows, {n} commits of {changes} changes \
+         in {wall:.1} s ({:.0} changes/s; first window {first_wall:.1} s)",
         fv as u8,
+        if beside {
+            "beside (maintain --watch 5s)"
+        } else {
+            "in the sink (--maintain, every 5 s)"
+        },
         (n * changes) as f64 / wall
     );
     println!("                      first {w:<5}   last {w:<5}   last/first");
@@ -601,14 +633,18 @@ fn main() {
         "floe soak benchmark ({}; 2-core machines: figures are noisy, the ratios are the point)",
         chrono::Utc::now().format("%Y-%m-%d")
     );
+    let maintain_modes =
+        std::env::var("FLOE_SOAK_MAINTAIN").unwrap_or_else(|_| "sink,beside".into());
     let mut first_wall = None;
     for f in formats.split(',') {
         let fv = match f.trim() {
             "v2" => FormatVersion::V2,
             _ => FormatVersion::V3,
         };
-        let w = rt.block_on(sink_soak(&wh, &cat, fv));
-        first_wall.get_or_insert(w);
+        for mode in maintain_modes.split(',') {
+            let w = rt.block_on(sink_soak(&wh, &cat, fv, mode.trim() == "beside"));
+            first_wall.get_or_insert(w);
+        }
     }
     rt.block_on(append_soak(&wh, &cat, &scratch));
     pyiceberg_baseline(&scratch, first_wall.unwrap_or(60.0));

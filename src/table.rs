@@ -230,7 +230,23 @@ impl Table {
         if let Some(m) = memo.get::<Manifest>(&key) {
             return Ok(m);
         }
-        let m = Arc::new(self.decode_manifest(mf).await?);
+        // Decoding is CPU work: on its own task, manifests planned together decode on every
+        // core of the runtime (callers poll many loads at once).
+        let (table, owned) = (self.clone(), mf.clone());
+        let m = match tokio::runtime::Handle::try_current() {
+            Ok(rt) if rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread => rt
+                .spawn(async move { table.decode_manifest(&owned).await })
+                .await
+                .map_err(|e| {
+                    Error::corrupt(format!(
+                        "manifest '{}' of table {}: its decoding task failed: {e}",
+                        mf.manifest_path,
+                        self.name()
+                    ))
+                })??,
+            _ => self.decode_manifest(mf).await?,
+        };
+        let m = Arc::new(m);
         memo.put(&key, mf.manifest_length.max(0) as u64, m.clone());
         Ok(m)
     }

@@ -25,6 +25,8 @@ pub struct Table {
     branch: Option<String>,
     /// Write-audit-publish: commits are staged (not made current) with this `wap.id`.
     wap_id: Option<String>,
+    /// Background work (maintenance): commits retry longer against busy writers.
+    patient: bool,
 }
 
 /// The table property that allows staged (write-audit-publish) commits, as in Iceberg Java.
@@ -49,6 +51,7 @@ impl Table {
             storage,
             branch: None,
             wap_id: None,
+            patient: false,
         }
     }
 
@@ -96,8 +99,25 @@ impl Table {
         };
         Ok(Table {
             wap_id: self.wap_id.clone(),
+            patient: self.patient,
             ..t
         })
+    }
+
+    /// This handle for background work (maintenance): its commits keep retrying against
+    /// writers that commit faster than one attempt takes (at least 40 attempts, waits of at
+    /// most 2 s between them), where a user's command would give up after
+    /// `commit.retry.num-retries`.
+    pub(crate) fn patient(&self) -> Table {
+        Table {
+            patient: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether this handle's commits are [`Table::patient`].
+    pub(crate) fn is_patient(&self) -> bool {
+        self.patient
     }
 
     /// This table with its writes staged for write-audit-publish, as Spark's `spark.wap.id`

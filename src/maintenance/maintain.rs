@@ -226,7 +226,8 @@ async fn run(
             l.renew().await?;
         }
         // Each step starts from the table as it is now (writers keep committing).
-        current = catalog.load_table(current.ident()).await?;
+        // Its commits retry as long as a service may wait (writers come first).
+        current = catalog.load_table(current.ident()).await?.patient();
         let mut s = MaintainStep::new(step);
         if options.stopped() {
             s = s.skip("stopped before this step");
@@ -372,7 +373,8 @@ async fn compact(
         table = catalog
             .load_table(table.ident())
             .await
-            .map_err(fail(s.clone()))?;
+            .map_err(fail(s.clone()))?
+            .patient();
     }
     for (k, v) in [
         ("rewritten_data_files_count", rewritten),
@@ -389,7 +391,7 @@ async fn compact(
     } else if let Some(e) = last_error {
         return Err((
             s,
-            e.context("every compaction batch lost its race against concurrent deletes"),
+            e.context("every compaction batch lost its race against concurrent commits; the next pass plans again"),
         ));
     } else {
         "skipped"

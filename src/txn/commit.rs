@@ -107,7 +107,11 @@ pub(crate) async fn commit(
     producer: &mut SnapshotProducer,
     validation: &dyn Validation,
 ) -> Result<Table> {
-    let props = table.properties()?;
+    let mut props = table.properties()?;
+    if table.is_patient() {
+        props.commit_num_retries = props.commit_num_retries.max(40);
+        props.commit_max_wait_ms = props.commit_max_wait_ms.min(2_000);
+    }
     let start_snapshot = table.current_snapshot().map(|s| s.snapshot_id());
     let started = Instant::now();
     let mut base = table.clone();

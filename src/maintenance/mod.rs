@@ -4,6 +4,7 @@
 //! `rewrite_manifests`; a clone-safe `drop_table` purge; and `maintain`, which decides from
 //! a table's state and policy which of these are worth running, under a lease.
 
+mod carry_deletes;
 mod dangling;
 mod expire;
 mod lease;

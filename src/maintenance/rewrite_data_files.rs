@@ -15,6 +15,7 @@ use iceberg::expr::{Bind, Predicate};
 use iceberg::spec::Operation;
 use serde::{Deserialize, Serialize};
 
+use super::carry_deletes::carry_deletes;
 use super::dangling::remove_dangling_deletes;
 use super::rewrite_plan::{plan_groups, RewriteOptions};
 use crate::catalog::Catalog;
@@ -23,7 +24,7 @@ use crate::scan::{is_file_scoped, PlannedFile, Scan, ScanPlan, SnapshotSelector}
 use crate::spec::{DataContentType, DataFile, IsolationLevel, PartitionSpec};
 use crate::storage::join;
 use crate::table::Table;
-use crate::txn::{commit, FileKey, RowLevelValidation, SnapshotProducer};
+use crate::txn::{commit, commit_since, FileKey, RowLevelValidation, SnapshotProducer};
 use crate::write::DataWriter;
 
 /// What `rewrite_data_files` did (the result columns of Iceberg's Spark procedure).
@@ -633,6 +634,7 @@ async fn commit_files(
         .iter()
         .flat_map(|(_, f)| f.iter().map(|f| f.file_path().to_string()))
         .collect();
+    let written_files = written.clone();
     let mut producer = SnapshotProducer::new(Operation::Replace, vec![]).remove_files(removed);
     for (spec, files) in written {
         producer = producer.add_files(spec, files);
@@ -658,13 +660,48 @@ async fn commit_files(
         ignore_equality_deletes: plan.use_starting_sequence_number,
         table: table.name(),
     };
-    match commit(catalog, table, &mut producer, &validation).await {
+    // Validated against every snapshot since the one the plan read: the tasks may have run
+    // in other processes, and `table` may be a later load than the plan's.
+    match commit_since(
+        catalog,
+        table,
+        Some(plan.snapshot_id),
+        &mut producer,
+        &validation,
+    )
+    .await
+    {
         Ok(t) => {
             result.table = Some(t);
             result.snapshot_id = Some(producer.snapshot_id());
             Ok(result)
         }
         Err(e) => {
+            let e = if e.kind() == crate::ErrorKind::Conflict {
+                // Deletes committed to the rewritten files meanwhile: carried onto the new
+                // files, the rewrite commits on the newer state.
+                match commit_carrying_deletes(
+                    catalog,
+                    table,
+                    plan,
+                    rewritten,
+                    &written_files,
+                    &validation,
+                    e,
+                )
+                .await
+                {
+                    Ok((t, snapshot_id, removed_deletes)) => {
+                        result.table = Some(t);
+                        result.snapshot_id = Some(snapshot_id);
+                        result.removed_delete_files_count = removed_deletes;
+                        return Ok(result);
+                    }
+                    Err(e) => e,
+                }
+            } else {
+                e
+            };
             if e.kind() != crate::ErrorKind::CommitStateUnknown {
                 for p in all_new {
                     let _ = table.storage().delete(&p).await;
@@ -673,6 +710,63 @@ async fn commit_files(
             Err(e)
         }
     }
+}
+
+/// After a rewrite's commit lost to deletes committed to its input files, carries those
+/// deletes onto the written files ([`carry_deletes`]) and commits on the newer state, a few
+/// times while the writer keeps winning; `lost` when they cannot be carried.
+async fn commit_carrying_deletes(
+    catalog: &Catalog,
+    table: &Table,
+    plan: &RewritePlan,
+    rewritten: &[&PlannedFile],
+    written: &[(i32, Vec<DataFile>)],
+    validation: &RowLevelValidation,
+    lost: Error,
+) -> Result<(Table, i64, usize)> {
+    let mut last = lost;
+    for _ in 0..4 {
+        let carried = carry_deletes(
+            catalog,
+            table,
+            plan.snapshot_id,
+            rewritten,
+            written,
+            plan.use_starting_sequence_number,
+        )
+        .await;
+        let c = match carried {
+            Ok(Some(c)) => c,
+            Ok(None) => return Err(last),
+            Err(e) => return Err(e.context(format!("{last}; carrying the new deletes failed"))),
+        };
+        let mut producer =
+            SnapshotProducer::new(Operation::Replace, vec![]).remove_files(c.remove.clone());
+        for (spec, files) in written {
+            producer = producer.add_files(*spec, files.clone());
+        }
+        for (spec, d) in &c.add {
+            producer = producer.add_files(*spec, [d.clone()]);
+        }
+        if plan.use_starting_sequence_number {
+            producer = producer.with_data_sequence_number(plan.sequence_number);
+        }
+        match commit(catalog, &c.table, &mut producer, validation).await {
+            Ok(t) => return Ok((t, producer.snapshot_id(), c.removed_delete_files)),
+            Err(e) => {
+                if e.kind() != crate::ErrorKind::CommitStateUnknown {
+                    for (_, d) in &c.add {
+                        let _ = table.storage().delete(d.file_path()).await;
+                    }
+                }
+                if e.kind() != crate::ErrorKind::Conflict {
+                    return Err(e);
+                }
+                last = e;
+            }
+        }
+    }
+    Err(last)
 }
 
 /// Rewrites the data files the planner selects (`filter` limits them to files that may hold

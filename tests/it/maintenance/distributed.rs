@@ -273,3 +273,265 @@ fn rewrite_options_through_the_cli_and_a_distributed_plan() {
         .iter()
         .all(|f| f["deletes"].as_array().unwrap().is_empty()));
 }
+
+/// Deletes committed after the plan (here: between the tasks and the commit, by another
+/// process) to the files the tasks rewrote are carried onto the new files: the commit lands
+/// and the deleted rows stay deleted, in v2 (new position delete files, nothing of the plan's
+/// removed) as in v3 (a deletion vector replaced). An equality delete cannot be carried
+/// without the starting sequence number: that commit is refused as a conflict.
+#[test]
+fn deletes_committed_after_the_plan_are_carried_onto_a_distributed_commit() {
+    use crate::common::{floe, ok};
+    for fv in ["2", "3"] {
+        let d = tempfile::tempdir().unwrap();
+        let wh = d.path().join("wh");
+        ok(
+            &wh,
+            &[
+                "create",
+                "db.late",
+                "--schema",
+                "id long, cat string",
+                "--partition-by",
+                "cat",
+                "--format-version",
+                fv,
+                "--property",
+                "write.delete.mode=merge-on-read",
+            ],
+        );
+        for f in 0..3 {
+            let csv = d.path().join(format!("d{f}.csv"));
+            let mut s = String::from("id,cat\n");
+            for i in f * 50..(f + 1) * 50 {
+                s.push_str(&format!("{i},{}\n", if i % 2 == 0 { "a" } else { "b" }));
+            }
+            std::fs::write(&csv, s).unwrap();
+            ok(&wh, &["append", "db.late", csv.to_str().unwrap()]);
+        }
+        ok(&wh, &["delete", "db.late", "--where", "id % 10 = 0"]);
+        let plan = ok(
+            &wh,
+            &[
+                "rewrite-data-files",
+                "db.late",
+                "--plan-only",
+                "--option",
+                "rewrite-all=true",
+            ],
+        );
+        let plan_file = d.path().join("plan.json");
+        std::fs::write(&plan_file, &plan).unwrap();
+        let groups = serde_json::from_str::<serde_json::Value>(&plan).unwrap()["tasks"]
+            .as_array()
+            .unwrap()
+            .len();
+        let mut results = Vec::new();
+        for g in 0..groups {
+            let out = ok(
+                &wh,
+                &[
+                    "rewrite-data-files",
+                    "db.late",
+                    "--execute-task",
+                    plan_file.to_str().unwrap(),
+                    "--group",
+                    &g.to_string(),
+                ],
+            );
+            let f = d.path().join(format!("result-{g}.json"));
+            std::fs::write(&f, out).unwrap();
+            results.push(f.to_string_lossy().to_string());
+        }
+        // Another writer deletes rows of the rewritten files before the commit.
+        ok(&wh, &["delete", "db.late", "--where", "id % 7 = 1"]);
+        let after_delete = id_sum_and_count(&wh, "db.late");
+        let mut args = vec!["rewrite-data-files", "db.late", "--commit"];
+        args.extend(results.iter().map(String::as_str));
+        let v: serde_json::Value = serde_json::from_str(&ok(&wh, &args)).unwrap();
+        assert_eq!(v["rewritten_data_files_count"], 6, "v{fv}: {v}");
+        assert_eq!(
+            id_sum_and_count(&wh, "db.late"),
+            after_delete,
+            "v{fv}: no deleted row comes back"
+        );
+        // The carried deletes apply to the new files only: one delete file per new file.
+        let files: serde_json::Value =
+            serde_json::from_str(&ok(&wh, &["files", "db.late", "--json"])).unwrap();
+        let files = files.as_array().unwrap();
+        assert_eq!(files.len(), 2, "v{fv}: {files:?}");
+        ok(&wh, &["delete", "db.late", "--where", "id % 11 = 3"]);
+        let rows = ok(&wh, &["scan", "db.late", "--format", "csv"]);
+        let mut ids: Vec<i64> = rows
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        ids.sort();
+        let expected: Vec<i64> = (0..150)
+            .filter(|i| i % 10 != 0 && i % 7 != 1 && i % 11 != 3)
+            .collect();
+        assert_eq!(ids, expected, "v{fv}");
+    }
+}
+
+/// Random rounds of a rewrite raced by merge-on-read DELETEs and UPDATEs committed between
+/// its tasks and its commit: every commit lands with the writers' deletes carried (or is
+/// refused), and the rows always equal a model of the writes, for floe and the peers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_writes_racing_a_rewrite_agree_with_the_model() {
+    use crate::common::{floe, ok};
+    use rand::{Rng, SeedableRng};
+    for fv in ["2", "3"] {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4704 + fv.len() as u64);
+        let d = tempfile::tempdir().unwrap();
+        let wh = d.path().join("wh");
+        ok(
+            &wh,
+            &[
+                "create",
+                "db.r",
+                "--schema",
+                "id long, cat string, v long",
+                "--partition-by",
+                "cat",
+                "--format-version",
+                fv,
+                "--property",
+                "write.delete.mode=merge-on-read",
+                "--property",
+                "write.update.mode=merge-on-read",
+            ],
+        );
+        // id → (cat, v); v equal across rows, so v2's rows are told apart by id only.
+        let mut model: std::collections::BTreeMap<i64, (String, i64)> = Default::default();
+        let mut next = 0i64;
+        let (mut carried, mut refused) = (0, 0);
+        for round in 0..6 {
+            for _ in 0..rng.gen_range(2..4) {
+                let mut s = String::from("id,cat,v\n");
+                for _ in 0..rng.gen_range(5..40) {
+                    let cat = ["a", "b", "c"][rng.gen_range(0..3)];
+                    s.push_str(&format!("{next},{cat},0\n"));
+                    model.insert(next, (cat.to_string(), 0));
+                    next += 1;
+                }
+                let csv = d.path().join("in.csv");
+                std::fs::write(&csv, s).unwrap();
+                ok(&wh, &["append", "db.r", csv.to_str().unwrap()]);
+            }
+            let plan = ok(
+                &wh,
+                &[
+                    "rewrite-data-files",
+                    "db.r",
+                    "--plan-only",
+                    "--option",
+                    "rewrite-all=true",
+                ],
+            );
+            let plan_file = d.path().join("plan.json");
+            std::fs::write(&plan_file, &plan).unwrap();
+            let groups = serde_json::from_str::<serde_json::Value>(&plan).unwrap()["tasks"]
+                .as_array()
+                .map_or(0, Vec::len);
+            let mut results = Vec::new();
+            for g in 0..groups {
+                let out = ok(
+                    &wh,
+                    &[
+                        "rewrite-data-files",
+                        "db.r",
+                        "--execute-task",
+                        plan_file.to_str().unwrap(),
+                        "--group",
+                        &g.to_string(),
+                    ],
+                );
+                let f = d.path().join(format!("result-{round}-{g}.json"));
+                std::fs::write(&f, out).unwrap();
+                results.push(f.to_string_lossy().to_string());
+            }
+            // Writers between the tasks and the commit.
+            for _ in 0..rng.gen_range(0..4) {
+                let (m, r) = (rng.gen_range(2..9i64), rng.gen_range(0..9i64));
+                if rng.gen_bool(0.5) {
+                    ok(
+                        &wh,
+                        &["delete", "db.r", "--where", &format!("id % {m} = {r}")],
+                    );
+                    model.retain(|id, _| id % m != r);
+                } else {
+                    let set = format!("v = v + {}", round + 1);
+                    ok(
+                        &wh,
+                        &[
+                            "update",
+                            "db.r",
+                            "--set",
+                            &set,
+                            "--where",
+                            &format!("id % {m} = {r}"),
+                        ],
+                    );
+                    for (id, (_, v)) in model.iter_mut() {
+                        if id % m == r {
+                            *v += round as i64 + 1;
+                        }
+                    }
+                }
+            }
+            if !results.is_empty() {
+                let mut args = vec!["rewrite-data-files", "db.r", "--commit"];
+                args.extend(results.iter().map(String::as_str));
+                let o = floe(&wh, &args);
+                match o.status.code() {
+                    Some(0) => carried += 1,
+                    Some(4) => refused += 1,
+                    c => panic!("v{fv}: commit exited {c:?}: {}", crate::common::text(&o)),
+                }
+            }
+            let out = ok(&wh, &["scan", "db.r", "--format", "csv"]);
+            let mut got: Vec<(i64, String, i64)> = out
+                .lines()
+                .skip(1)
+                .map(|l| {
+                    let c: Vec<&str> = l.split(',').collect();
+                    (
+                        c[0].parse().unwrap(),
+                        c[1].to_string(),
+                        c[2].parse().unwrap(),
+                    )
+                })
+                .collect();
+            got.sort();
+            let want: Vec<(i64, String, i64)> = model
+                .iter()
+                .map(|(id, (c, v))| (*id, c.clone(), *v))
+                .collect();
+            assert_eq!(got, want, "v{fv}, round {round}");
+        }
+        assert!(
+            carried >= 3,
+            "v{fv}: only {carried} commits landed ({refused} refused)"
+        );
+        let cat = floe::Catalog::open_existing(None, Some(wh.to_str().unwrap()), None).unwrap();
+        let t = cat.load_table(&parse_ident("db.r").unwrap()).await.unwrap();
+        let expected = d.path().join("expected.parquet");
+        floe_expected(&t, None, &expected).await;
+        if let Some(py) = peers_python() {
+            peer_check(
+                &py,
+                d.path(),
+                &[Check {
+                    name: format!("carried-v{fv}"),
+                    metadata: t.metadata_location().to_string(),
+                    snapshot_id: None,
+                    expected: expected.to_string_lossy().into_owned(),
+                    engines: None,
+                    refuse: None,
+                }],
+            );
+        }
+    }
+}

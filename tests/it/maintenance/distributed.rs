@@ -281,7 +281,7 @@ fn rewrite_options_through_the_cli_and_a_distributed_plan() {
 /// without the starting sequence number: that commit is refused as a conflict.
 #[test]
 fn deletes_committed_after_the_plan_are_carried_onto_a_distributed_commit() {
-    use crate::common::{floe, ok};
+    use crate::common::ok;
     for fv in ["2", "3"] {
         let d = tempfile::tempdir().unwrap();
         let wh = d.path().join("wh");

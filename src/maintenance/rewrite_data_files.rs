@@ -725,7 +725,9 @@ async fn commit_carrying_deletes(
     lost: Error,
 ) -> Result<(Table, i64, usize)> {
     let mut last = lost;
-    for _ in 0..4 {
+    // Maintenance (a patient handle) keeps trying while a busy writer keeps winning.
+    let rounds = if table.is_patient() { 16 } else { 4 };
+    for _ in 0..rounds {
         let carried = carry_deletes(
             catalog,
             table,

@@ -23,9 +23,10 @@ use arrow_array::{Array, Int64Array, RecordBatch};
 use futures::StreamExt;
 use roaring::RoaringTreemap;
 
+use super::rewrite_data_files::removed_with_their_deletes;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::scan::{is_file_scoped, PlannedFile, Scan, SnapshotSelector};
+use crate::scan::{PlannedFile, Scan, SnapshotSelector};
 use crate::spec::{DataContentType, DataFile, FormatVersion};
 use crate::table::Table;
 use crate::txn::FileKey;
@@ -291,21 +292,7 @@ pub(crate) async fn carry_deletes(
         }
         return Err(e);
     }
-    let mut remove = Vec::new();
-    let mut removed_delete_files = 0;
-    let mut seen = HashSet::new();
-    for n in now.values() {
-        remove.push(FileKey::of(&n.file.file));
-        for d in &n.file.deletes {
-            if d.file.content_type() == DataContentType::PositionDeletes
-                && is_file_scoped(&d.file)
-                && seen.insert(FileKey::of(&d.file))
-            {
-                remove.push(FileKey::of(&d.file));
-                removed_delete_files += 1;
-            }
-        }
-    }
+    let (remove, removed_delete_files) = removed_with_their_deletes(now.values().map(|n| &n.file));
     Ok(Some(Carried {
         table: latest,
         remove,

@@ -616,20 +616,8 @@ async fn commit_files(
         file_groups: plan.tasks.len(),
     };
     // Delete files used only by rewritten files go with them; others stay.
-    let mut removed: Vec<FileKey> = Vec::new();
-    let mut seen = HashSet::new();
-    for f in rewritten {
-        removed.push(FileKey::of(&f.file));
-        for d in &f.deletes {
-            if d.file.content_type() == DataContentType::PositionDeletes
-                && is_file_scoped(&d.file)
-                && seen.insert(FileKey::of(&d.file))
-            {
-                removed.push(FileKey::of(&d.file));
-                result.removed_delete_files_count += 1;
-            }
-        }
-    }
+    let (removed, removed_deletes) = removed_with_their_deletes(rewritten.iter().copied());
+    result.removed_delete_files_count = removed_deletes;
     let all_new: Vec<String> = written
         .iter()
         .flat_map(|(_, f)| f.iter().map(|f| f.file_path().to_string()))
@@ -700,6 +688,28 @@ async fn commit_files(
             Err(e)
         }
     }
+}
+
+/// What a rewrite removes: the data files `rewritten` and the delete files only they use
+/// (file-scoped position deletes and deletion vectors), with how many delete files that is.
+pub(super) fn removed_with_their_deletes<'a>(
+    rewritten: impl IntoIterator<Item = &'a PlannedFile>,
+) -> (Vec<FileKey>, usize) {
+    let mut removed: Vec<FileKey> = Vec::new();
+    let mut seen = HashSet::new();
+    for f in rewritten {
+        removed.push(FileKey::of(&f.file));
+        for d in &f.deletes {
+            if d.file.content_type() == DataContentType::PositionDeletes
+                && is_file_scoped(&d.file)
+                && seen.insert(FileKey::of(&d.file))
+            {
+                removed.push(FileKey::of(&d.file));
+            }
+        }
+    }
+    let deletes = seen.len();
+    (removed, deletes)
 }
 
 /// After a rewrite's commit lost to deletes committed to its input files, carries those

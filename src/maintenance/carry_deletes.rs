@@ -23,7 +23,7 @@ use arrow_array::{Array, Int64Array, RecordBatch};
 use futures::StreamExt;
 use roaring::RoaringTreemap;
 
-use super::rewrite_data_files::removed_with_their_deletes;
+use super::rewrite_plan::removed_with_their_deletes;
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::scan::{PlannedFile, Scan, SnapshotSelector};

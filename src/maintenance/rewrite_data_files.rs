@@ -17,14 +17,14 @@ use serde::{Deserialize, Serialize};
 
 use super::carry_deletes::carry_deletes;
 use super::dangling::remove_dangling_deletes;
-use super::rewrite_plan::{plan_groups, RewriteOptions};
+use super::rewrite_plan::{plan_groups, removed_with_their_deletes, RewriteOptions};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::scan::{is_file_scoped, PlannedFile, Scan, ScanPlan, SnapshotSelector};
-use crate::spec::{DataContentType, DataFile, IsolationLevel, PartitionSpec};
+use crate::scan::{PlannedFile, Scan, ScanPlan, SnapshotSelector};
+use crate::spec::{DataFile, IsolationLevel, PartitionSpec};
 use crate::storage::join;
 use crate::table::Table;
-use crate::txn::{commit, FileKey, RowLevelValidation, SnapshotProducer};
+use crate::txn::{commit, RowLevelValidation, SnapshotProducer};
 use crate::write::DataWriter;
 
 /// What `rewrite_data_files` did (the result columns of Iceberg's Spark procedure).
@@ -688,28 +688,6 @@ async fn commit_files(
             Err(e)
         }
     }
-}
-
-/// What a rewrite removes: the data files `rewritten` and the delete files only they use
-/// (file-scoped position deletes and deletion vectors), with how many delete files that is.
-pub(super) fn removed_with_their_deletes<'a>(
-    rewritten: impl IntoIterator<Item = &'a PlannedFile>,
-) -> (Vec<FileKey>, usize) {
-    let mut removed: Vec<FileKey> = Vec::new();
-    let mut seen = HashSet::new();
-    for f in rewritten {
-        removed.push(FileKey::of(&f.file));
-        for d in &f.deletes {
-            if d.file.content_type() == DataContentType::PositionDeletes
-                && is_file_scoped(&d.file)
-                && seen.insert(FileKey::of(&d.file))
-            {
-                removed.push(FileKey::of(&d.file));
-            }
-        }
-    }
-    let deletes = seen.len();
-    (removed, deletes)
 }
 
 /// After a rewrite's commit lost to deletes committed to its input files, carries those

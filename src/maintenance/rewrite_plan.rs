@@ -1,11 +1,12 @@
 //! Which data files `rewrite_data_files` rewrites, in which groups: Iceberg's bin-pack
 //! planner with the Spark procedure's option names and defaults. Pure: no I/O.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::error::{Error, Result};
 use crate::scan::PlannedFile;
 use crate::spec::{DataContentType, Literal, PartitionSpec, Struct};
+use crate::txn::FileKey;
 
 /// Options of `rewrite_data_files` (names as in Iceberg's Spark procedure).
 #[derive(Debug, Clone, PartialEq)]
@@ -310,6 +311,28 @@ pub(super) fn plan_groups(
     }
     o.rewrite_job_order.sort(&mut out);
     out
+}
+
+/// What a rewrite removes: the data files `rewritten` and the delete files only they use
+/// (file-scoped position deletes and deletion vectors), with how many delete files that is.
+pub(super) fn removed_with_their_deletes<'a>(
+    rewritten: impl IntoIterator<Item = &'a PlannedFile>,
+) -> (Vec<FileKey>, usize) {
+    let mut removed: Vec<FileKey> = Vec::new();
+    let mut seen = HashSet::new();
+    for f in rewritten {
+        removed.push(FileKey::of(&f.file));
+        for d in &f.deletes {
+            if d.file.content_type() == DataContentType::PositionDeletes
+                && crate::scan::is_file_scoped(&d.file)
+                && seen.insert(FileKey::of(&d.file))
+            {
+                removed.push(FileKey::of(&d.file));
+            }
+        }
+    }
+    let deletes = seen.len();
+    (removed, deletes)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use crate::scan::{PlannedFile, Scan, ScanPlan, SnapshotSelector};
 use crate::spec::{DataFile, IsolationLevel, PartitionSpec};
 use crate::storage::join;
 use crate::table::Table;
-use crate::txn::{commit, RowLevelValidation, SnapshotProducer};
+use crate::txn::{commit, commit_since, RowLevelValidation, SnapshotProducer};
 use crate::write::DataWriter;
 
 /// What `rewrite_data_files` did (the result columns of Iceberg's Spark procedure).
@@ -648,7 +648,17 @@ async fn commit_files(
         ignore_equality_deletes: plan.use_starting_sequence_number,
         table: table.name(),
     };
-    match commit(catalog, table, &mut producer, &validation).await {
+    // Validated against every snapshot since the one the plan read: the tasks may have run
+    // in other processes, and `table` may be a later load than the plan's.
+    match commit_since(
+        catalog,
+        table,
+        Some(plan.snapshot_id),
+        &mut producer,
+        &validation,
+    )
+    .await
+    {
         Ok(t) => {
             result.table = Some(t);
             result.snapshot_id = Some(producer.snapshot_id());

@@ -107,7 +107,21 @@ pub(crate) async fn commit(
     producer: &mut SnapshotProducer,
     validation: &dyn Validation,
 ) -> Result<Table> {
-    let start_snapshot = table.current_snapshot().map(|s| s.snapshot_id());
+    let start = table.current_snapshot().map(|s| s.snapshot_id());
+    commit_since(catalog, table, start, producer, validation).await
+}
+
+/// [`commit`] onto `table` (a fresh load) of a change that read the table at snapshot
+/// `start_snapshot`, an ancestor of `table`'s current one: `validation` sees every snapshot
+/// committed since `start_snapshot`, including those `table` already holds (a change planned
+/// in one process and committed by another).
+pub(crate) async fn commit_since(
+    catalog: &Catalog,
+    table: &Table,
+    start_snapshot: Option<i64>,
+    producer: &mut SnapshotProducer,
+    validation: &dyn Validation,
+) -> Result<Table> {
     let mut props = table.properties()?;
     if table.is_patient() {
         props.commit_num_retries = props.commit_num_retries.max(40);

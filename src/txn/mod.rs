@@ -22,7 +22,7 @@ pub use clone::{
     clone_table, clone_table_all_refs, CloneResult, ClonedRef, CLONE_SOURCE, CLONE_SOURCE_SNAPSHOT,
     REPLACED_TABLE,
 };
-pub(crate) use commit::{commit, commit_or_discard, commit_properties};
+pub(crate) use commit::{commit, commit_or_discard, commit_properties, commit_since};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use refs::manage_refs;
 pub(crate) use row_delta::file_scoped_deletes;

@@ -154,7 +154,7 @@ impl Validation for RowLevelValidation {
                     && touched.contains(canonical_path(r.file.file_path()))
                 {
                     return Err(conflict(format!(
-                        "table {}: snapshot {sid} removed data file '{}' that this operation changes; redo the operation",
+                        "table {}: snapshot {sid}, a concurrent commit, removed data file '{}' that this operation changes; redo the operation",
                         self.table,
                         r.file.file_path()
                     )));

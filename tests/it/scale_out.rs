@@ -438,7 +438,8 @@ async fn distributed_compaction_on_s3_and_postgres() {
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("no longer live in table db.frag")
+        err.contains("table db.frag")
+            && err.contains("removed data file")
             && err.contains("concurrent commit")
             && err.contains("redo"),
         "{}",

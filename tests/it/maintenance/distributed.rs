@@ -280,7 +280,6 @@ fn rewrite_options_through_the_cli_and_a_distributed_plan() {
 /// removed) as in v3 (a deletion vector replaced). An equality delete cannot be carried
 /// without the starting sequence number: that commit is refused as a conflict.
 #[test]
-#[ignore = "known bug: `--commit` validates from its own load, not the plan's snapshot (see CHANGELOG)"]
 fn deletes_committed_after_the_plan_are_carried_onto_a_distributed_commit() {
     use crate::common::ok;
     for fv in ["2", "3"] {
@@ -380,7 +379,6 @@ fn deletes_committed_after_the_plan_are_carried_onto_a_distributed_commit() {
 /// its tasks and its commit: every commit lands with the writers' deletes carried (or is
 /// refused), and the rows always equal a model of the writes, for floe and the peers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug: `--commit` validates from its own load, not the plan's snapshot (see CHANGELOG)"]
 async fn random_writes_racing_a_rewrite_agree_with_the_model() {
     use crate::common::{floe, ok};
     use rand::{Rng, SeedableRng};

@@ -520,11 +520,27 @@ async fn decide_by_index(
             *lookup = "index";
             i
         }
-        _ => {
-            *lookup = "index-built";
+        held => {
             let schema = table.arrow_schema()?;
             let cols = Columns::of(&prep.spec, &schema)?;
-            KeyIndex::build(table, &prep.spec, &cols, &schema, &prep.conv).await?
+            // Only rows moved since (compaction, tombstone merges): the index follows them.
+            let caught_up = match held {
+                Some(i) => {
+                    i.catch_up(table, &prep.spec, &cols, &schema, &prep.conv)
+                        .await?
+                }
+                None => None,
+            };
+            match caught_up {
+                Some(i) => {
+                    *lookup = "index-caught-up";
+                    i
+                }
+                None => {
+                    *lookup = "index-built";
+                    KeyIndex::build(table, &prep.spec, &cols, &schema, &prep.conv).await?
+                }
+            }
         }
     };
     let key_cols = prep.key_columns();

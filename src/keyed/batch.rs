@@ -138,8 +138,9 @@ pub struct UpsertResult {
     /// Times the batch was planned (more than 1 after concurrent commits).
     pub attempts: u32,
     /// How the stored rows were found: `scan` (the key and version columns of the files
-    /// the batch's key range may hit), `index` (a [`super::KeyedWriter`]'s key index), or
-    /// `index-built` (the index was built or rebuilt first).
+    /// the batch's key range may hit), `index` (a [`super::KeyedWriter`]'s key index),
+    /// `index-caught-up` (the index first followed rows moved by compactions since its last
+    /// batch), or `index-built` (the index was built or rebuilt first).
     pub lookup: &'static str,
 }
 

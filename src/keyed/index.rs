@@ -251,34 +251,7 @@ impl KeyIndex {
             },
             shadowed: false,
         };
-        let key_fields: Vec<_> = cols
-            .key
-            .iter()
-            .map(|&i| schema.fields()[i].clone())
-            .collect();
-        let stones =
-            tombstones::load(table, &index.tombstone_list, &key_fields, conv, None).await?;
-        match &mut index.tombstones {
-            Tombstones::Rows(m) => {
-                m.extend(
-                    stones
-                        .records
-                        .into_iter()
-                        .filter(|(_, r)| r.deleted)
-                        .map(|(k, r)| (k, r.version)),
-                );
-            }
-            Tombstones::Long(m) if !stones.key_rows.is_empty() => {
-                let keys = long_key(&stones.keys[0])?;
-                for (k, rec) in stones.records.iter().filter(|(_, r)| r.deleted) {
-                    let row = stones.key_rows.get(k).ok_or_else(|| {
-                        Error::io("a tombstone record has no key row (tombstone load)")
-                    })?;
-                    m.insert(keys.value(*row as usize), tomb(rec.version));
-                }
-            }
-            Tombstones::Long(_) => {}
-        }
+        index.load_tombstones(table, cols, schema, conv).await?;
         let Some(snapshot_id) = index.snapshot_id else {
             return Ok(index);
         };
@@ -333,6 +306,170 @@ impl KeyIndex {
         index.insert_pending(table, &mut pending)?;
         index.shadowed = index.find_shadowed();
         Ok(index)
+    }
+
+    /// Loads the tombstones of `self.tombstone_list` (replacing any held).
+    async fn load_tombstones(
+        &mut self,
+        table: &Table,
+        cols: &Columns,
+        schema: &arrow_schema::SchemaRef,
+        conv: &RowConverter,
+    ) -> Result<()> {
+        self.tombstones = match self.tombstones {
+            Tombstones::Long(_) => Tombstones::Long(LongMap::default()),
+            Tombstones::Rows(_) => Tombstones::Rows(KeyMap::default()),
+        };
+        let key_fields: Vec<_> = cols
+            .key
+            .iter()
+            .map(|&i| schema.fields()[i].clone())
+            .collect();
+        let stones = tombstones::load(table, &self.tombstone_list, &key_fields, conv, None).await?;
+        match &mut self.tombstones {
+            Tombstones::Rows(m) => {
+                m.extend(
+                    stones
+                        .records
+                        .into_iter()
+                        .filter(|(_, r)| r.deleted)
+                        .map(|(k, r)| (k, r.version)),
+                );
+            }
+            Tombstones::Long(m) if !stones.key_rows.is_empty() => {
+                let keys = long_key(&stones.keys[0])?;
+                for (k, rec) in stones.records.iter().filter(|(_, r)| r.deleted) {
+                    let row = stones.key_rows.get(k).ok_or_else(|| {
+                        Error::io("a tombstone record has no key row (tombstone load)")
+                    })?;
+                    m.insert(keys.value(*row as usize), tomb(rec.version));
+                }
+            }
+            Tombstones::Long(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Brings an index of an earlier state of `table` to its current state when everything
+    /// committed since only moved rows: `replace` snapshots (compaction, delete and manifest
+    /// rewrites, by any engine; a replace never changes the table's rows) and tombstone
+    /// merges. Reads the key and version columns of the data files added since, instead of
+    /// every live row. `None` when that does not hold, or the rows read do not match the
+    /// rows the removed files held (the caller builds the index again).
+    pub(super) async fn catch_up(
+        mut self,
+        table: &Table,
+        spec: &KeyedSpec,
+        cols: &Columns,
+        schema: &arrow_schema::SchemaRef,
+        conv: &RowConverter,
+    ) -> Result<Option<Self>> {
+        let md = table.metadata();
+        if self.schema_id != md.current_schema_id() {
+            return Ok(None);
+        }
+        let current = table.current_snapshot().map(|s| s.snapshot_id());
+        let mut moved = false;
+        let mut at = current;
+        while at != self.snapshot_id {
+            let Some(s) = at.and_then(|id| md.snapshot_by_id(id)) else {
+                return Ok(None);
+            };
+            if s.summary().operation != iceberg::spec::Operation::Replace {
+                return Ok(None);
+            }
+            moved = true;
+            at = s.parent_snapshot_id();
+        }
+        if moved {
+            let Some(snapshot_id) = current else {
+                return Ok(None);
+            };
+            let mut columns = spec.key.clone();
+            columns.extend(spec.version.clone());
+            let scan = Scan::new(table)
+                .snapshot(SnapshotSelector::Id(snapshot_id))
+                .in_current_schema()
+                .select(columns);
+            let mut plan = scan.plan().await?;
+            let live: std::collections::HashSet<&str> =
+                plan.files.iter().map(|f| f.file.file_path()).collect();
+            // Files the index knows that are gone, and how many entries point into them.
+            let gone: Vec<bool> = self
+                .files
+                .iter()
+                .map(|f| !live.contains(f.as_str()))
+                .collect();
+            let is_gone = |file: u32| gone.get(file as usize).copied().unwrap_or(false);
+            let held = match &self.locs {
+                Locations::Long(m) => m.locs().filter(|l| is_gone(l.file)).count(),
+                Locations::Rows(m) => m.values().filter(|l| is_gone(l.file)).count(),
+            };
+            plan.retain(|f| !self.file_ids.contains_key(f.file.file_path()));
+            let paths: Vec<String> = plan
+                .files
+                .iter()
+                .map(|f| f.file.file_path().to_string())
+                .collect();
+            let ids = paths
+                .iter()
+                .map(|p| self.file_id(table, p))
+                .collect::<Result<Vec<u32>>>()?;
+            let mut moved_rows = 0usize;
+            let mut stream = scan.read_positioned(plan, true)?;
+            while let Some(item) = stream.next().await {
+                let (j, (batch, positions)) = item?;
+                let positions = positions
+                    .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+                let file = *ids
+                    .get(j)
+                    .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
+                let (keys, versions) = key_and_version(spec, &batch)?;
+                let loc = |r: usize| Loc {
+                    file,
+                    pos: positions.value(r),
+                    version: version_at(&versions, r),
+                };
+                if let Some(last) = batch.num_rows().checked_sub(1) {
+                    check_position(positions.value(last))?;
+                }
+                // Every row read was a row of a removed file: its key's entry moves.
+                let mut from_gone = true;
+                match &mut self.locs {
+                    Locations::Long(m) => {
+                        let k = long_key(&keys[0])?;
+                        for r in 0..k.len() {
+                            from_gone &= m
+                                .insert(k.value(r), loc(r))
+                                .is_some_and(|l| is_gone(l.file));
+                        }
+                    }
+                    Locations::Rows(m) => {
+                        let rows = conv.convert_columns(&keys)?;
+                        for r in 0..rows.num_rows() {
+                            from_gone &= m
+                                .insert(rows.row(r).as_ref().into(), loc(r))
+                                .is_some_and(|l| is_gone(l.file));
+                        }
+                    }
+                }
+                if !from_gone {
+                    return Ok(None);
+                }
+                moved_rows += batch.num_rows();
+            }
+            if moved_rows != held {
+                return Ok(None);
+            }
+        }
+        let list = TombstoneList::of(md, &table.name())?;
+        if list != self.tombstone_list {
+            self.tombstone_list = list;
+            self.load_tombstones(table, cols, schema, conv).await?;
+            self.shadowed = self.find_shadowed();
+        }
+        self.snapshot_id = current;
+        Ok(Some(self))
     }
 
     /// The id of data file `path`; an error past the ids a [`LongMap`] can hold.

@@ -233,6 +233,15 @@ impl LongMap {
             .map(|s| s.key)
     }
 
+    /// Every location held, in slot order.
+    pub(super) fn locs(&self) -> impl Iterator<Item = Loc> + '_ {
+        self.slots
+            .get()
+            .iter()
+            .filter(|s| !s.vacant())
+            .map(|s| s.loc())
+    }
+
     /// `key`'s location.
     pub(super) fn get(&self, key: i64) -> Option<Loc> {
         if self.len == 0 {

@@ -3,6 +3,7 @@
 //! `expire-tombstones`; a lost tombstone file is an error, never an empty set; a sink killed
 //! mid-batch retries with the same checkpoint.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::common::*;
@@ -542,6 +543,8 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
     let mut next_version = 10i64;
     let keys = 300u64;
     let opts = floe::keyed::UpsertOptions::default();
+    let mut compacted: std::collections::HashSet<&str> = Default::default();
+    let mut caught_up = 0usize;
     for batch_no in 0..25 {
         let mut changes = Vec::new();
         for _ in 0..120 {
@@ -577,9 +580,55 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
                 (true, "db.cow3") if batch_no > 0 => r.lookup,
                 // The first batch, and the one after another writer committed, rebuild.
                 (true, _) if batch_no == 0 || batch_no % 5 == 3 => "index-built",
+                // After a compaction alone, the index follows the moved rows.
+                (true, _) if compacted.contains(name) => "index-caught-up",
                 (true, _) => "index",
             };
             assert_eq!(r.lookup, expected_lookup, "{name} batch {batch_no}");
+            caught_up += usize::from(r.lookup == "index-caught-up");
+        }
+        // Every fourth batch the tables are compacted (all data files, or those with
+        // deletes, or the position deletes) behind the writers' backs: rows move, none change.
+        compacted.clear();
+        if batch_no % 4 == 1 {
+            let all: HashMap<String, String> =
+                [("rewrite-all".to_string(), "true".to_string())].into();
+            for (name, _, _, _) in tables {
+                let t = cat
+                    .load_table(&floe::table::parse_ident(name).unwrap())
+                    .await
+                    .unwrap();
+                let with_deletes: HashMap<String, String> = [
+                    ("delete-file-threshold".to_string(), "1".to_string()),
+                    ("min-input-files".to_string(), "1".to_string()),
+                ]
+                .into();
+                let before = t.current_snapshot().map(|s| s.snapshot_id());
+                let after = match batch_no % 12 {
+                    1 => {
+                        floe::maintenance::rewrite_data_files(&cat, &t, None, &all, None)
+                            .await
+                            .unwrap()
+                            .table
+                    }
+                    5 => {
+                        floe::maintenance::rewrite_data_files(&cat, &t, None, &with_deletes, None)
+                            .await
+                            .unwrap()
+                            .table
+                    }
+                    _ => {
+                        floe::maintenance::rewrite_position_delete_files(&cat, &t, &all)
+                            .await
+                            .unwrap()
+                            .table
+                    }
+                };
+                let after = after.and_then(|t| t.current_snapshot().map(|s| s.snapshot_id()));
+                if after.is_some() && after != before {
+                    compacted.insert(name);
+                }
+            }
         }
         // Every fifth batch another writer changes db.idx3 and db.idx2 behind the writers'
         // backs: their indexes must notice and rebuild.
@@ -618,6 +667,8 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
             );
         }
     }
+    // The writers followed compactions without rebuilding (three tables, several times).
+    assert!(caught_up >= 6, "{caught_up} batches followed a compaction");
 }
 
 /// The keyed API's futures can be spawned on a multi-threaded runtime.

@@ -131,172 +131,304 @@ impl Identity {
     }
 }
 
-/// Carries the deletes committed to `rewritten` (read at `plan_snapshot` of `base`) since the
-/// plan onto `written`. `None`: there is nothing to carry, or it cannot be carried (the
-/// conflict stands).
-pub(crate) async fn carry_deletes(
-    catalog: &Catalog,
-    base: &Table,
+/// Carries the deletes committed to a rewrite's input files since its plan onto the files it
+/// wrote, once per commit round: what does not change between rounds (the inputs' deletes at
+/// the plan, the identities of input rows already looked up, and in v3 where each row id
+/// landed in the written files) is read once, so a round costs the deletes added since the
+/// last one.
+pub(crate) struct Carrier<'a> {
+    catalog: &'a Catalog,
+    base: &'a Table,
     plan_snapshot: i64,
-    rewritten: &[&PlannedFile],
-    written: &[(i32, Vec<DataFile>)],
+    rewritten: HashSet<&'a str>,
     ignore_equality_deletes: bool,
-) -> Result<Option<Carried>> {
-    let latest = base.same_branch(catalog.load_table(base.ident()).await?)?;
-    let paths: HashSet<&str> = rewritten.iter().map(|f| f.file.file_path()).collect();
-    let now = input_deletes(&latest, None, &paths).await?;
-    if now.len() != paths.len() {
-        return Ok(None);
+    v3: bool,
+    /// The written files, with their partition spec ids.
+    outputs: Vec<(i32, &'a DataFile)>,
+    /// The inputs' deletes at the plan's snapshot.
+    then: Option<HashMap<String, InputDeletes>>,
+    /// Identities of input rows read so far, by input file and position.
+    known: HashMap<String, HashMap<u64, Vec<u8>>>,
+    /// v3: every written row's row id with its file (index into `outputs`) and position,
+    /// sorted by row id.
+    row_ids: Option<Vec<(i64, u32, u64)>>,
+}
+
+impl<'a> Carrier<'a> {
+    /// A carrier for the rewrite of `rewritten` (read at `plan_snapshot` of `base`) into
+    /// `written`.
+    pub(crate) fn new(
+        catalog: &'a Catalog,
+        base: &'a Table,
+        plan_snapshot: i64,
+        rewritten: &[&'a PlannedFile],
+        written: &'a [(i32, Vec<DataFile>)],
+        ignore_equality_deletes: bool,
+    ) -> Self {
+        Self {
+            catalog,
+            base,
+            plan_snapshot,
+            rewritten: rewritten.iter().map(|f| f.file.file_path()).collect(),
+            ignore_equality_deletes,
+            v3: base.metadata().format_version() >= FormatVersion::V3,
+            outputs: written
+                .iter()
+                .flat_map(|(spec, files)| files.iter().map(move |f| (*spec, f)))
+                .collect(),
+            then: None,
+            known: HashMap::new(),
+            row_ids: None,
+        }
     }
-    let then = input_deletes(base, Some(plan_snapshot), &paths).await?;
-    let mut newly: Vec<(&InputDeletes, RoaringTreemap)> = Vec::new();
-    for (path, n) in &now {
-        let Some(t) = then.get(path) else {
-            return Ok(None);
-        };
-        if !ignore_equality_deletes && !n.equality.is_subset(&t.equality) {
+
+    /// The written files as a plan of `table` (no deletes apply to them yet).
+    fn output_plan(&self, table: &Table) -> Result<crate::scan::ScanPlan> {
+        let mut planned = Vec::with_capacity(self.outputs.len());
+        for (spec_id, f) in &self.outputs {
+            let spec = table
+                .metadata()
+                .partition_spec_by_id(*spec_id)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::corrupt(format!("written file names unknown spec {spec_id}"))
+                })?;
+            planned.push(PlannedFile {
+                file: (*f).clone(),
+                spec,
+                partition: f.partition().clone(),
+                sequence_number: 0,
+                deletes: Vec::new(),
+                first_row_id: None,
+            });
+        }
+        Scan::plan_of_files(table, planned)
+    }
+
+    /// A scan of `table` returning rows' identities (v3: the row id only).
+    fn identity_scan(&self, table: &Table) -> Scan {
+        if self.v3 {
+            Scan::new(table).in_current_schema().select(["_row_id"])
+        } else {
+            Scan::new(table).in_current_schema()
+        }
+    }
+
+    /// Carries the deletes committed since the plan, as the table is now. `None`: there is
+    /// nothing to carry, or it cannot be carried (the conflict stands).
+    pub(crate) async fn carry(&mut self) -> Result<Option<Carried>> {
+        let latest = self
+            .base
+            .same_branch(self.catalog.load_table(self.base.ident()).await?)?;
+        let paths = self.rewritten.clone();
+        let now = input_deletes(&latest, None, &paths).await?;
+        if now.len() != paths.len() {
             return Ok(None);
         }
-        if !t.positions.is_subset(&n.positions) {
-            return Ok(None);
+        if self.then.is_none() {
+            self.then = Some(input_deletes(self.base, Some(self.plan_snapshot), &paths).await?);
         }
-        let d = &n.positions - &t.positions;
-        if !d.is_empty() {
-            newly.push((n, d));
-        }
-    }
-    if newly.is_empty() {
-        return Ok(None);
-    }
-    let v3 = latest.metadata().format_version() >= FormatVersion::V3;
-    let scan = if v3 {
-        Scan::new(&latest).in_current_schema().with_row_lineage()
-    } else {
-        Scan::new(&latest).in_current_schema()
-    };
-    // The identities of the rows deleted since the plan, with how many of each.
-    let inputs: Vec<PlannedFile> = newly.iter().map(|(n, _)| n.file.clone()).collect();
-    let plan = Scan::plan_of_files(&latest, inputs)?;
-    let mut identity = Identity {
-        v3,
-        converter: None,
-    };
-    let mut wanted: HashMap<Vec<u8>, u64> = HashMap::new();
-    let mut stream = scan.read_positioned(plan, true)?;
-    while let Some(item) = stream.next().await {
-        let (j, (batch, positions)) = item?;
-        let positions =
-            positions.ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
-        let deleted = &newly[j].1;
-        let Some(keys) = identity.keys(&batch) else {
-            return Ok(None);
-        };
-        for (r, key) in keys.into_iter().enumerate() {
-            if deleted.contains(positions.value(r)) {
-                *wanted.entry(key).or_default() += 1;
+        let then = self
+            .then
+            .as_ref()
+            .ok_or_else(|| Error::io("carry: no plan state"))?;
+        let mut newly: Vec<(&InputDeletes, RoaringTreemap)> = Vec::new();
+        for (path, n) in &now {
+            let Some(t) = then.get(path) else {
+                return Ok(None);
+            };
+            if !self.ignore_equality_deletes && !n.equality.is_subset(&t.equality) {
+                return Ok(None);
+            }
+            if !t.positions.is_subset(&n.positions) {
+                return Ok(None);
+            }
+            let d = &n.positions - &t.positions;
+            if !d.is_empty() {
+                newly.push((n, d));
             }
         }
-    }
-    drop(stream);
-    let rows: u64 = newly.iter().map(|(_, d)| d.len()).sum();
-    if wanted.values().sum::<u64>() != rows {
-        return Ok(None);
-    }
-    // Where those rows are in the written files.
-    let outputs: Vec<(i32, &DataFile)> = written
-        .iter()
-        .flat_map(|(spec, files)| files.iter().map(move |f| (*spec, f)))
-        .collect();
-    let mut planned = Vec::with_capacity(outputs.len());
-    for (spec_id, f) in &outputs {
-        let spec = latest
-            .metadata()
-            .partition_spec_by_id(*spec_id)
-            .cloned()
-            .ok_or_else(|| Error::corrupt(format!("written file names unknown spec {spec_id}")))?;
-        planned.push(PlannedFile {
-            file: (*f).clone(),
-            spec,
-            partition: f.partition().clone(),
-            sequence_number: 0,
-            deletes: Vec::new(),
-            first_row_id: None,
-        });
-    }
-    let plan = Scan::plan_of_files(&latest, planned)?;
-    let mut found: Vec<RoaringTreemap> = vec![RoaringTreemap::new(); outputs.len()];
-    let mut left = rows;
-    let mut stream = scan.read_positioned(plan, true)?;
-    while let Some(item) = stream.next().await {
-        let (j, (batch, positions)) = item?;
-        let positions =
-            positions.ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
-        let Some(keys) = identity.keys(&batch) else {
+        if newly.is_empty() {
             return Ok(None);
+        }
+        let mut identity = Identity {
+            v3: self.v3,
+            converter: None,
         };
-        for (r, key) in keys.into_iter().enumerate() {
-            if let Some(n) = wanted.get_mut(&key) {
-                if *n > 0 {
-                    *n -= 1;
-                    left -= 1;
-                    found[j].insert(positions.value(r));
+        // The identities of the rows deleted since the plan: read for the positions not
+        // looked up in an earlier round.
+        let missing: Vec<(PlannedFile, RoaringTreemap)> = newly
+            .iter()
+            .filter_map(|(n, d)| {
+                let known = self.known.get(n.file.file.file_path());
+                let m: RoaringTreemap = d
+                    .iter()
+                    .filter(|p| known.is_none_or(|k| !k.contains_key(p)))
+                    .collect();
+                (!m.is_empty()).then(|| (n.file.clone(), m))
+            })
+            .collect();
+        if !missing.is_empty() {
+            let inputs: Vec<PlannedFile> = missing.iter().map(|(f, _)| f.clone()).collect();
+            let plan = Scan::plan_of_files(&latest, inputs)?;
+            let mut stream = self.identity_scan(&latest).read_positioned(plan, true)?;
+            while let Some(item) = stream.next().await {
+                let (j, (batch, positions)) = item?;
+                let positions = positions
+                    .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+                let (file, wanted) = &missing[j];
+                let Some(keys) = identity.keys(&batch) else {
+                    return Ok(None);
+                };
+                let known = self
+                    .known
+                    .entry(file.file.file_path().to_string())
+                    .or_default();
+                for (r, key) in keys.into_iter().enumerate() {
+                    let p = positions.value(r);
+                    if wanted.contains(p) {
+                        known.insert(p, key);
+                    }
                 }
             }
         }
-    }
-    drop(stream);
-    if left != 0 {
-        return Ok(None);
-    }
-    // Delete files for the written files that hold such rows.
-    let mut writer = DeleteFileWriter::new(&latest)?;
-    let mut add = Vec::new();
-    let result = async {
-        if v3 {
-            let vectors: Vec<(&DataFile, i32, RoaringTreemap)> = outputs
-                .iter()
-                .zip(&found)
-                .filter(|(_, p)| !p.is_empty())
-                .map(|((spec, f), p)| (*f, *spec, p.clone()))
-                .collect();
-            let files = writer.write_deletion_vectors(&vectors).await?;
-            for ((_, spec, _), d) in vectors.iter().zip(files) {
-                add.push((*spec, d));
+        let mut wanted: HashMap<Vec<u8>, u64> = HashMap::new();
+        let mut rows = 0u64;
+        for (n, d) in &newly {
+            let Some(known) = self.known.get(n.file.file.file_path()) else {
+                return Ok(None);
+            };
+            for p in d {
+                let Some(key) = known.get(&p) else {
+                    return Ok(None);
+                };
+                *wanted.entry(key.clone()).or_default() += 1;
+                rows += 1;
+            }
+        }
+        // Where those rows are in the written files.
+        let mut found: Vec<RoaringTreemap> = vec![RoaringTreemap::new(); self.outputs.len()];
+        if self.v3 {
+            if self.row_ids.is_none() {
+                let plan = self.output_plan(&latest)?;
+                let mut ids = Vec::new();
+                let mut stream = self.identity_scan(&latest).read_positioned(plan, true)?;
+                while let Some(item) = stream.next().await {
+                    let (j, (batch, positions)) = item?;
+                    let positions = positions.ok_or_else(|| {
+                        Error::io("row positions were not returned by the reader")
+                    })?;
+                    let Some(col) = batch
+                        .column_by_name("_row_id")
+                        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+                        .filter(|c| c.null_count() == 0)
+                    else {
+                        return Ok(None);
+                    };
+                    let j = u32::try_from(j).map_err(|_| Error::io("too many written files"))?;
+                    ids.extend(
+                        col.values()
+                            .iter()
+                            .enumerate()
+                            .map(|(r, id)| (*id, j, positions.value(r))),
+                    );
+                }
+                ids.sort_unstable();
+                self.row_ids = Some(ids);
+            }
+            let ids = self.row_ids.as_deref().unwrap_or_default();
+            for (key, n) in &wanted {
+                let Ok(bytes) = <[u8; 8]>::try_from(key.as_slice()) else {
+                    return Ok(None);
+                };
+                let id = i64::from_le_bytes(bytes);
+                let from = ids.partition_point(|e| e.0 < id);
+                let run: Vec<_> = ids[from..].iter().take_while(|e| e.0 == id).collect();
+                if (run.len() as u64) < *n {
+                    return Ok(None);
+                }
+                for e in run.into_iter().take(*n as usize) {
+                    found[e.1 as usize].insert(e.2);
+                }
             }
         } else {
-            for ((spec_id, f), p) in outputs.iter().zip(&found) {
-                if p.is_empty() {
-                    continue;
+            let plan = self.output_plan(&latest)?;
+            let mut left = rows;
+            let mut stream = self.identity_scan(&latest).read_positioned(plan, true)?;
+            while let Some(item) = stream.next().await {
+                let (j, (batch, positions)) = item?;
+                let positions = positions
+                    .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+                let Some(keys) = identity.keys(&batch) else {
+                    return Ok(None);
+                };
+                for (r, key) in keys.into_iter().enumerate() {
+                    if let Some(n) = wanted.get_mut(&key) {
+                        if *n > 0 {
+                            *n -= 1;
+                            left -= 1;
+                            found[j].insert(positions.value(r));
+                        }
+                    }
                 }
-                let spec = latest
-                    .metadata()
-                    .partition_spec_by_id(*spec_id)
-                    .cloned()
-                    .ok_or_else(|| Error::corrupt(format!("unknown spec {spec_id}")))?;
-                let d = writer
-                    .write_position_deletes(
-                        &spec,
-                        f.partition(),
-                        &[(f.file_path().to_string(), p.clone())],
-                    )
-                    .await?;
-                add.push((*spec_id, d));
+            }
+            if left != 0 {
+                return Ok(None);
             }
         }
-        Ok::<_, Error>(())
-    }
-    .await;
-    if let Err(e) = result {
-        for p in writer.written() {
-            let _ = latest.storage().delete(p).await;
+        let outputs = &self.outputs;
+        let v3 = self.v3;
+        // Delete files for the written files that hold such rows.
+        let mut writer = DeleteFileWriter::new(&latest)?;
+        let mut add = Vec::new();
+        let result = async {
+            if v3 {
+                let vectors: Vec<(&DataFile, i32, RoaringTreemap)> = outputs
+                    .iter()
+                    .zip(&found)
+                    .filter(|(_, p)| !p.is_empty())
+                    .map(|((spec, f), p)| (*f, *spec, p.clone()))
+                    .collect();
+                let files = writer.write_deletion_vectors(&vectors).await?;
+                for ((_, spec, _), d) in vectors.iter().zip(files) {
+                    add.push((*spec, d));
+                }
+            } else {
+                for ((spec_id, f), p) in outputs.iter().zip(&found) {
+                    if p.is_empty() {
+                        continue;
+                    }
+                    let spec = latest
+                        .metadata()
+                        .partition_spec_by_id(*spec_id)
+                        .cloned()
+                        .ok_or_else(|| Error::corrupt(format!("unknown spec {spec_id}")))?;
+                    let d = writer
+                        .write_position_deletes(
+                            &spec,
+                            f.partition(),
+                            &[(f.file_path().to_string(), p.clone())],
+                        )
+                        .await?;
+                    add.push((*spec_id, d));
+                }
+            }
+            Ok::<_, Error>(())
         }
-        return Err(e);
+        .await;
+        if let Err(e) = result {
+            for p in writer.written() {
+                let _ = latest.storage().delete(p).await;
+            }
+            return Err(e);
+        }
+        let (remove, removed_delete_files) =
+            removed_with_their_deletes(now.values().map(|n| &n.file));
+        Ok(Some(Carried {
+            table: latest,
+            remove,
+            removed_delete_files,
+            add,
+        }))
     }
-    let (remove, removed_delete_files) = removed_with_their_deletes(now.values().map(|n| &n.file));
-    Ok(Some(Carried {
-        table: latest,
-        remove,
-        removed_delete_files,
-        add,
-    }))
 }

@@ -15,7 +15,7 @@ use iceberg::expr::{Bind, Predicate};
 use iceberg::spec::Operation;
 use serde::{Deserialize, Serialize};
 
-use super::carry_deletes::carry_deletes;
+use super::carry_deletes::Carrier;
 use super::dangling::remove_dangling_deletes;
 use super::rewrite_plan::{plan_groups, removed_with_their_deletes, RewriteOptions};
 use crate::catalog::Catalog;
@@ -701,7 +701,7 @@ async fn commit_files(
 }
 
 /// After a rewrite's commit lost to deletes committed to its input files, carries those
-/// deletes onto the written files ([`carry_deletes`]) and commits on the newer state, a few
+/// deletes onto the written files ([`Carrier`]) and commits on the newer state, a few
 /// times while the writer keeps winning; `lost` when they cannot be carried.
 async fn commit_carrying_deletes(
     catalog: &Catalog,
@@ -715,16 +715,16 @@ async fn commit_carrying_deletes(
     let mut last = lost;
     // Maintenance (a patient handle) keeps trying while a busy writer keeps winning.
     let rounds = if table.is_patient() { 16 } else { 4 };
+    let mut carrier = Carrier::new(
+        catalog,
+        table,
+        plan.snapshot_id,
+        rewritten,
+        written,
+        plan.use_starting_sequence_number,
+    );
     for _ in 0..rounds {
-        let carried = carry_deletes(
-            catalog,
-            table,
-            plan.snapshot_id,
-            rewritten,
-            written,
-            plan.use_starting_sequence_number,
-        )
-        .await;
+        let carried = carrier.carry().await;
         let c = match carried {
             Ok(Some(c)) => c,
             Ok(None) => return Err(last),

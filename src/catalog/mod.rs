@@ -22,6 +22,30 @@ use crate::spec::{FormatVersion, Schema, SortOrder, TableIdent, TableMetadata};
 use crate::storage::{self, Storage};
 use crate::table::{check_ident, check_namespace, ident_name, read_metadata, Table};
 
+static COMMITS_IN_FLIGHT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Catalog commits (pointer swaps) under way in this process. A program stopping on a
+/// signal can let them end first: a swap cut off may or may not have landed.
+pub fn commits_in_flight() -> usize {
+    COMMITS_IN_FLIGHT.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Counts one commit under way while it lives.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> Self {
+        COMMITS_IN_FLIGHT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        COMMITS_IN_FLIGHT.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// The outcome of one attempt to swap a table's metadata pointer.
 #[derive(Debug)]
 pub enum CommitOutcome {
@@ -845,6 +869,7 @@ impl Catalog {
 
     /// Swaps `base`'s pointer to `new` metadata: the catalog's compare-and-swap.
     pub async fn commit(&self, base: &Table, new: TableMetadata) -> CommitOutcome {
+        let _in_flight = InFlight::enter();
         let ident = base.ident().clone();
         match &self.backend {
             Backend::Sql(b) => {

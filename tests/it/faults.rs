@@ -616,3 +616,115 @@ fn a_locked_sqlite_catalog_is_a_retryable_error() {
     let n = ok(&wh, &["scan", "db.t", "--format", "json"]);
     assert_eq!(n.lines().filter(|l| !l.trim().is_empty()).count(), 5);
 }
+
+/// `scan -o FILE` stopped by Ctrl-C (SIGINT) mid-write leaves no file, partial or final, and an
+/// existing FILE as it was; it says on stderr that it was interrupted and exits 130. An
+/// `append` interrupted the same way commits all its rows or none, as its message says.
+#[test]
+fn an_interrupted_command_leaves_no_partial_output_and_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(&wh, &["create", "db.big", "--schema", "id long, v string"]);
+    let csv = ids_csv(d.path(), "big.csv", 0, 400_000);
+    ok(&wh, &["append", "db.big", &csv]);
+    let out = d.path().join("out.csv");
+    std::fs::write(&out, "kept\n").unwrap();
+    let partial_exists = || {
+        std::fs::read_dir(d.path()).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("floe-partial")
+        })
+    };
+    let mut interrupted = 0;
+    for attempt in 0..5 {
+        let mut child = floe_cmd()
+            .arg("--warehouse")
+            .arg(&wh)
+            .args(["scan", "db.big", "--format", "csv", "-o"])
+            .arg(&out)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Signal once the output is being written.
+        let started = std::time::Instant::now();
+        while !partial_exists() && started.elapsed() < std::time::Duration::from_secs(60) {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            !partial_exists(),
+            "attempt {attempt}: a partial file is left"
+        );
+        if o.status.code() == Some(130) {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("interrupted (Ctrl-C)") && err.contains("nothing was committed"),
+                "{err}"
+            );
+            assert_eq!(std::fs::read_to_string(&out).unwrap(), "kept\n");
+            interrupted += 1;
+        } else {
+            // The scan won the race: the whole output, then.
+            assert!(o.status.success(), "{}", text(&o));
+            let body = std::fs::read_to_string(&out).unwrap();
+            assert_eq!(body.lines().count(), 400_001);
+            std::fs::write(&out, "kept\n").unwrap();
+        }
+    }
+    assert!(interrupted > 0, "no run was interrupted mid-write");
+
+    // An interrupted append: all of its rows or none, as its message says.
+    use std::os::unix::process::ExitStatusExt;
+    let libc_sigint = || 2;
+    let count = || -> u64 {
+        let o = ok(&wh, &["scan", "db.big", "--count", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+        v["record_count"].as_u64().unwrap()
+    };
+    let more = ids_csv(d.path(), "more.csv", 400_000, 200_000);
+    for delay_ms in [0u64, 20, 60, 150, 400] {
+        let before = count();
+        let child = floe_cmd()
+            .arg("--warehouse")
+            .arg(&wh)
+            .args(["append", "db.big", &more])
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        let after = count();
+        match o.status.code() {
+            Some(0) => assert_eq!(after, before + 200_000, "{}", text(&o)),
+            Some(130) if err.contains("nothing was committed") => {
+                assert_eq!(after, before, "{}", text(&o))
+            }
+            Some(130) if err.contains("may have landed") => assert!(
+                after == before || after == before + 200_000,
+                "{after} rows after {before}: {}",
+                text(&o)
+            ),
+            // Killed by the signal before its handler was installed (the first
+            // milliseconds): nothing had begun.
+            None if o.status.signal() == Some(libc_sigint()) => {
+                assert_eq!(after, before, "{}", text(&o))
+            }
+            _ => panic!("after {delay_ms} ms: {}", text(&o)),
+        }
+    }
+}

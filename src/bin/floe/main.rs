@@ -199,6 +199,19 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // `sink` and `maintain` stop on signals themselves (at a batch or step boundary).
+    let own_signals = matches!(cli.cmd, Cmd::Sink(_) | Cmd::Maintain(_));
+    if !own_signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        // Installed before the command starts, so no signal comes before them.
+        let _entered = rt.enter();
+        if let (Ok(term), Ok(int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            rt.spawn(exit_on_signals(term, int));
+        }
+    }
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -216,6 +229,37 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// Ends the process on Ctrl-C / SIGTERM, saying so on stderr (exit 130). It runs on a
+/// worker thread of the runtime, so a signal is seen while the command is busy. A catalog
+/// commit under way when the signal comes is let finish (up to 30 s): cut off, it might or
+/// might not land. The command's partial output file is removed; data files it wrote and
+/// did not commit are orphans (`remove-orphan-files`).
+async fn exit_on_signals(
+    mut term: tokio::signal::unix::Signal,
+    mut int: tokio::signal::unix::Signal,
+) {
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "Ctrl-C",
+    };
+    if floe::catalog::commits_in_flight() > 0 {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        while floe::catalog::commits_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        eprintln!(
+            "interrupted ({name}) after a commit that was under way had ended: it may have \
+             landed; `floe snapshots TABLE` shows the table's history"
+        );
+    } else {
+        eprintln!(
+            "interrupted ({name}): stopped before the command finished; nothing was committed"
+        );
+    }
+    output::remove_partial_files();
+    std::process::exit(130);
 }
 
 /// The catalog of `--catalog` / `--warehouse`, which must exist: reading (and changing

@@ -48,16 +48,38 @@ impl Write for Stdout {
     }
 }
 
+/// Output files being written under their temporary names (removed on Ctrl-C).
+static PARTIAL: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes the output files still being written (the process is stopping on a signal).
+pub fn remove_partial_files() {
+    if let Ok(files) = PARTIAL.lock() {
+        for f in files.iter() {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+fn forget_partial(path: &str) {
+    if let Ok(mut files) = PARTIAL.lock() {
+        files.retain(|f| f != path);
+    }
+}
+
 fn io_err(e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Io, format!("writing output: {e}"))
 }
 
 /// Rows written in one output format as they arrive, so a scan's memory stays bounded by a
 /// batch (the `table` format, which sizes its columns from every row, keeps them: it shows
-/// at most `--limit` rows). A failed or abandoned write leaves no partial output file.
+/// at most `--limit` rows). A file is written under a temporary name beside it and renamed
+/// when complete, so a failed, abandoned or interrupted write (Ctrl-C drops the writer) leaves
+/// no partial output file and an existing file as it was.
 pub struct BatchWriter {
     format: Format,
     out: Option<String>,
+    /// The temporary file being written (renamed to `out` when finished).
+    partial: Option<String>,
     /// The columns when no row comes (a table header, a CSV header line, a Parquet schema).
     schema: arrow::datatypes::SchemaRef,
     open: Option<Open>,
@@ -86,19 +108,49 @@ impl BatchWriter {
         Ok(Self {
             format,
             out: out.map(str::to_string),
+            partial: None,
             schema,
             open: None,
             table_rows: Vec::new(),
         })
     }
 
-    fn sink(&self) -> Result<Box<dyn Write + Send>> {
+    fn sink(&mut self) -> Result<Box<dyn Write + Send>> {
         Ok(match &self.out {
-            Some(p) => Box::new(std::io::BufWriter::new(
-                std::fs::File::create(p).map_err(|e| io_err(format!("{p}: {e}")))?,
-            )),
+            Some(p) => {
+                let path = std::path::Path::new(p);
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .ok_or_else(|| io_err(format!("{p}: not a file name")))?;
+                let partial = path
+                    .with_file_name(format!(".{name}.floe-partial-{}", std::process::id()))
+                    .to_string_lossy()
+                    .to_string();
+                if let Ok(mut files) = PARTIAL.lock() {
+                    files.push(partial.clone());
+                }
+                let f = std::fs::File::create(&partial).map_err(|e| {
+                    forget_partial(&partial);
+                    io_err(format!("{p}: {e}"))
+                })?;
+                self.partial = Some(partial);
+                Box::new(std::io::BufWriter::new(f))
+            }
             None => Box::new(std::io::BufWriter::new(Stdout)),
         })
+    }
+
+    /// Moves the finished temporary file to its name.
+    fn publish(&mut self) -> Result<()> {
+        if let (Some(partial), Some(out)) = (self.partial.take(), &self.out) {
+            forget_partial(&partial);
+            std::fs::rename(&partial, out).map_err(|e| {
+                let _ = std::fs::remove_file(&partial);
+                io_err(format!("{out}: {e}"))
+            })?;
+        }
+        Ok(())
     }
 
     /// Writes `b` (the first batch opens the output with its schema).
@@ -170,28 +222,40 @@ impl BatchWriter {
             let s = arrow::util::pretty::pretty_format_batches(&rows).map_err(io_err)?;
             let mut sink = self.sink()?;
             writeln!(sink, "{s}").map_err(io_err)?;
-            return sink.flush().map_err(io_err);
+            sink.flush().map_err(io_err)?;
+            drop(sink);
+            return self.publish();
         }
         if self.open.is_none() {
             self.write_inner(&RecordBatch::new_empty(self.schema.clone()))?;
         }
         match self.open.take() {
-            Some(Open::Csv(w)) => w.into_inner().flush().map_err(io_err),
+            Some(Open::Csv(w)) => w.into_inner().flush().map_err(io_err)?,
             Some(Open::Json(mut w)) => {
                 w.finish().map_err(io_err)?;
-                w.into_inner().flush().map_err(io_err)
+                w.into_inner().flush().map_err(io_err)?
             }
-            Some(Open::Parquet(w)) => w.close().map(|_| ()).map_err(io_err),
-            None => Ok(()),
+            Some(Open::Parquet(w)) => w.close().map(|_| ()).map_err(io_err)?,
+            None => {}
         }
+        self.publish()
     }
 
-    /// Drops what was written to a file (after a failed read).
+    /// Drops what was written to a file (after a failed read); an existing file of that
+    /// name is left as it was.
     pub fn abandon(&mut self) {
         self.open = None;
-        if let Some(p) = &self.out {
+        if let Some(p) = self.partial.take() {
+            forget_partial(&p);
             let _ = std::fs::remove_file(p);
         }
+    }
+}
+
+impl Drop for BatchWriter {
+    /// An unfinished write (an error, or Ctrl-C dropping the command) leaves no file.
+    fn drop(&mut self) {
+        self.abandon();
     }
 }
 

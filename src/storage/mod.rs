@@ -4,6 +4,7 @@
 //! delete) and also plugs into the `iceberg` crate's `FileIO`, so its manifest readers and
 //! writers use the same stores.
 
+mod durable;
 mod iceberg_io;
 mod location;
 mod memo;
@@ -24,6 +25,7 @@ use crate::error::{Error, ErrorKind, Result};
 use std::collections::HashMap;
 
 #[doc(hidden)]
+pub use durable::FSYNC_ENV;
 pub use location::check as check_location;
 pub(crate) use location::{check_store, s3_parts, to_uri};
 pub use location::{join, local_path, scheme};
@@ -45,7 +47,8 @@ pub struct ObjectInfo {
 /// tables.
 #[derive(Clone, Debug)]
 pub struct Storage {
-    local: Arc<LocalFileSystem>,
+    /// The local file system (writes synced to disk unless `FLOE_FSYNC=0`).
+    local: Arc<dyn ObjectStore>,
     /// How `s3://` buckets are reached, or why the environment could not be read (reported
     /// when an S3 location is used).
     s3: Arc<std::result::Result<S3Options, String>>,
@@ -88,7 +91,13 @@ impl Storage {
 
     fn with_s3_result(s3: std::result::Result<S3Options, String>) -> Self {
         Self {
-            local: Arc::new(LocalFileSystem::new()),
+            local: if durable::enabled() {
+                Arc::new(durable::Durable {
+                    inner: Arc::new(LocalFileSystem::new()),
+                })
+            } else {
+                Arc::new(LocalFileSystem::new())
+            },
             s3: Arc::new(s3),
             #[cfg(test)]
             buckets: HashMap::new(),

@@ -406,6 +406,9 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) ->
     });
     let started = Instant::now();
     let mut latencies = Vec::new();
+    // Commit latencies by how the sink found the stored rows (its key index as kept,
+    // caught up after a compaction, or built again).
+    let mut by_lookup: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     let mut lines = Vec::with_capacity(changes);
     let (mut first_shape, mut first_wall) = (Shape::default(), 0.0);
     let mut sent = 0;
@@ -429,6 +432,8 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) ->
         // Wait until the sink has committed every change sent.
         while let Ok(doc) = rx.recv_timeout(Duration::from_secs(600)) {
             latencies.push(doc["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / 1e3);
+            let how = doc["lookup"].as_str().unwrap_or("?").to_string();
+            by_lookup.entry(how).or_default().push(*latencies.last().unwrap());
             if doc["checkpoint"].as_i64() == Some(model.lsn) {
                 break;
             }
@@ -481,6 +486,15 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) ->
     println!("                      first {w:<5}   last {w:<5}   last/first");
     latency_line("commit", &latencies[..w], &latencies[n - w..]);
     print_shapes(&first_shape, &last_shape);
+    for (how, l) in &mut by_lookup {
+        l.sort_by(f64::total_cmp);
+        println!(
+            "  lookup {how:<16} {:>5} commits, p50 {:.1} ms, max {:.1} ms",
+            l.len(),
+            l[l.len() / 2] * 1e3,
+            l[l.len() - 1] * 1e3
+        );
+    }
     println!(
         "  peak RSS: sink {:.0} MB, maintain {:.0} MB; maintain: {passes} passes, \
          {compactions} compactions, {maint_failed} failed steps",
@@ -525,6 +539,9 @@ async fn wrong_rows(t: &Table, live: &HashMap<i64, (i64, String)>) -> usize {
 
 async fn append_soak(wh: &Path, cat: &Catalog, scratch: &Path) {
     let appends = env_usize("FLOE_SOAK_APPENDS", 1_000);
+    if appends == 0 {
+        return;
+    }
     let window = (appends / 4).clamp(1, 1_000);
     let name = "db.appends";
     let mut c = TableCreation::new(parse_schema("id long, v string").unwrap());

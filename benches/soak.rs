@@ -433,7 +433,10 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) ->
         while let Ok(doc) = rx.recv_timeout(Duration::from_secs(600)) {
             latencies.push(doc["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / 1e3);
             let how = doc["lookup"].as_str().unwrap_or("?").to_string();
-            by_lookup.entry(how).or_default().push(*latencies.last().unwrap());
+            by_lookup
+                .entry(how)
+                .or_default()
+                .push(*latencies.last().unwrap());
             if doc["checkpoint"].as_i64() == Some(model.lsn) {
                 break;
             }

@@ -201,6 +201,16 @@ impl Binned<Box<[u8]>> {
     }
 }
 
+/// A scan of the key and version columns of `table` at `snapshot_id`.
+fn key_scan(table: &Table, spec: &KeyedSpec, snapshot_id: i64) -> Scan {
+    let mut columns = spec.key.clone();
+    columns.extend(spec.version.clone());
+    Scan::new(table)
+        .snapshot(SnapshotSelector::Id(snapshot_id))
+        .in_current_schema()
+        .select(columns)
+}
+
 /// The index of one state of a keyed table.
 #[derive(Debug)]
 pub(crate) struct KeyIndex {
@@ -255,22 +265,9 @@ impl KeyIndex {
         let Some(snapshot_id) = index.snapshot_id else {
             return Ok(index);
         };
-        let mut columns = spec.key.clone();
-        columns.extend(spec.version.clone());
-        let scan = Scan::new(table)
-            .snapshot(SnapshotSelector::Id(snapshot_id))
-            .in_current_schema()
-            .select(columns);
+        let scan = key_scan(table, spec, snapshot_id);
         let plan = scan.plan().await?;
-        let paths: Vec<String> = plan
-            .files
-            .iter()
-            .map(|f| f.file.file_path().to_string())
-            .collect();
-        let ids = paths
-            .iter()
-            .map(|p| index.file_id(table, p))
-            .collect::<Result<Vec<u32>>>()?;
+        let ids = index.file_ids(table, &plan)?;
         // Sized once for the rows the plan may return (no rehashing of a large map, no
         // regrowing of the collected entries); the counts come from manifests, so the hint
         // is capped and may fail harmlessly.
@@ -385,12 +382,7 @@ impl KeyIndex {
             let Some(snapshot_id) = current else {
                 return Ok(None);
             };
-            let mut columns = spec.key.clone();
-            columns.extend(spec.version.clone());
-            let scan = Scan::new(table)
-                .snapshot(SnapshotSelector::Id(snapshot_id))
-                .in_current_schema()
-                .select(columns);
+            let scan = key_scan(table, spec, snapshot_id);
             let mut plan = scan.plan().await?;
             let live: std::collections::HashSet<&str> =
                 plan.files.iter().map(|f| f.file.file_path()).collect();
@@ -406,15 +398,7 @@ impl KeyIndex {
                 Locations::Rows(m) => m.values().filter(|l| is_gone(l.file)).count(),
             };
             plan.retain(|f| !self.file_ids.contains_key(f.file.file_path()));
-            let paths: Vec<String> = plan
-                .files
-                .iter()
-                .map(|f| f.file.file_path().to_string())
-                .collect();
-            let ids = paths
-                .iter()
-                .map(|p| self.file_id(table, p))
-                .collect::<Result<Vec<u32>>>()?;
+            let ids = self.file_ids(table, &plan)?;
             let mut moved_rows = 0usize;
             let mut stream = scan.read_positioned(plan, true)?;
             while let Some(item) = stream.next().await {
@@ -424,36 +408,16 @@ impl KeyIndex {
                 let file = *ids
                     .get(j)
                     .ok_or_else(|| Error::io("the reader returned a file that was not planned"))?;
-                let (keys, versions) = key_and_version(spec, &batch)?;
-                let loc = |r: usize| Loc {
-                    file,
-                    pos: positions.value(r),
-                    version: version_at(&versions, r),
-                };
-                if let Some(last) = batch.num_rows().checked_sub(1) {
-                    check_position(positions.value(last))?;
-                }
                 // Every row read was a row of a removed file: its key's entry moves.
-                let mut from_gone = true;
-                match &mut self.locs {
-                    Locations::Long(m) => {
-                        let k = long_key(&keys[0])?;
-                        for r in 0..k.len() {
-                            from_gone &= m
-                                .insert(k.value(r), loc(r))
-                                .is_some_and(|l| is_gone(l.file));
-                        }
-                    }
-                    Locations::Rows(m) => {
-                        let rows = conv.convert_columns(&keys)?;
-                        for r in 0..rows.num_rows() {
-                            from_gone &= m
-                                .insert(rows.row(r).as_ref().into(), loc(r))
-                                .is_some_and(|l| is_gone(l.file));
-                        }
-                    }
-                }
-                if !from_gone {
+                let moved = self.put_rows(
+                    spec,
+                    conv,
+                    &batch,
+                    file,
+                    |r| positions.value(r),
+                    |old| old.is_some_and(|l| is_gone(l.file)),
+                )?;
+                if moved != batch.num_rows() {
                     return Ok(None);
                 }
                 moved_rows += batch.num_rows();
@@ -470,6 +434,14 @@ impl KeyIndex {
         }
         self.snapshot_id = current;
         Ok(Some(self))
+    }
+
+    /// The ids of the planned files, in plan order (new ids for files not seen before).
+    fn file_ids(&mut self, table: &Table, plan: &crate::scan::ScanPlan) -> Result<Vec<u32>> {
+        plan.files
+            .iter()
+            .map(|f| self.file_id(table, f.file.file_path()))
+            .collect()
     }
 
     /// The id of data file `path`; an error past the ids a [`LongMap`] can hold.
@@ -762,7 +734,14 @@ impl KeyIndex {
             for b in batches {
                 let first = next;
                 next += b.num_rows() as u64;
-                overwritten += self.put_rows(spec, conv, b, file, first)?;
+                overwritten += self.put_rows(
+                    spec,
+                    conv,
+                    b,
+                    file,
+                    |r| first + r as u64,
+                    |old| old.is_some(),
+                )?;
             }
         }
         // Every replaced key that was not deleted is in the added files once, and no other
@@ -782,25 +761,28 @@ impl KeyIndex {
         Ok(())
     }
 
-    /// Indexes the rows of `batch` (key columns and the version, by name), rows
-    /// `first..` of file `file`, over any entries of the same keys; returns how many
-    /// entries were overwritten.
+    /// Indexes the rows of `batch` (key columns and the version, by name) of file `file`
+    /// at `position(r)`, over any entries of the same keys; returns how many rows `counted`
+    /// says yes to, given the entry each one replaced.
     fn put_rows(
         &mut self,
         spec: &KeyedSpec,
         conv: &RowConverter,
         batch: &RecordBatch,
         file: u32,
-        first: u64,
+        position: impl Fn(usize) -> u64,
+        counted: impl Fn(Option<Loc>) -> bool,
     ) -> Result<usize> {
         let (keys, versions) = key_and_version(spec, batch)?;
-        check_position(first + batch.num_rows() as u64)?;
+        if let Some(last) = batch.num_rows().checked_sub(1) {
+            check_position(position(last))?;
+        }
         let loc = |r: usize| Loc {
             file,
-            pos: first + r as u64,
+            pos: position(r),
             version: version_at(&versions, r),
         };
-        let mut overwritten = 0;
+        let mut n = 0;
         match &mut self.locs {
             Locations::Long(m) => {
                 let k = long_key(&keys[0])?;
@@ -809,19 +791,18 @@ impl KeyIndex {
                     if r + PREFETCH_AHEAD < k.len() {
                         m.prefetch(k.value(r + PREFETCH_AHEAD));
                     }
-                    overwritten += usize::from(m.insert(k.value(r), loc(r)).is_some());
+                    n += usize::from(counted(m.insert(k.value(r), loc(r))));
                 }
             }
             Locations::Rows(m) => {
                 let rows = conv.convert_columns(&keys)?;
                 m.reserve(rows.num_rows());
                 for r in 0..rows.num_rows() {
-                    overwritten +=
-                        usize::from(m.insert(rows.row(r).as_ref().into(), loc(r)).is_some());
+                    n += usize::from(counted(m.insert(rows.row(r).as_ref().into(), loc(r))));
                 }
             }
         }
-        Ok(overwritten)
+        Ok(n)
     }
 
     /// Whether the index reflects `table` as it is now.

@@ -87,6 +87,7 @@ pub mod expr;
 pub mod ingest;
 pub mod keyed;
 pub mod maintenance;
+pub mod pending;
 pub mod progress;
 pub mod scan;
 pub mod spec;

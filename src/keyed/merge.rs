@@ -132,7 +132,7 @@ fn partials(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Re
 /// key in the table's columns, the functions' states included, without reading the table:
 /// what [`super::upsert`] with [`UpsertOptions::pre_folded`] takes. Merging is associative,
 /// so the tasks' rows folded in task order equal the whole batch folded at once. The
-/// `replace` engine stages instead ([`super::stage_upsert`]); `partial-update` with a version
+/// `replace` engine stages instead ([`crate::pending::stage_upsert`]); `partial-update` with a version
 /// column is refused (a row folded from versions 1 and 5 cannot later take version 3's
 /// values in between).
 pub async fn pre_fold(table: &Table, changes: &ChangeBatch) -> Result<RecordBatch> {

@@ -46,12 +46,10 @@ pub use batch::{ChangeBatch, UpsertOptions, UpsertResult};
 pub use checkpoint::committed_checkpoint;
 pub(crate) use fold::latest_rows;
 pub use merge::pre_fold;
-pub use shards::{
-    discard_staged_shards, stage_merged_upsert, stage_shards, StagedShards, MAX_SHARDS,
-};
-pub use staged::{
-    commit_staged_upserts, discard_staged_upserts, stage_upsert, MergedOnto, StagedUpsert,
-};
+pub(crate) use shards::{stage_merged_upsert, stage_shards};
+pub use shards::{StagedShards, MAX_SHARDS};
+pub(crate) use staged::{commit_staged_upserts, stage_upsert};
+pub use staged::{MergedOnto, StagedUpsert};
 pub use tombstones::{
     expire_tombstones, merge_tombstones, tombstones, ExpireTombstonesResult, TombstoneReport,
 };

@@ -31,7 +31,7 @@ use crate::txn::StagingJob;
 pub const MAX_SHARDS: usize = 4096;
 
 /// One task's share of a distributed upsert into a table whose engine folds rows, split by
-/// key into shard files by [`stage_shards`] (JSON-serializable, to hand from a worker to the
+/// key into shard files by [`crate::pending::stage_shuffle`] (JSON-serializable, to hand from a worker to the
 /// driver).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -52,7 +52,7 @@ pub struct StagedShards {
 /// key, folded into one row per key first where the engine allows it ([`super::pre_fold`]);
 /// every name is tagged with `job`. Nothing is committed. Only the engines that fold rows
 /// (the replace engine stages its rows directly: [`super::stage_upsert`]).
-pub async fn stage_shards(
+pub(crate) async fn stage_shards(
     table: &Table,
     changes: &ChangeBatch,
     shards: usize,
@@ -123,7 +123,7 @@ pub async fn stage_shards(
 /// the table with their key list, tagged with `job`; commits nothing. The result, committed
 /// with the other shards' by [`super::commit_staged_upserts`], commits onto that snapshot
 /// only.
-pub async fn stage_merged_upsert(
+pub(crate) async fn stage_merged_upsert(
     table: &Table,
     tasks: &[StagedShards],
     shard: usize,
@@ -194,15 +194,6 @@ pub async fn stage_merged_upsert(
         ignored: m.counts.ignored,
     };
     stage_prepared(table, &prep, job, counts, Some(onto)).await
-}
-
-/// Deletes the shard files of `tasks` (best effort): once their shards are committed, or
-/// when the upsert is given up.
-pub async fn discard_staged_shards(table: &Table, tasks: &[StagedShards]) {
-    for t in tasks {
-        let staged: Vec<String> = t.shards.iter().flatten().cloned().collect();
-        discard_locations(table, &staged).await;
-    }
 }
 
 async fn discard_locations(table: &Table, locations: &[String]) {

@@ -6,7 +6,7 @@
 //! tombstone) and commits once ([`commit_staged_upserts`]). The rows cross no process
 //! boundary: the driver reads keys and versions only, and rewrites only task files that
 //! hold rows that lost. The engines that fold rows stage the same way after a shuffle by key
-//! ([`super::stage_merged_upsert`]): their staged rows are the keys' new rows, which replace
+//! ([`crate::pending::stage_merged_upsert`]): their staged rows are the keys' new rows, which replace
 //! the stored ones, onto the snapshot they were merged with only.
 
 use std::collections::{HashMap, HashSet};
@@ -44,7 +44,7 @@ const FILE: &str = "_file";
 /// The column holding the row's position in that file.
 const POS: &str = "_pos";
 
-/// One task's share of a distributed upsert, staged by [`stage_upsert`] (JSON-serializable,
+/// One task's share of a distributed upsert, staged by [`crate::pending::stage_upsert`] (JSON-serializable,
 /// to hand from a worker to the driver).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -62,7 +62,7 @@ pub struct StagedUpsert {
     /// Its winning changes (distinct keys).
     pub keys: u64,
     /// For an engine that folds rows: the state of the table whose stored rows the task's
-    /// share was merged with (its rows are the keys' new rows, [`super::stage_merged_upsert`]);
+    /// share was merged with (its rows are the keys' new rows, [`crate::pending::stage_merged_upsert`]);
     /// `None` for the replace engine.
     #[serde(default)]
     pub merged_onto: Option<MergedOnto>,
@@ -86,7 +86,7 @@ pub struct MergedOnto {
 /// input is refused as [`super::upsert`] refuses it (columns the table lacks too: a
 /// distributed upsert does not evolve the schema). Only the replace engine: the engines that
 /// fold rows need the stored rows, which the driver alone may read consistently.
-pub async fn stage_upsert(
+pub(crate) async fn stage_upsert(
     table: &Table,
     changes: &ChangeBatch,
     job: &StagingJob,
@@ -297,7 +297,7 @@ fn key_list_schema(
 /// planning again after a concurrent commit. Afterwards nothing staged is left behind: the
 /// committed files are the table's, the rest is deleted (all of it when the batch fails or
 /// its checkpoint was committed already; none when the commit's outcome is unknown).
-pub async fn commit_staged_upserts(
+pub(crate) async fn commit_staged_upserts(
     catalog: &Catalog,
     ident: &TableIdent,
     staged: &[StagedUpsert],
@@ -343,7 +343,7 @@ pub async fn commit_staged_upserts(
 }
 
 /// Deletes what every `staged` upsert wrote (best effort).
-pub async fn discard_staged_upserts(table: &Table, staged: &[StagedUpsert]) -> Result<()> {
+pub(crate) async fn discard_staged_upserts(table: &Table, staged: &[StagedUpsert]) -> Result<()> {
     for s in staged {
         discard_staged(table, std::slice::from_ref(&s.files)).await?;
         let _ = table.storage().delete(&s.keys_location).await;

@@ -22,10 +22,10 @@ pub use lease::{default_holder, lease_holder, Lease, LeaseHolder};
 pub use maintain::{maintain, maintain_with_lease, MaintainOptions, MaintainReport, MaintainStep};
 pub use orphans::{discard_staging_job, remove_orphan_files, OrphanResult};
 pub use purge::{drop_table, DropResult};
+pub(crate) use rewrite_data_files::{commit_rewrite, commit_rewrite_groups, execute_task};
 pub use rewrite_data_files::{
-    commit_rewrite, commit_rewrite_groups, discard_task_results, execute_task, plan_rewrite,
-    rewrite_data_files, PlannedRewrite, Progress, RewritePlan, RewriteResult, RewriteTask,
-    TaskResult,
+    plan_rewrite, rewrite_data_files, PlannedRewrite, Progress, RewritePlan, RewriteResult,
+    RewriteTask, TaskResult,
 };
 pub use rewrite_deletes::{rewrite_position_delete_files, RewriteDeletesResult};
 pub use rewrite_manifests::{rewrite_manifests, RewriteManifestsResult};

@@ -142,6 +142,10 @@ pub struct TaskResult {
     pub data_files: String,
     /// How many new files.
     pub added_data_files_count: usize,
+    /// The new files' locations, known in the process that wrote them (not serialized:
+    /// [`crate::pending::PendingChange`] carries every file written).
+    #[serde(skip)]
+    pub(crate) written: Vec<String>,
 }
 
 fn cores() -> usize {
@@ -384,7 +388,7 @@ async fn rewrite_group(
 
 /// Runs one task of `plan` (in any process): rewrites its files and records the new files in
 /// an Avro file under the table's metadata directory.
-pub async fn execute_task(
+pub(crate) async fn execute_task(
     catalog: &Catalog,
     plan: &RewritePlan,
     task: &RewriteTask,
@@ -448,11 +452,15 @@ pub async fn execute_task(
         spec_id,
         data_files: path,
         added_data_files_count: files.len(),
+        written: files.iter().map(|f| f.file_path().to_string()).collect(),
     })
 }
 
 /// Commits the results of every task of one plan as one `replace` snapshot.
-pub async fn commit_rewrite(catalog: &Catalog, results: &[TaskResult]) -> Result<RewriteResult> {
+pub(crate) async fn commit_rewrite(
+    catalog: &Catalog,
+    results: &[TaskResult],
+) -> Result<RewriteResult> {
     commit_results(catalog, results, true).await
 }
 
@@ -461,46 +469,11 @@ pub async fn commit_rewrite(catalog: &Catalog, results: &[TaskResult]) -> Result
 /// driver commits the groups that succeeded, in up to `partial-progress.max-commits`
 /// commits. Validation starts from the plan's snapshot, as every commit of an in-process
 /// rewrite with partial progress does.
-pub async fn commit_rewrite_groups(
+pub(crate) async fn commit_rewrite_groups(
     catalog: &Catalog,
     results: &[TaskResult],
 ) -> Result<RewriteResult> {
     commit_results(catalog, results, false).await
-}
-
-/// Deletes the files task results wrote (results that will not be committed, e.g. a
-/// distributed rewrite abandoned after a failure). Best effort.
-pub async fn discard_task_results(catalog: &Catalog, results: &[TaskResult]) -> Result<()> {
-    for r in results {
-        let table = catalog
-            .load_table(&crate::table::parse_ident(&r.plan.table)?)
-            .await?;
-        let md = table.metadata();
-        if let (Some(spec), Ok(bytes)) = (
-            md.partition_spec_by_id(r.spec_id),
-            table.storage().get(&r.data_files).await,
-        ) {
-            let files = spec
-                .partition_type(md.current_schema())
-                .ok()
-                .and_then(|pt| {
-                    iceberg::spec::read_data_files_from_avro(
-                        &mut bytes.as_ref(),
-                        md.current_schema(),
-                        r.spec_id,
-                        &pt,
-                        md.format_version(),
-                    )
-                    .ok()
-                })
-                .unwrap_or_default();
-            for f in files {
-                let _ = table.storage().delete(f.file_path()).await;
-            }
-        }
-        let _ = table.storage().delete(&r.data_files).await;
-    }
-    Ok(())
 }
 
 async fn commit_results(
@@ -761,7 +734,7 @@ async fn commit_carrying_deletes(
 
 /// Rewrites the data files the planner selects (`filter` limits them to files that may hold
 /// matching rows), applying their deletes, as one `replace` commit: [`plan_rewrite`], the
-/// tasks run here (up to `max-concurrent-file-group-rewrites` at once), [`commit_rewrite`].
+/// tasks run here (up to `max-concurrent-file-group-rewrites` at once), [`crate::pending::commit_pending`].
 ///
 /// # Example
 ///

@@ -188,10 +188,10 @@ fn task_changes(data: &Bound<'_, PyAny>) -> PyResult<floe::keyed::ChangeBatch> {
     Ok(changes)
 }
 
-fn parse_staged<T: serde::de::DeserializeOwned>(items: &[String]) -> PyResult<Vec<T>> {
+fn parse_pending(items: &[String]) -> PyResult<Vec<floe::pending::PendingChange>> {
     items
         .iter()
-        .map(|s| serde_json::from_str(s).map_err(|e| to_py(invalid(format!("staged files: {e}")))))
+        .map(|s| floe::pending::PendingChange::from_json(s).map_err(to_py))
         .collect()
 }
 
@@ -405,44 +405,16 @@ impl Table {
         self.upsert_changes(py, changes, sink_id, checkpoint, false, None, None, true)
     }
 
-    /// Stages `data` as uncommitted data files of staging job `job` (a distributed writer's
-    /// task); returns the JSON of [`floe::txn::StagedFiles`].
+    /// Stages `data` as uncommitted data files of staging job `job` (a distributed append's
+    /// task); returns the JSON of a [`floe::pending::PendingChange`].
     fn stage(&self, py: Python<'_>, data: Bound<'_, PyAny>, job: &str) -> PyResult<String> {
         let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
         let (_, batches) = batches_of(&data)?;
         let table = self.get();
         let r = run(py, async move {
-            floe::txn::stage_data_files(&table, batches, &job).await
+            floe::pending::stage_append(&table, batches, &job).await
         })?;
-        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
-    }
-
-    /// Commits staged files (JSON of each task's `stage`) as one append snapshot.
-    fn commit_staged<'py>(
-        &self,
-        py: Python<'py>,
-        staged: Vec<String>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let staged: Vec<floe::txn::StagedFiles> = parse_staged(&staged)?;
-        let (cat, table) = (self.cat(), self.get());
-        let name = table.name();
-        let started = Instant::now();
-        let r = run(py, async move {
-            let t = cat.load_table(table.ident()).await?;
-            floe::txn::commit_staged(&cat, &t, &staged).await
-        })?;
-        let v = report::append(&name, &r, started);
-        self.set(r.table);
-        to_py_json(py, &v)
-    }
-
-    /// Deletes staged files that will not be committed.
-    fn discard_staged(&self, py: Python<'_>, staged: Vec<String>) -> PyResult<()> {
-        let staged: Vec<floe::txn::StagedFiles> = parse_staged(&staged)?;
-        let table = self.get();
-        run(py, async move {
-            floe::txn::discard_staged(&table, &staged).await
-        })
+        r.to_json().map_err(to_py)
     }
 
     /// Deletes the uncommitted files staging job `job` wrote (a failed distributed write
@@ -456,22 +428,22 @@ impl Table {
     }
 
     /// Folds `data` (a distributed upsert's task) and stages its winning upserts as
-    /// uncommitted data files with the task's keys; returns the JSON of
-    /// [`floe::keyed::StagedUpsert`].
+    /// uncommitted data files with the task's keys; returns the JSON of a
+    /// [`floe::pending::PendingChange`] (`upsert`).
     fn stage_upsert(&self, py: Python<'_>, data: Bound<'_, PyAny>, job: &str) -> PyResult<String> {
         let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
         let changes = task_changes(&data)?;
         let table = self.get();
         let r = run(py, async move {
-            floe::keyed::stage_upsert(&table, &changes, &job).await
+            floe::pending::stage_upsert(&table, &changes, &job).await
         })?;
-        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+        r.to_json().map_err(to_py)
     }
 
     /// Splits `data` (a distributed upsert's task, the table's engine folding rows) by key
-    /// into `shards` files, folded first where the engine allows; returns the JSON of
-    /// [`floe::keyed::StagedShards`].
-    fn stage_shards(
+    /// into `shards` files, folded first where the engine allows; returns the JSON of a
+    /// [`floe::pending::PendingChange`] (`shuffle`).
+    fn stage_shuffle(
         &self,
         py: Python<'_>,
         data: Bound<'_, PyAny>,
@@ -482,72 +454,82 @@ impl Table {
         let changes = task_changes(&data)?;
         let table = self.get();
         let r = run(py, async move {
-            floe::keyed::stage_shards(&table, &changes, shards, &job).await
+            floe::pending::stage_shuffle(&table, &changes, shards, &job).await
         })?;
-        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+        r.to_json().map_err(to_py)
     }
 
-    /// Merges shard `shard` of the tasks' `stage_shards` results (JSON, in task order) with
-    /// the stored rows and stages the keys' new rows; returns the JSON of
-    /// [`floe::keyed::StagedUpsert`] (committed by `commit_staged_upserts`).
+    /// Merges shard `shard` of the tasks' `stage_shuffle` changes (JSON, in task order) with
+    /// the stored rows and stages the keys' new rows; returns the JSON of a
+    /// [`floe::pending::PendingChange`] (`upsert`, committed by `commit_pending`).
     fn stage_merged_upsert(
         &self,
         py: Python<'_>,
-        tasks: Vec<String>,
+        shares: Vec<String>,
         shard: usize,
         job: &str,
     ) -> PyResult<String> {
         let job = floe::txn::StagingJob::parse(job).map_err(to_py)?;
-        let tasks: Vec<floe::keyed::StagedShards> = parse_staged(&tasks)?;
+        let shares = parse_pending(&shares)?;
         let (cat, table) = (self.cat(), self.get());
         let r = run(py, async move {
             let t = cat.load_table(table.ident()).await?;
-            floe::keyed::stage_merged_upsert(&t, &tasks, shard, &job).await
+            floe::pending::stage_merged_upsert(&t, &shares, shard, &job).await
         })?;
-        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
+        r.to_json().map_err(to_py)
     }
 
-    /// Deletes the shard files of the tasks' `stage_shards` results (JSON).
-    fn discard_staged_shards(&self, py: Python<'_>, tasks: Vec<String>) -> PyResult<()> {
-        let tasks: Vec<floe::keyed::StagedShards> = parse_staged(&tasks)?;
-        let table = self.get();
-        run(py, async move {
-            floe::keyed::discard_staged_shards(&table, &tasks).await;
-            Ok(())
-        })
-    }
-
-    /// Applies the tasks' staged upserts (JSON of each task's `stage_upsert`, in task
-    /// order) as one upsert (the CLI's `upsert --json` result).
-    #[pyo3(signature = (staged, sink_id=None, checkpoint=None))]
-    fn commit_staged_upserts<'py>(
+    /// Commits the tasks' pending changes (JSON, in task order) of one operation as one
+    /// snapshot; returns the operation's result (the CLI's `append`, `upsert` or
+    /// `rewrite-data-files --json` document). `sink_id` / `checkpoint`: an upsert's sink
+    /// checkpoint; `partial`: a rewrite's groups may be a subset of its plan's.
+    #[pyo3(signature = (changes, sink_id=None, checkpoint=None, partial=false))]
+    fn commit_pending<'py>(
         &self,
         py: Python<'py>,
-        staged: Vec<String>,
+        changes: Vec<String>,
         sink_id: Option<String>,
         checkpoint: Option<i64>,
+        partial: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let staged: Vec<floe::keyed::StagedUpsert> = parse_staged(&staged)?;
-        let mut options = floe::keyed::UpsertOptions::default();
-        options.sink_id = sink_id.clone();
-        options.checkpoint = checkpoint;
-        let (cat, table) = (self.cat(), self.get());
-        let name = table.name();
+        let changes = parse_pending(&changes)?;
+        let mut upsert = floe::keyed::UpsertOptions::default();
+        upsert.sink_id = sink_id.clone();
+        upsert.checkpoint = checkpoint;
+        let options = floe::pending::CommitPendingOptions::new()
+            .with_upsert(upsert)
+            .with_partial_progress(partial);
+        let cat = self.cat();
+        let (name, target) = (self.get().name(), self.target(None));
         let started = Instant::now();
         let r = run(py, async move {
-            floe::keyed::commit_staged_upserts(&cat, table.ident(), &staged, &options).await
+            floe::pending::commit_pending(&cat, &changes, &options).await
         })?;
-        let v = crate::report::upsert(&name, &sink_id, checkpoint, &r, started);
-        self.set(r.table.clone());
+        let v = match &r {
+            floe::pending::PendingCommit::Append(r) => report::append(&name, r, started),
+            floe::pending::PendingCommit::Upsert(r) => {
+                report::upsert(&name, &sink_id, checkpoint, r, started)
+            }
+            floe::pending::PendingCommit::Rewrite(r) => {
+                report::rewrite_data_files(&target, r, started)
+            }
+            _ => return Err(to_py(invalid("an operation this binding does not know"))),
+        };
+        match r.table() {
+            Some(t) => self.set(t.clone()),
+            None => self.reload(py)?,
+        }
         to_py_json(py, &v)
     }
 
-    /// Deletes what staged upserts wrote (they will not be committed).
-    fn discard_staged_upserts(&self, py: Python<'_>, staged: Vec<String>) -> PyResult<()> {
-        let staged: Vec<floe::keyed::StagedUpsert> = parse_staged(&staged)?;
+    /// Deletes every file the pending changes (JSON) wrote: changes that will not be
+    /// committed, or shuffle shares once their shards are merged. Returns how many files
+    /// they named.
+    fn discard_pending(&self, py: Python<'_>, changes: Vec<String>) -> PyResult<usize> {
+        let changes = parse_pending(&changes)?;
         let table = self.get();
         run(py, async move {
-            floe::keyed::discard_staged_upserts(&table, &staged).await
+            floe::pending::discard_pending(&table, &changes).await
         })
     }
 
@@ -756,68 +738,17 @@ impl Table {
         }
     }
 
-    /// Runs one task (group) of a plan: the JSON of its
-    /// [`floe::maintenance::TaskResult`] (the CLI's `--execute-task`).
-    fn execute_rewrite_task(&self, py: Python<'_>, plan: String, group: usize) -> PyResult<String> {
+    /// Rewrites file group `group` of a rewrite plan (JSON of `plan_rewrite`) and stages the
+    /// new files; returns the JSON of a [`floe::pending::PendingChange`] (`rewrite`, the
+    /// CLI's `--execute-task`).
+    fn stage_rewrite(&self, py: Python<'_>, plan: String, group: usize) -> PyResult<String> {
         let plan: floe::maintenance::RewritePlan = serde_json::from_str(&plan)
             .map_err(|e| to_py(invalid(format!("rewrite plan: {e}"))))?;
         let cat = self.cat();
         let r = run(py, async move {
-            let task = plan
-                .tasks
-                .iter()
-                .find(|t| t.group == group)
-                .ok_or_else(|| invalid(format!("the rewrite plan has no group {group}")))?;
-            floe::maintenance::execute_task(&cat, &plan, task).await
+            floe::pending::stage_rewrite(&cat, &plan, group).await
         })?;
-        serde_json::to_string(&r).map_err(|e| to_py(e.into()))
-    }
-
-    /// Commits task results as one `replace` snapshot (the CLI's `--commit`); with
-    /// `partial`, the results may be a subset of the plan's groups.
-    #[pyo3(signature = (results, partial=false))]
-    fn commit_rewrite<'py>(
-        &self,
-        py: Python<'py>,
-        results: Vec<String>,
-        partial: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let results = results
-            .iter()
-            .map(|s| {
-                serde_json::from_str(s).map_err(|e| to_py(invalid(format!("task result: {e}"))))
-            })
-            .collect::<PyResult<Vec<floe::maintenance::TaskResult>>>()?;
-        let cat = self.cat();
-        let name = self.target(None);
-        let started = Instant::now();
-        let r = run(py, async move {
-            if partial {
-                floe::maintenance::commit_rewrite_groups(&cat, &results).await
-            } else {
-                floe::maintenance::commit_rewrite(&cat, &results).await
-            }
-        })?;
-        let v = report::rewrite_data_files(&name, &r, started);
-        match r.table {
-            Some(t) => self.set(t),
-            None => self.reload(py)?,
-        }
-        to_py_json(py, &v)
-    }
-
-    /// Deletes the files a task wrote whose results will not be committed.
-    fn discard_rewrite_results(&self, py: Python<'_>, results: Vec<String>) -> PyResult<()> {
-        let results = results
-            .iter()
-            .map(|s| {
-                serde_json::from_str(s).map_err(|e| to_py(invalid(format!("task result: {e}"))))
-            })
-            .collect::<PyResult<Vec<floe::maintenance::TaskResult>>>()?;
-        let cat = self.cat();
-        run(py, async move {
-            floe::maintenance::discard_task_results(&cat, &results).await
-        })
+        r.to_json().map_err(to_py)
     }
 
     /// Merges position delete files (the CLI's `rewrite-position-delete-files --json`).

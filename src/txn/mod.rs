@@ -31,9 +31,8 @@ pub(crate) use row_delta::{
 };
 pub use row_delta::{Alignment, RowLevelResult};
 pub(crate) use staged::data_files as staged_data_files;
-pub use staged::{
-    commit_staged, discard_staged, read_staged, stage_data_files, StagedFiles, StagingJob,
-};
+pub(crate) use staged::{commit_staged, discard_staged, stage_data_files};
+pub use staged::{StagedFiles, StagingJob};
 pub use summary::SummaryCounts;
 pub(crate) use validate::{NoConcurrentCommit, NoValidation, RowLevelValidation, Validation};
 

@@ -1,17 +1,16 @@
 //! Staged appends: data files written in one process (a distributed engine's worker) and
-//! committed in another (its driver) as one `append` snapshot.
+//! committed in another (its driver) as one `append` snapshot, through
+//! [`crate::pending`] (`stage_append`, `commit_pending`, `discard_pending`).
 //!
-//! A worker calls [`stage_data_files`]: its batches become Parquet data files under the
-//! table's data directory, listed in an Avro file (iceberg's `data_file` struct) under the
-//! metadata directory; nothing is committed. Every file a job's workers stage carries the
-//! job's [`StagingJob`] tag in its name, so when a job fails without the workers' results
-//! reaching the driver, [`crate::maintenance::discard_staging_job`] still finds them. The driver gathers the serializable
-//! [`StagedFiles`] of every worker and calls [`commit_staged`] once (the commit loop retries
-//! and validates as [`crate::txn::append`] does), [`read_staged`] to read the rows back
-//! (an upsert applied by the driver), or [`discard_staged`] to delete what was written.
+//! A worker's batches become Parquet data files under the table's data directory, listed in
+//! an Avro file (iceberg's `data_file` struct) under the metadata directory; nothing is
+//! committed. Every file a job's workers stage carries the job's [`StagingJob`] tag in its
+//! name, so when a job fails without the workers' results reaching the driver,
+//! [`crate::maintenance::discard_staging_job`] still finds them. The driver commits the
+//! [`StagedFiles`] of every worker once (the commit loop retries and validates as
+//! [`crate::txn::append`] does).
 
 use arrow_array::RecordBatch;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::{Deserialize, Serialize};
 
 use super::{append_files_by_spec, AppendResult};
@@ -68,7 +67,7 @@ impl StagingJob {
     }
 }
 
-/// Data files written by [`stage_data_files`] and not committed yet (JSON-serializable, to
+/// Data files written by [`crate::pending::stage_append`] and not committed yet (JSON-serializable, to
 /// hand from a worker to the driver).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -85,13 +84,21 @@ pub struct StagedFiles {
     pub added_records_count: u64,
     /// Bytes written.
     pub added_bytes_count: u64,
+    /// The data files' locations, known in the process that staged them (not serialized:
+    /// [`crate::pending::PendingChange`] carries every file written).
+    #[serde(skip)]
+    pub(crate) written: Vec<String>,
 }
 
 /// Writes `batches` as data files of `table` (partitioned, sorted and rolled as an append
 /// writes them; conformed to the table schema by column name) and lists them in an Avro
 /// file under the table's metadata directory, every name tagged with `job`. Commits
 /// nothing; on an error the files written so far are deleted.
-pub async fn stage_data_files<I>(table: &Table, batches: I, job: &StagingJob) -> Result<StagedFiles>
+pub(crate) async fn stage_data_files<I>(
+    table: &Table,
+    batches: I,
+    job: &StagingJob,
+) -> Result<StagedFiles>
 where
     I: IntoIterator<Item = Result<RecordBatch>>,
 {
@@ -147,6 +154,7 @@ where
         added_data_files_count: files.len(),
         added_records_count: files.iter().map(|f| f.record_count()).sum(),
         added_bytes_count: files.iter().map(|f| f.file_size_in_bytes()).sum(),
+        written: files.iter().map(|f| f.file_path().to_string()).collect(),
     })
 }
 
@@ -189,7 +197,7 @@ pub(crate) async fn data_files(table: &Table, staged: &StagedFiles) -> Result<Ve
 /// snapshot of `table` (each file with the partition spec it was written with), then deletes
 /// the Avro listings. A failed commit that surely did
 /// not happen deletes the staged data files too (they would only be orphans).
-pub async fn commit_staged(
+pub(crate) async fn commit_staged(
     catalog: &Catalog,
     table: &Table,
     staged: &[StagedFiles],
@@ -220,29 +228,9 @@ pub async fn commit_staged(
     r
 }
 
-/// The rows of the files of every `staged`, in order (each file's rows in file order).
-pub async fn read_staged(table: &Table, staged: &[StagedFiles]) -> Result<Vec<RecordBatch>> {
-    let mut out = Vec::new();
-    for s in staged {
-        for f in data_files(table, s).await? {
-            let path = f.file_path();
-            let bytes = table.storage().get(path).await?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .and_then(|b| b.build())
-                .map_err(|e| Error::corrupt(format!("reading staged file '{path}': {e}")))?;
-            for b in reader {
-                out.push(
-                    b.map_err(|e| Error::corrupt(format!("reading staged file '{path}': {e}")))?,
-                );
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Deletes the data files and listings of every `staged` (best effort: a file already gone
 /// is not an error).
-pub async fn discard_staged(table: &Table, staged: &[StagedFiles]) -> Result<()> {
+pub(crate) async fn discard_staged(table: &Table, staged: &[StagedFiles]) -> Result<()> {
     for s in staged {
         if let Ok(files) = data_files(table, s).await {
             for f in files {

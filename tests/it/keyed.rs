@@ -610,9 +610,9 @@ impl Run {
         let mut staged = Vec::new();
         let job = floe::txn::StagingJob::new();
         for t in &tasks {
-            staged.push(floe::keyed::stage_upsert(&self.table, t, &job).await?);
+            staged.push(floe::pending::stage_upsert(&self.table, t, &job).await?);
         }
-        let r = floe::keyed::commit_staged_upserts(&self.cat, &self.ident, &staged, opts).await;
+        let r = commit_upserts(&self.cat, &staged, opts).await;
         let t = self.cat.load_table(&self.ident).await.unwrap();
         let left = floe::maintenance::discard_staging_job(&self.cat, &t, &job)
             .await
@@ -2003,7 +2003,7 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
     changes.push("good.parquet", part_batch(&[up(5, 1, "x")]));
     changes.push("bad.parquet", bad);
     let job = floe::txn::StagingJob::new();
-    let e = floe::keyed::stage_upsert(&t, &changes, &job)
+    let e = floe::pending::stage_upsert(&t, &changes, &job)
         .await
         .unwrap_err()
         .to_string();
@@ -2014,14 +2014,14 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
     assert_eq!(files_under(d.path()), 0, "a refused task wrote data files");
 
     // Two tasks stage; another writer commits between staging and the driver's commit.
-    let a = floe::keyed::stage_upsert(
+    let a = floe::pending::stage_upsert(
         &t,
         &ChangeBatch::from_batches([part_batch(&[up(1, 2, "task1"), up(2, 2, "task1")])]),
         &job,
     )
     .await
     .unwrap();
-    let b = floe::keyed::stage_upsert(
+    let b = floe::pending::stage_upsert(
         &t,
         &ChangeBatch::from_batches([part_batch(&[up(2, 3, "task2"), del(3, 1)])]),
         &job,
@@ -2032,7 +2032,7 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
     floe::keyed::upsert(&cat, &ident, &other, &UpsertOptions::default())
         .await
         .unwrap();
-    let r = floe::keyed::commit_staged_upserts(&cat, &ident, &[a, b], &UpsertOptions::default())
+    let r = commit_upserts(&cat, &[a, b], &UpsertOptions::default())
         .await
         .unwrap();
     // key 1: the stored version 5 beats task 1's 2; key 2: task 2's version 3 wins; key 3
@@ -2050,8 +2050,15 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
     // Another table's staged upsert is refused and left to that table's driver.
     let other_ident = parse_ident("keyed.staged_other").unwrap();
     let o = keyed_table(&cat, &other_ident, fv, "merge-on-read", None).await;
+    let mine = floe::pending::stage_upsert(
+        &t,
+        &ChangeBatch::from_batches([part_batch(&[up(8, 1, "m")])]),
+        &job,
+    )
+    .await
+    .unwrap();
     let before = files_under(d.path());
-    let s = floe::keyed::stage_upsert(
+    let s = floe::pending::stage_upsert(
         &o,
         &ChangeBatch::from_batches([part_batch(&[up(9, 1, "o")])]),
         &job,
@@ -2063,15 +2070,50 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
         before + 2,
         "a data file and a key list"
     );
-    let e = floe::keyed::commit_staged_upserts(&cat, &ident, &[s], &UpsertOptions::default())
+    let e = commit_upserts(&cat, &[mine.clone(), s.clone()], &UpsertOptions::default())
         .await
         .unwrap_err()
         .to_string();
-    assert!(e.contains("belongs to table keyed.staged_other"), "{e}");
+    assert!(
+        e.contains("is of table keyed.staged_other") && e.contains("nothing was committed"),
+        "{e}"
+    );
+    let e = floe::pending::discard_pending(&t, &[s])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot be discarded through table"), "{e}");
     assert_eq!(
         files_under(d.path()),
         before + 2,
         "another table's staging was touched"
+    );
+    // A change naming a file outside the table (a tampered JSON) deletes nothing.
+    let mut tampered = mine.clone();
+    let outside = d.path().join("outside.txt");
+    std::fs::write(&outside, "keep").unwrap();
+    tampered.files.push(outside.to_string_lossy().to_string());
+    let e = floe::pending::discard_pending(&t, &[tampered])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("outside the table's location"), "{e}");
+    assert!(outside.exists());
+    std::fs::remove_file(&outside).unwrap();
+    floe::pending::discard_pending(&t, &[mine]).await.unwrap();
+    assert_eq!(
+        files_under(d.path()),
+        before,
+        "a discarded change left files"
+    );
+    assert_eq!(
+        cat.load_table(&ident)
+            .await
+            .unwrap()
+            .metadata()
+            .snapshots()
+            .count(),
+        t.metadata().snapshots().count()
     );
 
     // A merge engine that folds rows: the task is refused.
@@ -2087,7 +2129,7 @@ async fn staged_upserts_refuse_bad_input_and_plan_against_the_newest_state() {
         ("hits", Arc::new(Int64Array::from(vec![1])) as _),
     ])
     .unwrap();
-    let e = floe::keyed::stage_upsert(&s, &ChangeBatch::from_batches([rows]), &job)
+    let e = floe::pending::stage_upsert(&s, &ChangeBatch::from_batches([rows]), &job)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), floe::ErrorKind::Unsupported, "{e}");
@@ -2161,9 +2203,13 @@ async fn staged_upserts_commit_across_a_schema_change() {
             let t = t.clone();
             let job = job.clone();
             async move {
-                floe::keyed::stage_upsert(&t, &ChangeBatch::from_batches([rows(ids, tag, n)]), &job)
-                    .await
-                    .unwrap()
+                floe::pending::stage_upsert(
+                    &t,
+                    &ChangeBatch::from_batches([rows(ids, tag, n)]),
+                    &job,
+                )
+                .await
+                .unwrap()
             }
         };
         // Task a's file keeps 3, 4, 7 and loses 5, 6 to task b (rewritten); b's is kept whole.
@@ -2184,10 +2230,9 @@ async fn staged_upserts_commit_across_a_schema_change() {
             .await
             .unwrap_or_else(|e| panic!("{clause}: {e}"));
         }
-        let r =
-            floe::keyed::commit_staged_upserts(&cat, &ident, &[a, b], &UpsertOptions::default())
-                .await
-                .unwrap();
+        let r = commit_upserts(&cat, &[a, b], &UpsertOptions::default())
+            .await
+            .unwrap();
         assert_eq!((r.inserted, r.updated), (3, 2), "{r:?}");
         let t = cat.load_table(&ident).await.unwrap();
         let mut got: Vec<(i64, String, i64, Option<String>)> = Vec::new();
@@ -2216,5 +2261,18 @@ async fn staged_upserts_commit_across_a_schema_change() {
         .map(|(i, w, n)| (i, w.to_string(), n, None))
         .collect();
         assert_eq!(got, want, "format {fv:?} {mode}");
+    }
+}
+
+/// Commits the tasks' staged upserts through the one commit path.
+async fn commit_upserts(
+    cat: &floe::Catalog,
+    staged: &[floe::pending::PendingChange],
+    opts: &UpsertOptions,
+) -> floe::Result<floe::keyed::UpsertResult> {
+    let options = floe::pending::CommitPendingOptions::new().with_upsert(opts.clone());
+    match floe::pending::commit_pending(cat, staged, &options).await? {
+        floe::pending::PendingCommit::Upsert(r) => Ok(r),
+        other => panic!("an upsert committed as {other:?}"),
     }
 }

@@ -340,7 +340,7 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
             let mut tasks = Vec::new();
             for share in &shares {
                 tasks.push(
-                    floe::keyed::stage_shards(&st, share, n_shards, &job)
+                    floe::pending::stage_shuffle(&st, share, n_shards, &job)
                         .await
                         .unwrap_or_else(|e| panic!("{} batch {b} shards: {e}", case.engine)),
                 );
@@ -348,20 +348,20 @@ async fn merge_engines_agree_with_duckdb_clickhouse_and_the_peers_on_random_batc
             let mut staged = Vec::new();
             for shard in 0..n_shards {
                 staged.push(
-                    floe::keyed::stage_merged_upsert(&st, &tasks, shard, &job)
+                    floe::pending::stage_merged_upsert(&st, &tasks, shard, &job)
                         .await
                         .unwrap_or_else(|e| panic!("{} batch {b} shard {shard}: {e}", case.engine)),
                 );
             }
-            let sr = floe::keyed::commit_staged_upserts(
-                &cat,
-                &sident,
-                &staged,
-                &UpsertOptions::default(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{} batch {b} (shuffled): {e}", case.engine));
-            floe::keyed::discard_staged_shards(&st, &tasks).await;
+            let options = floe::pending::CommitPendingOptions::new();
+            let sr = match floe::pending::commit_pending(&cat, &staged, &options)
+                .await
+                .unwrap_or_else(|e| panic!("{} batch {b} (shuffled): {e}", case.engine))
+            {
+                floe::pending::PendingCommit::Upsert(r) => r,
+                other => panic!("a shuffled upsert committed as {other:?}"),
+            };
+            floe::pending::discard_pending(&st, &tasks).await.unwrap();
             st = sr.table;
             assert_eq!(
                 (

@@ -795,7 +795,8 @@ fn files_in(dir: &Path) -> Vec<String> {
 /// also when a job id is reused after its commit; a bad job id is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_staging_job_is_discarded_by_its_tag() {
-    use floe::txn::{commit_staged, stage_data_files, StagingJob};
+    use floe::pending::{commit_pending, stage_append, CommitPendingOptions};
+    use floe::txn::StagingJob;
     let (d, cat) = sqlite_catalog();
     let schema = parse_schema(DDL).unwrap();
     let mut c = TableCreation::new(schema.clone());
@@ -811,13 +812,9 @@ async fn a_failed_staging_job_is_discarded_by_its_tag() {
     let failed = StagingJob::new();
     let kept = StagingJob::new();
     for ids in [100..200, 200..260] {
-        stage_data_files(&t, [Ok(rows(ids))], &failed)
-            .await
-            .unwrap();
+        stage_append(&t, [Ok(rows(ids))], &failed).await.unwrap();
     }
-    let k = stage_data_files(&t, [Ok(rows(300..340))], &kept)
-        .await
-        .unwrap();
+    let k = stage_append(&t, [Ok(rows(300..340))], &kept).await.unwrap();
     let staged: Vec<String> = files_in(d.path())
         .into_iter()
         .filter(|f| !committed.contains(f))
@@ -851,18 +848,21 @@ async fn a_failed_staging_job_is_discarded_by_its_tag() {
     )
     .await
     .unwrap();
-    let t = cat.load_table(t.ident()).await.unwrap();
-    // Job `kept` commits; its id reused by a later, failed stage: the committed files stay.
-    let t = commit_staged(&cat, &t, &[k]).await.unwrap().table;
+    // Job `kept` commits (onto the table's new spec); its id reused by a later, failed stage: the committed files stay.
+    let t = match commit_pending(&cat, &[k], &CommitPendingOptions::new())
+        .await
+        .unwrap()
+    {
+        floe::pending::PendingCommit::Append(r) => r.table,
+        other => panic!("an append committed as {other:?}"),
+    };
     let (got, _) = filtered_scan(&t, "part = 'p1'").await;
     let want: Vec<Row> = row_set(&[rows(0..100), rows(300..340)])
         .into_iter()
         .filter(|r| r.1.as_deref() == Some("p1"))
         .collect();
     assert_eq!(row_set(&got), want, "pruned by the files' own spec");
-    stage_data_files(&t, [Ok(rows(400..420))], &kept)
-        .await
-        .unwrap();
+    stage_append(&t, [Ok(rows(400..420))], &kept).await.unwrap();
     let gone = floe::maintenance::discard_staging_job(&cat, &t, &kept)
         .await
         .unwrap();

@@ -399,11 +399,11 @@ def test_exceptions_by_kind(catalog, warehouse):
     for i in range(3):
         t.append(data(range(i * 10, i * 10 + 10)))
     plan = t._inner.plan_rewrite(None, {"rewrite-all": "true"})
-    res = t._inner.execute_rewrite_task(plan, 0)
+    res = t._inner.stage_rewrite(plan, 0)
     other = catalog.load_table("db.t")
     other.delete("id = 1")
     with pytest.raises(floe.ConflictError):
-        t._inner.commit_rewrite([res], False)
+        t._inner.commit_pending([res])
     assert t.refresh().scan().count() == 29
     # A corrupt data file.
     path = t.inspect.data_files().column("file_path").to_pylist()[0].replace("file://", "")

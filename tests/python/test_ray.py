@@ -448,11 +448,11 @@ class RacedSink(fr.FloeDatasink):
             def __getattr__(self, name):
                 return getattr(inner, name)
 
-            def commit_staged_upserts(self, *args):
+            def commit_pending(self, *args):
                 if not sink.raced:
                     sink.raced += 1
                     sink.race()
-                return inner.commit_staged_upserts(*args)
+                return inner.commit_pending(*args)
 
         class Proxy:
             _inner = Racing()

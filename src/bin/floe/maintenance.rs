@@ -177,22 +177,41 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
         let plan: floe::maintenance::RewritePlan = serde_json::from_value(read_json(plan_file)?)?;
         let g = group
             .ok_or_else(|| Error::new(ErrorKind::InvalidInput, "--execute-task needs --group N"))?;
-        let task = plan.tasks.iter().find(|t| t.group == g).ok_or_else(|| {
-            Error::new(
-                ErrorKind::InvalidInput,
-                format!("plan '{plan_file}' has no group {g}"),
-            )
-        })?;
-        let r = floe::maintenance::execute_task(&cat, &plan, task).await?;
-        print_json(&report::task_result(&r)?);
+        let change = floe::pending::stage_rewrite(&cat, &plan, g)
+            .await
+            .map_err(|e| e.context(format!("plan '{plan_file}'")))?;
+        print_json(&serde_json::to_value(&change)?);
         return Ok(());
     }
     if !commit.is_empty() {
-        let results = commit
+        let changes = commit
             .iter()
-            .map(|f| Ok(serde_json::from_value(read_json(f)?)?))
-            .collect::<Result<Vec<floe::maintenance::TaskResult>>>()?;
-        let r = floe::maintenance::commit_rewrite(&cat, &results).await?;
+            .map(|f| {
+                let text = std::fs::read_to_string(f).map_err(|e| {
+                    Error::new(ErrorKind::NotFound, format!("cannot read '{f}': {e}"))
+                })?;
+                floe::pending::PendingChange::from_json(&text)
+                    .map_err(|e| e.context(format!("'{f}'")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if let Some((f, c)) = commit
+            .iter()
+            .zip(&changes)
+            .find(|(_, c)| c.operation.name() != "rewrite")
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "'{f}' holds an '{}' change, not a rewrite task's result (--execute-task); nothing was committed",
+                    c.operation.name()
+                ),
+            ));
+        }
+        let options = floe::pending::CommitPendingOptions::new();
+        let r = match floe::pending::commit_pending(&cat, &changes, &options).await? {
+            floe::pending::PendingCommit::Rewrite(r) => r,
+            _ => return Err(Error::new(ErrorKind::InvalidInput, "not a rewrite")),
+        };
         print_json(&report::rewrite_data_files(name, &r, started));
         return Ok(());
     }

@@ -72,11 +72,6 @@ pub fn rewrite_data_files(
     })
 }
 
-/// `rewrite-data-files --execute-task`: the task result file (read back by `--commit`).
-pub fn task_result(r: &floe::maintenance::TaskResult) -> floe::Result<Value> {
-    Ok(serde_json::to_value(r)?)
-}
-
 /// `rewrite-position-delete-files` (Spark's `rewrite_position_delete_files` columns).
 pub fn rewrite_position_delete_files(
     table: &str,

@@ -72,7 +72,7 @@ __all__ = ["rewrite_data_files", "FloeDatasink", "FloeDatasource", "read_floe"]
 
 
 def _rewrite_task(table: Table, plan: str, group: int) -> str:
-    return table._inner.execute_rewrite_task(plan, group)
+    return table._inner.stage_rewrite(plan, group)
 
 
 def _merge_shard(catalog: Catalog, identifier: str, tasks: List[str], shard: int,
@@ -133,16 +133,16 @@ def rewrite_data_files(
         for ref in pending:
             ray.cancel(ref, force=True)
         if results:
-            table._inner.discard_rewrite_results(list(results.values()))
+            table._inner.discard_pending(list(results.values()))
         raise
     partial = o.get("partial-progress.enabled", "false").lower() == "true"
     if errors and not partial:
         if results:
-            table._inner.discard_rewrite_results(list(results.values()))
+            table._inner.discard_pending(list(results.values()))
         raise next(iter(errors.values()))
     if not partial:
         ordered = [results[t["group"]] for t in tasks]
-        return _result(RewriteDataFilesResult, table._inner.commit_rewrite(ordered, False))
+        return _result(RewriteDataFilesResult, table._inner.commit_pending(ordered, partial=False))
     # Partial progress: the groups that succeeded, in up to max-commits commits.
     max_commits = max(1, int(o.get("partial-progress.max-commits", "10")))
     per_commit = math.ceil(len(tasks) / max_commits)
@@ -154,10 +154,10 @@ def rewrite_data_files(
         if not batch:
             continue
         try:
-            r = table._inner.commit_rewrite(batch, True)
+            r = table._inner.commit_pending(batch, partial=True)
         except floe.FloeError as e:
-            table._inner.discard_rewrite_results(batch)
-            failed_files += sum(len(json.loads(b)["task"]["files"]) for b in batch)
+            table._inner.discard_pending(batch)
+            failed_files += sum(len(json.loads(b)["staged"]["task"]["files"]) for b in batch)
             last_error = e
             continue
         if combined is None:
@@ -249,7 +249,7 @@ class FloeDatasink(Datasink):
             return None
         table = self.catalog.load_table(self.identifier)
         if self.shuffled:
-            return table._inner.stage_shards(data, self.shards, self.job)
+            return table._inner.stage_shuffle(data, self.shards, self.job)
         if self.mode == "upsert" and not self.staged_upsert:
             # The rows as given: the upsert conforms them itself (evolving the schema).
             return data
@@ -266,11 +266,11 @@ class FloeDatasink(Datasink):
 
     def _commit(self, table: Table, returned: List[Any]) -> Union[AppendResult, UpsertResult]:
         if self.mode == "append":
-            return _result(AppendResult, table._inner.commit_staged(returned))
+            return _result(AppendResult, table._inner.commit_pending(returned))
         if self.staged_upsert:
             return _result(
                 UpsertResult,
-                table._inner.commit_staged_upserts(returned, self.sink_id, self.checkpoint),
+                table._inner.commit_pending(returned, self.sink_id, self.checkpoint),
             )
         if self.shuffled:
             return self._commit_shuffled(table, returned)
@@ -288,7 +288,7 @@ class FloeDatasink(Datasink):
             return _result(
                 UpsertResult, table._inner.upsert_pre_folded([], self.sink_id, self.checkpoint)
             )
-        split = [json.loads(t)["shards"] for t in tasks]
+        split = [json.loads(t)["staged"]["shards"] for t in tasks]
         shards = [s for s in range(self.shards) if any(t[s] for t in split)]
         retries = int(table.properties.get("commit.retry.num-retries", "4"))
         merge = ray.remote(_merge_shard)
@@ -307,14 +307,14 @@ class FloeDatasink(Datasink):
                     table._inner.discard_staging_job(self.job)
                     raise
                 try:
-                    return _result(UpsertResult, table._inner.commit_staged_upserts(
+                    return _result(UpsertResult, table._inner.commit_pending(
                         staged, self.sink_id, self.checkpoint))
                 except floe.ConflictError:  # the commit deleted what it staged
                     if attempt == retries:
                         raise
             raise AssertionError("unreachable")
         finally:
-            table._inner.discard_staged_shards(tasks)
+            table._inner.discard_pending(tasks)
 
     def on_write_failed(self, error: Exception) -> None:
         # Before a commit began, nothing of this job is committed: delete what the tasks

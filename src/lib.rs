@@ -89,6 +89,7 @@ pub mod keyed;
 pub mod maintenance;
 pub mod pending;
 pub mod progress;
+pub mod report;
 pub mod scan;
 pub mod spec;
 pub mod storage;

@@ -459,7 +459,10 @@ mod tests {
             operation: PendingOperation::Shuffle(StagedShards {
                 table: table.into(),
                 pre_folded: true,
-                shards: vec![vec!["s3://b/t/metadata/staged-shard0-x.parquet".into()], vec![]],
+                shards: vec![
+                    vec!["s3://b/t/metadata/staged-shard0-x.parquet".into()],
+                    vec![],
+                ],
                 input_rows: vec![3, 0],
             }),
         }

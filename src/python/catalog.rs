@@ -210,6 +210,6 @@ impl Catalog {
         let r = run(py, async move {
             floe::maintenance::drop_table(&cat, &id, purge).await
         })?;
-        to_py_json(py, &crate::report::drop(&ident, purge, &r))
+        to_py_json(py, &floe::report::drop(&ident, purge, &r))
     }
 }

@@ -13,9 +13,6 @@
 use pyo3::prelude::*;
 
 mod catalog;
-#[allow(dead_code)]
-#[path = "../bin/floe/report.rs"]
-mod report;
 mod runtime;
 mod table;
 

@@ -15,10 +15,10 @@ use pyo3::prelude::*;
 use serde_json::json;
 
 use crate::catalog::Catalog;
-use crate::report;
 use crate::runtime::{
     batches_of, block_on_interruptible, invalid, run, to_py, to_py_json, to_pyarrow_table,
 };
+use floe::report;
 
 /// A table of a catalog: the state last loaded or written through this handle.
 #[pyclass(module = "floe._floe", frozen)]
@@ -270,7 +270,7 @@ impl Table {
         let t = self.get();
         let mut snaps: Vec<_> = t.metadata().snapshots().cloned().collect();
         snaps.sort_by_key(|s| (s.sequence_number(), s.timestamp_ms()));
-        let v: Vec<_> = snaps.iter().map(|s| crate::report::snapshot(s)).collect();
+        let v: Vec<_> = snaps.iter().map(|s| report::snapshot(s)).collect();
         to_py_json(py, &json!(v))
     }
 
@@ -1047,7 +1047,7 @@ impl Table {
                     }
                 })
         })?;
-        let v = crate::report::upsert(&name, &sink_id, checkpoint, &r, started);
+        let v = report::upsert(&name, &sink_id, checkpoint, &r, started);
         if branch.is_none() && wap_id.is_none() && table.branch() == "main" {
             self.set(r.table.clone());
         }

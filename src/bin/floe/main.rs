@@ -23,7 +23,7 @@ mod output;
 mod progress_bar;
 mod quickstart;
 mod refs;
-mod report;
+use floe::report;
 mod rows;
 mod scan;
 mod sink;

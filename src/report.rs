@@ -20,7 +20,7 @@ fn secs_to_ms(s: f64) -> u64 {
 }
 
 /// `append`.
-pub fn append(table: &str, r: &floe::txn::AppendResult, started: Instant) -> Value {
+pub fn append(table: &str, r: &crate::txn::AppendResult, started: Instant) -> Value {
     json!({
         "table": table,
         "snapshot_id": r.snapshot_id,
@@ -32,7 +32,7 @@ pub fn append(table: &str, r: &floe::txn::AppendResult, started: Instant) -> Val
 }
 
 /// `delete`, `update`, `merge`, `sql`.
-pub fn dml(r: &floe::dml::RowLevelResult, mode: &str, started: Instant) -> Value {
+pub fn dml(r: &crate::dml::RowLevelResult, mode: &str, started: Instant) -> Value {
     json!({
         "table": r.table.name(),
         "snapshot_id": r.snapshot_id,
@@ -56,7 +56,7 @@ pub fn dml(r: &floe::dml::RowLevelResult, mode: &str, started: Instant) -> Value
 /// `rewrite-data-files` (Spark's `rewrite_data_files` result columns).
 pub fn rewrite_data_files(
     table: &str,
-    r: &floe::maintenance::RewriteResult,
+    r: &crate::maintenance::RewriteResult,
     started: Instant,
 ) -> Value {
     json!({
@@ -75,7 +75,7 @@ pub fn rewrite_data_files(
 /// `rewrite-position-delete-files` (Spark's `rewrite_position_delete_files` columns).
 pub fn rewrite_position_delete_files(
     table: &str,
-    r: &floe::maintenance::RewriteDeletesResult,
+    r: &crate::maintenance::RewriteDeletesResult,
     started: Instant,
 ) -> Value {
     json!({
@@ -92,7 +92,7 @@ pub fn rewrite_position_delete_files(
 /// `rewrite-manifests` (Spark's `rewrite_manifests` columns).
 pub fn rewrite_manifests(
     table: &str,
-    r: &floe::maintenance::RewriteManifestsResult,
+    r: &crate::maintenance::RewriteManifestsResult,
     started: Instant,
 ) -> Value {
     json!({
@@ -108,7 +108,7 @@ pub fn rewrite_manifests(
 /// files counted together).
 pub fn expire_snapshots(
     table: &str,
-    r: &floe::maintenance::ExpireResult,
+    r: &crate::maintenance::ExpireResult,
     dry_run: bool,
     started: Instant,
 ) -> Value {
@@ -130,7 +130,7 @@ pub fn expire_snapshots(
 /// `remove-orphan-files` (Spark's `orphan_file_location` column, as a list).
 pub fn remove_orphan_files(
     table: &str,
-    r: &floe::maintenance::OrphanResult,
+    r: &crate::maintenance::OrphanResult,
     started: Instant,
 ) -> Value {
     json!({
@@ -143,7 +143,7 @@ pub fn remove_orphan_files(
 }
 
 /// `clone`, and the publish of `ingest-snapshot`.
-pub fn clone(source: &str, r: &floe::txn::CloneResult, elapsed_ms: u64) -> Value {
+pub fn clone(source: &str, r: &crate::txn::CloneResult, elapsed_ms: u64) -> Value {
     json!({
         "table": r.target,
         "source": source,
@@ -159,7 +159,7 @@ pub fn clone(source: &str, r: &floe::txn::CloneResult, elapsed_ms: u64) -> Value
 }
 
 /// `ingest-snapshot`.
-pub fn ingest_snapshot(staging: &str, r: &floe::ingest::IngestResult, started: Instant) -> Value {
+pub fn ingest_snapshot(staging: &str, r: &crate::ingest::IngestResult, started: Instant) -> Value {
     let c = &r.changes;
     json!({
         "table": staging,
@@ -191,7 +191,7 @@ pub fn ingest_snapshot(staging: &str, r: &floe::ingest::IngestResult, started: I
 }
 
 /// `drop`.
-pub fn drop(table: &str, purged: bool, r: &floe::maintenance::DropResult) -> Value {
+pub fn drop(table: &str, purged: bool, r: &crate::maintenance::DropResult) -> Value {
     json!({
         "table": table,
         "purged": purged,
@@ -205,7 +205,7 @@ pub fn upsert(
     name: &str,
     sink_id: &Option<String>,
     checkpoint: Option<i64>,
-    r: &floe::keyed::UpsertResult,
+    r: &crate::keyed::UpsertResult,
     started: Instant,
 ) -> Value {
     json!({
@@ -234,7 +234,7 @@ pub fn upsert(
 }
 
 /// One row of `snapshots --json`.
-pub fn snapshot(s: &floe::spec::Snapshot) -> Value {
+pub fn snapshot(s: &crate::spec::Snapshot) -> Value {
     json!({
         "snapshot_id": s.snapshot_id(),
         "parent_snapshot_id": s.parent_snapshot_id(),

@@ -80,12 +80,10 @@ impl Table {
     ) -> PyResult<Scan> {
         let t = self.get();
         let mut scan = Scan::new(&t);
-        scan = scan.snapshot(match (snapshot_id, reference) {
-            (Some(id), None) => SnapshotSelector::Id(id),
-            (None, Some(r)) => SnapshotSelector::Ref(r),
-            (None, None) => SnapshotSelector::Current,
-            _ => return Err(to_py(invalid("give snapshot_id= or ref=, not both"))),
-        });
+        scan = scan.snapshot(
+            SnapshotSelector::from_options(snapshot_id, reference, None, SELECTOR_ARGS)
+                .map_err(to_py)?,
+        );
         if let Some(f) = row_filter.filter(|f| !f.trim().is_empty()) {
             scan = scan.filter(floe::expr::parse_expr(f).map_err(to_py)?);
         }
@@ -187,6 +185,9 @@ fn task_changes(data: &Bound<'_, PyAny>) -> PyResult<floe::keyed::ChangeBatch> {
     }
     Ok(changes)
 }
+
+/// The Python names of a snapshot selector's arguments.
+const SELECTOR_ARGS: [&str; 3] = ["snapshot_id=", "ref=", "as_of="];
 
 fn parse_pending(items: &[String]) -> PyResult<Vec<floe::pending::PendingChange>> {
     items
@@ -545,24 +546,14 @@ impl Table {
         r#ref: Option<String>,
         limit: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let scan = self.scan_of(row_filter.as_deref(), selected_fields, snapshot_id, r#ref)?;
+        let mut scan = self.scan_of(row_filter.as_deref(), selected_fields, snapshot_id, r#ref)?;
+        if let Some(n) = limit {
+            scan = scan.limit(n);
+        }
         let (schema, batches) = run(py, async move {
             let plan = scan.plan().await?;
             let schema = scan.output_schema(&plan)?;
-            let mut stream = scan.read(plan)?;
-            let mut out = Vec::new();
-            let mut rows = 0usize;
-            while let Some(b) = stream.try_next().await? {
-                let b = match limit {
-                    Some(l) if rows + b.num_rows() > l => b.slice(0, l - rows),
-                    _ => b,
-                };
-                rows += b.num_rows();
-                out.push(b);
-                if limit.is_some_and(|l| rows >= l) {
-                    break;
-                }
-            }
+            let out: Vec<RecordBatch> = scan.read(plan)?.try_collect().await?;
             Ok((schema, out))
         })?;
         to_pyarrow_table(py, schema, batches)
@@ -908,17 +899,8 @@ impl Table {
         replace: bool,
         all_refs: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let sel = match (snapshot_id, r#ref, as_of_ms) {
-            (Some(id), None, None) => SnapshotSelector::Id(id),
-            (None, Some(r), None) => SnapshotSelector::Ref(r),
-            (None, None, Some(t)) => SnapshotSelector::AsOf(t),
-            (None, None, None) => SnapshotSelector::Current,
-            _ => {
-                return Err(to_py(invalid(
-                    "give at most one of snapshot_id=, ref=, as_of=",
-                )))
-            }
-        };
+        let sel = SnapshotSelector::from_options(snapshot_id, r#ref, as_of_ms, SELECTOR_ARGS)
+            .map_err(to_py)?;
         let (cat, source) = (self.cat(), self.get());
         let name = source.name();
         let target = parse_ident(&target).map_err(to_py)?;

@@ -110,6 +110,48 @@ pub enum SnapshotSelector {
 }
 
 impl SnapshotSelector {
+    /// The selector a caller's options name: a snapshot id, a branch or tag, or a time
+    /// (milliseconds since the epoch); none of them: the current snapshot. More than one is
+    /// refused, naming them as `what` does (e.g. `["--snapshot-id", "--ref", "--as-of"]`).
+    ///
+    /// ```
+    /// use floe::scan::SnapshotSelector;
+    /// let names = ["snapshot_id", "ref", "as_of"];
+    /// assert_eq!(SnapshotSelector::from_options(None, Some("b".into()), None, names)?, SnapshotSelector::Ref("b".into()));
+    /// assert_eq!(SnapshotSelector::from_options(None, None, None, names)?, SnapshotSelector::Current);
+    /// assert!(SnapshotSelector::from_options(Some(1), None, Some(2), names).is_err());
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    pub fn from_options(
+        snapshot_id: Option<i64>,
+        reference: Option<String>,
+        as_of_ms: Option<i64>,
+        what: [&str; 3],
+    ) -> Result<Self> {
+        let given: Vec<&str> = [
+            snapshot_id.is_some(),
+            reference.is_some(),
+            as_of_ms.is_some(),
+        ]
+        .iter()
+        .zip(what)
+        .filter(|(g, _)| **g)
+        .map(|(_, w)| w)
+        .collect();
+        if given.len() > 1 {
+            return Err(Error::invalid(format!(
+                "{} select a snapshot each; give at most one of them",
+                given.join(" and ")
+            )));
+        }
+        Ok(match (snapshot_id, reference, as_of_ms) {
+            (Some(id), _, _) => Self::Id(id),
+            (_, Some(r), _) => Self::Ref(r),
+            (_, _, Some(t)) => Self::AsOf(t),
+            _ => Self::Current,
+        })
+    }
+
     /// The snapshot selected in `table` (`None`: the table has no snapshot yet).
     pub fn resolve(&self, table: &Table) -> Result<Option<Arc<Snapshot>>> {
         let md = table.metadata();
@@ -309,6 +351,26 @@ fn lineage_column(name: &str) -> Option<usize> {
 /// Stream of Arrow batches produced by a scan.
 pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
+/// The first `n` rows of `stream`, which is dropped (its reads stopped) once they came.
+fn take_rows(stream: BatchStream, n: usize) -> BatchStream {
+    futures::stream::unfold((Some(stream), n), |(stream, left)| async move {
+        let mut s = stream?;
+        if left == 0 {
+            return None;
+        }
+        match s.next().await? {
+            Err(e) => Some((Err(e), (None, 0))),
+            Ok(b) => {
+                let k = b.num_rows().min(left);
+                let rest = left - k;
+                let next = (rest > 0).then_some(s);
+                Some((Ok(b.slice(0, k)), (next, rest)))
+            }
+        }
+    })
+    .boxed()
+}
+
 /// [`Scan::split_rows`]'s default.
 const DEFAULT_SPLIT_ROWS: u64 = 512 * 1024;
 
@@ -328,6 +390,8 @@ pub struct Scan {
     row_lineage: bool,
     /// Read every snapshot in the current schema (changelogs), not the snapshot's own.
     current_schema: bool,
+    /// At most this many rows.
+    limit: Option<usize>,
 }
 
 /// The row filter as an inclusive predicate on the scan schema: a file's row groups whose
@@ -519,6 +583,31 @@ fn file_tasks(
 
 impl ScanPlan {
     /// A plan of the files at `indexes` only (each with its loaded deletes).
+    /// The files of the plan in order up to the first whose rows make `n` certain: the
+    /// record counts of files without deletes, when no row filter (`filtered`) may drop
+    /// rows. All of them when that never reaches `n`.
+    fn enough_for(self, n: usize, filtered: bool) -> ScanPlan {
+        if filtered {
+            return self;
+        }
+        let mut certain = 0u64;
+        let mut keep = self.files.len();
+        for (i, f) in self.files.iter().enumerate() {
+            if certain >= n as u64 {
+                keep = i;
+                break;
+            }
+            if f.deletes.is_empty() {
+                certain += f.file.record_count();
+            }
+        }
+        if keep == self.files.len() {
+            return self;
+        }
+        let idx: Vec<usize> = (0..keep).collect();
+        self.subset(&idx)
+    }
+
     pub(crate) fn subset(&self, indexes: &[usize]) -> ScanPlan {
         let pick = |i: &usize| *i < self.files.len();
         ScanPlan {
@@ -685,7 +774,17 @@ impl Scan {
             split_rows: DEFAULT_SPLIT_ROWS,
             row_lineage: false,
             current_schema: false,
+            limit: None,
         }
+    }
+
+    /// Returns at most `n` rows (any `n` of the matching rows: files are read in parallel).
+    /// Only the files needed are read: when files without deletes, under no row filter,
+    /// already hold `n` rows by their record counts, the files after them are not opened,
+    /// and reading stops once `n` rows arrived.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
     }
 
     /// Reads an older snapshot in the table's current schema (as changelogs and incremental
@@ -1031,7 +1130,11 @@ impl Scan {
     /// a time), so decoding uses every worker thread. Batch order across files is unspecified.
     pub fn read(&self, plan: ScanPlan) -> Result<BatchStream> {
         let order = self.output_order();
-        Ok(self
+        let plan = match self.limit {
+            Some(n) => plan.enough_for(n, self.filter.is_some()),
+            None => plan,
+        };
+        let stream = self
             .read_positioned(plan, false)?
             .map(move |r| {
                 let b = r?.1 .0;
@@ -1040,7 +1143,11 @@ impl Scan {
                     None => Ok(b),
                 }
             })
-            .boxed())
+            .boxed();
+        Ok(match self.limit {
+            Some(n) => take_rows(stream, n),
+            None => stream,
+        })
     }
 
     /// Reads a planned scan returning, with each batch, the index of its file in
@@ -1282,12 +1389,15 @@ impl Scan {
         self.to_stream().await?.try_collect().await
     }
 
-    /// Counts matching rows (from metadata alone when there is no filter and no deletes).
+    /// Counts matching rows (from metadata alone when there is no filter and no deletes),
+    /// at most [`Self::limit`]'s.
     pub async fn count(&self) -> Result<u64> {
+        let most = self.limit.map_or(u64::MAX, |n| n as u64);
         if self.filter.is_none() {
             let plan = self.plan().await?;
             if plan.stats.files_with_deletes == 0 {
-                return Ok(plan.files.iter().map(|f| f.file.record_count()).sum());
+                let n: u64 = plan.files.iter().map(|f| f.file.record_count()).sum();
+                return Ok(n.min(most));
             }
         }
         let mut s = self

@@ -30,7 +30,25 @@ start=$(date +%s)
 "$py" -m maturin build --profile dev --interpreter "$py" --out "$wheels" >&2
 "$py" -m pip install --disable-pip-version-check --no-input -q --force-reinstall --no-deps "$wheels"/floe-*.whl
 echo "[floe-python] wheel built and installed in $(( $(date +%s) - start )) s" >&2
-(cd tests/python && "$py" -m pytest -q -p no:cacheprovider "$@")
+# A pytest process that dies without its summary line (the CI run of 2026-12-06 ended after
+# 47 of 52 tests with exit 1 and no report; not reproduced in 5 local runs, Ray's driver
+# exits so when its raylet dies) runs once more, saying so; a run that reports failures does
+# not.
+log="$(mktemp "${TMPDIR:-/tmp}/floe-pytest.XXXXXX")"
+for attempt in 1 2; do
+  set +e
+  (cd tests/python && "$py" -m pytest -q -p no:cacheprovider "$@") 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$rc" = 0 ]; then break; fi
+  if [ "$attempt" = 1 ] && ! grep -Eq '(passed|failed|error|no tests ran|deselected)' "$log"; then
+    echo "[floe-python] pytest ended without a summary (exit $rc): running the suite once more" >&2
+    continue
+  fi
+  rm -f "$log"
+  exit "$rc"
+done
+rm -f "$log"
 
 if [ "${FLOE_PYTHON_NO_FRESH_INSTALL:-0}" = "1" ] || [ "$#" -gt 0 ]; then
   echo "[floe-python] fresh-install check skipped" >&2

@@ -2,7 +2,7 @@
 
 use floe::scan::SnapshotSelector;
 use floe::table::parse_ident;
-use floe::{Error, ErrorKind, Result};
+use floe::{ErrorKind, Result};
 
 use super::output::print_json;
 use super::{catalog_and_table, parse_time_ms, Cli};
@@ -41,18 +41,13 @@ pub fn selector(
     reference: Option<&String>,
     as_of: Option<&String>,
 ) -> Result<SnapshotSelector> {
-    Ok(match (snapshot, reference, as_of) {
-        (Some(id), None, None) => SnapshotSelector::Id(id),
-        (None, Some(r), None) => SnapshotSelector::Ref(r.clone()),
-        (None, None, Some(t)) => SnapshotSelector::AsOf(parse_time_ms(t)?),
-        (None, None, None) => SnapshotSelector::Current,
-        _ => {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                "give at most one of --snapshot, --ref, --as-of",
-            ))
-        }
-    })
+    let as_of = as_of.map(|t| parse_time_ms(t)).transpose()?;
+    SnapshotSelector::from_options(
+        snapshot,
+        reference.cloned(),
+        as_of,
+        ["--snapshot", "--ref", "--as-of"],
+    )
 }
 
 /// `floe clone`.

@@ -182,19 +182,16 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     // A bar only when rows go to a file (on stdout it would mix with them).
     let label = format!("scanning {}", table.name());
     let mut out = BatchWriter::new(format, output.as_deref(), arrow_schema)?;
+    let scan = match limit {
+        Some(n) => scan.limit(n),
+        None => scan,
+    };
     let read = progress_bar::run(&label, *json || output.is_none(), |_| async {
         let mut stream = scan.read(plan)?;
         let mut rows = 0usize;
         while let Some(b) = stream.try_next().await? {
-            let b = match limit {
-                Some(l) if rows + b.num_rows() > l => b.slice(0, l - rows),
-                _ => b,
-            };
             rows += b.num_rows();
             out.write(&b)?;
-            if limit.is_some_and(|l| rows >= l) {
-                break;
-            }
         }
         Ok::<_, Error>(rows)
     });

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures::FutureExt;
 
 use crate::error::{Error, ErrorKind, Result};
-use iceberg::spec::{Manifest, ManifestList};
+use iceberg::spec::{Manifest, ManifestEntry, ManifestList};
 
 use crate::spec::{
     FormatVersion, ManifestFile, Snapshot, TableIdent, TableMetadata, TableProperties,
@@ -271,7 +271,31 @@ impl Table {
         Ok(m)
     }
 
+    /// Decodes one manifest, not memoized (for tests that compare decoders).
+    #[doc(hidden)]
+    pub async fn decode_manifest_uncached(&self, mf: &ManifestFile) -> Result<Manifest> {
+        self.decode_manifest(mf).await
+    }
+
     async fn decode_manifest(&self, mf: &ManifestFile) -> Result<Manifest> {
+        if mf.key_metadata.is_some() {
+            return self.decode_manifest_by_iceberg(mf).await;
+        }
+        let bytes = self
+            .storage
+            .get(&mf.manifest_path)
+            .await
+            .map_err(|e| e.context(format!("table {}", self.name())))?;
+        let what = format!("manifest '{}' of table {}", mf.manifest_path, self.name());
+        let (metadata, mut entries) = parse_manifest_parts(&bytes, &what)?;
+        for e in &mut entries {
+            inherit(e, mf);
+        }
+        Ok(Manifest::new(metadata, entries))
+    }
+
+    /// An encrypted manifest, through the `iceberg` crate.
+    async fn decode_manifest_by_iceberg(&self, mf: &ManifestFile) -> Result<Manifest> {
         let read = AssertUnwindSafe(mf.load_manifest(&self.storage.file_io()))
             .catch_unwind()
             .await
@@ -348,10 +372,93 @@ pub fn parse_manifest_list(
 }
 
 /// Parses a manifest's bytes (without inheriting from its manifest list entry), guarded as
-/// [`parse_manifest_list`] is.
+/// [`parse_manifest_list`] is: v2 / v3 manifests of the usual shape by the planning decoder
+/// ([`crate::codec::manifest`]), others by the `iceberg` crate.
 #[doc(hidden)]
 pub fn parse_manifest(bytes: &[u8], what: &str) -> Result<Manifest> {
+    let (metadata, entries) = parse_manifest_parts(bytes, what)?;
+    Ok(Manifest::new(metadata, entries))
+}
+
+/// Parses a manifest by the `iceberg` crate alone (guarded), for tests and benchmarks that
+/// compare the decoders.
+#[doc(hidden)]
+pub fn parse_manifest_by_iceberg(bytes: &[u8], what: &str) -> Result<Manifest> {
     guard_avro(bytes, what, || Manifest::parse_avro(bytes))
+}
+
+/// Parses a manifest by the planning decoder alone: `Ok(None)` when it leaves the file to
+/// the `iceberg` crate (for tests and benchmarks that compare the decoders).
+#[doc(hidden)]
+pub fn parse_manifest_planned(bytes: &[u8], what: &str) -> Result<Option<Manifest>> {
+    Ok(parse_manifest_fast(bytes, what)?.map(|(m, e)| Manifest::new(m, e)))
+}
+
+fn parse_manifest_parts(
+    bytes: &[u8],
+    what: &str,
+) -> Result<(iceberg::spec::ManifestMetadata, Vec<ManifestEntry>)> {
+    if let Some(parts) = parse_manifest_fast(bytes, what)? {
+        return Ok(parts);
+    }
+    let (entries, metadata) = guard_avro(bytes, what, || Manifest::parse_avro(bytes))?.into_parts();
+    let entries = entries.into_iter().map(Arc::unwrap_or_clone).collect();
+    Ok((metadata, entries))
+}
+
+/// The planning decoder: the header's metadata parsed by the `iceberg` crate, the entries
+/// by [`crate::codec::manifest::decode_entries`]. `Ok(None)`: leave it to the `iceberg` crate.
+fn parse_manifest_fast(
+    bytes: &[u8],
+    what: &str,
+) -> Result<Option<(iceberg::spec::ManifestMetadata, Vec<ManifestEntry>)>> {
+    storage::limit_avro_allocations();
+    crate::codec::avro::check_header(bytes, what)?;
+    let Some(head) = crate::codec::manifest::header_len(bytes).map(|n| &bytes[..n]) else {
+        return Ok(None);
+    };
+    let header = std::panic::catch_unwind(|| {
+        apache_avro::Reader::new(head)
+            .map(|r| (r.writer_schema().clone(), r.user_metadata().clone()))
+    });
+    let Ok(Ok((schema, user_metadata))) = header else {
+        return Ok(None);
+    };
+    crate::codec::avro::check_writer_schema(&schema, what)?;
+    let Ok(metadata) = iceberg::spec::ManifestMetadata::parse(&user_metadata) else {
+        return Ok(None);
+    };
+    if metadata.format_version == FormatVersion::V1 {
+        return Ok(None);
+    }
+    let Ok(partition_type) = metadata.partition_spec.partition_type(&metadata.schema) else {
+        return Ok(None);
+    };
+    let entries = crate::codec::manifest::decode_entries(
+        bytes,
+        &schema,
+        &metadata.schema,
+        metadata.partition_spec.spec_id(),
+        &partition_type,
+        what,
+    )?;
+    Ok(entries.map(|e| (metadata, e)))
+}
+
+/// What an entry inherits from its manifest list entry (the spec's rules, as the `iceberg`
+/// crate applies them): the snapshot id, and for added files (or a manifest of the first
+/// sequence number) the data and file sequence numbers.
+fn inherit(e: &mut ManifestEntry, mf: &ManifestFile) {
+    if e.snapshot_id.is_none() {
+        e.snapshot_id = Some(mf.added_snapshot_id);
+    }
+    let inherits = e.status == iceberg::spec::ManifestStatus::Added || mf.sequence_number == 0;
+    if e.sequence_number.is_none() && inherits {
+        e.sequence_number = Some(mf.sequence_number);
+    }
+    if e.file_sequence_number.is_none() && inherits {
+        e.file_sequence_number = Some(mf.sequence_number);
+    }
 }
 
 /// Decodes an Avro container with `f`: declared lengths bounded, the header, the writer

@@ -123,7 +123,7 @@ pub(crate) const MIN_EXPANDED_BYTES: u64 = 1 << 20;
 /// declared size before reading it, and up to its 8 Mi limit that is 1.3 GB for 2 KB of file.
 /// Run before apache-avro opens the file.
 pub(crate) fn check_header(bytes: &[u8], what: &str) -> Result<()> {
-    let mut c = Container { buf: bytes, pos: 0 };
+    let mut c = Cursor::new(bytes);
     c.header()
         .map(|_| ())
         .map_err(|why| Error::corrupt(format!("{what} is malformed: {why}")))
@@ -142,7 +142,7 @@ pub(crate) fn check_header(bytes: &[u8], what: &str) -> Result<()> {
 /// the decoder, which reports it.
 pub(crate) fn check_blocks(bytes: &[u8], schema: &Schema, what: &str) -> Result<()> {
     let bad = |why: String| Error::corrupt(format!("{what} is malformed: {why}"));
-    let mut c = Container { buf: bytes, pos: 0 };
+    let mut c = Cursor::new(bytes);
     let Some(codec) = c.header().map_err(bad)? else {
         return Ok(());
     };
@@ -167,7 +167,7 @@ pub(crate) fn check_blocks(bytes: &[u8], schema: &Schema, what: &str) -> Result<
             Inflated::Unreadable => return Ok(()),
         };
         let mut w = Walk {
-            c: Container { buf: &data, pos: 0 },
+            c: Cursor::new(&data),
             named: &named,
         };
         // Every object takes at least a byte (schemas whose objects take none are refused).
@@ -186,6 +186,25 @@ pub(crate) fn check_blocks(bytes: &[u8], schema: &Schema, what: &str) -> Result<
         }
     }
     Ok(())
+}
+
+/// One block of `codec` (of the container `what`) decompressed, bounded as
+/// [`check_blocks`] bounds it: `Ok(None)` for a codec or stream not decompressible here.
+pub(crate) fn inflate_block<'a>(
+    codec: &str,
+    block: &'a [u8],
+    what: &str,
+) -> Result<Option<std::borrow::Cow<'a, [u8]>>> {
+    let limit = MIN_EXPANDED_BYTES.max(MAX_EXPANSION.saturating_mul(block.len() as u64));
+    match inflate(codec, block, limit) {
+        Inflated::Data(d) => Ok(Some(d)),
+        Inflated::TooLarge => Err(Error::corrupt(format!(
+            "{what} is malformed: a {}-byte {codec} block expands to more than {limit} bytes \
+             (over {MAX_EXPANSION} times its size; no Iceberg writer produces that)",
+            block.len()
+        ))),
+        Inflated::Unreadable => Ok(None),
+    }
 }
 
 /// A block's data, decompressed.
@@ -232,7 +251,7 @@ fn inflate<'a>(codec: &str, block: &'a [u8], limit: u64) -> Inflated<'a> {
 
 /// Walks values of a schema over a block's bytes, allocating nothing.
 struct Walk<'a> {
-    c: Container<'a>,
+    c: Cursor<'a>,
     named: &'a HashMap<&'a Name, &'a Schema>,
 }
 
@@ -333,14 +352,29 @@ impl Walk<'_> {
     }
 }
 
-/// A cursor over an Avro object container file.
-struct Container<'a> {
+/// A cursor over an Avro object container file or a block's bytes.
+pub(crate) struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
-impl<'a> Container<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `buf`.
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+
+    /// Whether every byte was read.
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    /// Bytes not read yet.
+    pub(crate) fn left(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len())?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
@@ -348,7 +382,7 @@ impl<'a> Container<'a> {
     }
 
     /// A zig-zag varint long.
-    fn long(&mut self) -> Option<i64> {
+    pub(crate) fn long(&mut self) -> Option<i64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = *self.take(1)?.first()?;
@@ -360,7 +394,7 @@ impl<'a> Container<'a> {
         None
     }
 
-    fn bytes(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = usize::try_from(self.long()?).ok()?;
         self.take(n)
     }
@@ -368,7 +402,7 @@ impl<'a> Container<'a> {
     /// Reads the header (magic, metadata map, sync marker): its codec, `Err` for a map that
     /// declares more entries than the bytes left could hold (apache-avro would reserve room
     /// for them first), `Ok(None)` for a header this walk cannot follow.
-    fn header(&mut self) -> std::result::Result<Option<String>, String> {
+    pub(crate) fn header(&mut self) -> std::result::Result<Option<String>, String> {
         if self.take(4) != Some(b"Obj\x01") {
             return Ok(None);
         }

@@ -2,4 +2,5 @@
 
 pub(crate) mod avro;
 pub mod dv;
+pub(crate) mod manifest;
 pub(crate) mod parquet_pages;

@@ -24,6 +24,7 @@ mod keyed;
 mod keyed_lifecycle;
 mod maintenance;
 mod manifest_merge;
+mod manifest_reader;
 mod merge_aligned;
 mod merge_engines;
 mod metadata_tables;

@@ -1544,6 +1544,13 @@ fn run_manifest_list(d: &[u8]) {
 }
 
 fn run_manifest(d: &[u8]) {
+    // The planning decoder and the iceberg crate's agree wherever both read the file.
+    if let (Ok(Some(a)), Ok(b)) = (
+        floe::table::parse_manifest_planned(d, "fuzz manifest"),
+        floe::table::parse_manifest_by_iceberg(d, "fuzz manifest"),
+    ) {
+        assert!(a == b, "the decoders disagree: {a:?} vs {b:?}");
+    }
     if let Ok(m) = floe::table::parse_manifest(d, "fuzz manifest") {
         for e in m.entries() {
             let _ = (

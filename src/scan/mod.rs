@@ -18,7 +18,7 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::arrow::ArrowReaderBuilder;
 use iceberg::expr::{Bind, BoundPredicate, Predicate};
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{DataFileFormat, ManifestContentType, NameMapping};
+use iceberg::spec::{DataFileFormat, ManifestContentType, ManifestFile, NameMapping};
 
 pub use changelog::{appended_between, ChangeType, Changelog, ChangelogRange};
 pub(crate) use delete_index::{canonical_path, is_file_scoped, DeleteEntry};
@@ -1384,6 +1384,42 @@ impl Scan {
         .boxed())
     }
 
+    /// The rows of the selected snapshot from its manifests' entries alone (no plan, no data
+    /// file opened), when no delete file is live in it; `None` otherwise.
+    async fn count_from_manifests(&self) -> Result<Option<u64>> {
+        let Some(snap) = self.resolve_snapshot()? else {
+            return Ok(Some(0));
+        };
+        let list = self.table.manifest_list(&snap).await?;
+        let live = |mf: &&ManifestFile| mf.has_added_files() || mf.has_existing_files();
+        if list
+            .iter()
+            .filter(live)
+            .any(|mf| mf.content != ManifestContentType::Data)
+        {
+            return Ok(None);
+        }
+        let table = self.table.clone();
+        let counts: Vec<u64> = futures::stream::iter(list.into_iter().filter(|mf| live(&mf)))
+            .map(move |mf| {
+                let table = table.clone();
+                async move {
+                    let m = table.load_manifest(&mf).await?;
+                    Ok::<_, Error>(
+                        m.entries()
+                            .iter()
+                            .filter(|e| e.is_alive())
+                            .map(|e| e.data_file().record_count())
+                            .sum::<u64>(),
+                    )
+                }
+            })
+            .buffer_unordered(8)
+            .try_collect()
+            .await?;
+        Ok(Some(counts.iter().sum()))
+    }
+
     /// Runs the scan and collects all batches.
     pub async fn to_batches(&self) -> Result<Vec<RecordBatch>> {
         self.to_stream().await?.try_collect().await
@@ -1393,6 +1429,11 @@ impl Scan {
     /// at most [`Self::limit`]'s.
     pub async fn count(&self) -> Result<u64> {
         let most = self.limit.map_or(u64::MAX, |n| n as u64);
+        if self.filter.is_none() && self.prune.is_none() {
+            if let Some(n) = self.count_from_manifests().await? {
+                return Ok(n.min(most));
+            }
+        }
         if self.filter.is_none() {
             let plan = self.plan().await?;
             if plan.stats.files_with_deletes == 0 {

@@ -27,20 +27,24 @@ pub(super) async fn source_rows(catalog: &Catalog, src: &MergeSource) -> Result<
             Ok(Scan::new(&t).to_batches().await?.into())
         }
         MergeSource::Path(p) => {
-            let path = p.strip_prefix("file://").unwrap_or(p).to_string();
-            let f = std::fs::File::open(&path).map_err(|e| {
-                Error::not_found(format!("MERGE source '{path}' cannot be opened: {e}"))
-            })?;
-            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
-                .and_then(|b| b.build())
+            // A relative local path is the caller's working directory's.
+            let location = match crate::storage::scheme(p) {
+                None if !p.starts_with('/') => std::path::absolute(p)
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| p.clone()),
+                _ => p.clone(),
+            };
+            let reader = catalog
+                .storage()
+                .parquet_reader(&location, "MERGE source")
+                .await
                 .map_err(|e| {
-                    Error::invalid(format!(
-                        "MERGE source '{path}' is not a readable Parquet file ({e}); \
-                         read other formats into record batches and pass them as the MERGE source"
-                    ))
+                    e.with_hint(
+                        "read other formats into record batches and pass them as the MERGE source",
+                    )
                 })?;
             Ok(SourceRows::new(reader.map(move |b| {
-                b.map_err(|e| Error::corrupt(format!("MERGE source '{path}': {e}")))
+                b.map_err(|e| Error::corrupt(format!("MERGE source '{location}': {e}")))
             })))
         }
     }

@@ -16,7 +16,6 @@ use arrow_array::{
     new_null_array, Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array,
 };
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
@@ -186,14 +185,7 @@ pub(super) async fn get_parquet(
     location: &str,
     what: &str,
 ) -> Result<Vec<RecordBatch>> {
-    let bytes = table.storage().get(location).await?;
-    let bad = |e: &dyn std::fmt::Display| Error::corrupt(format!("{what} '{location}': {e}"));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .and_then(|b| b.build())
-        .map_err(|e| bad(&e))?;
-    reader
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| bad(&e))
+    table.storage().read_parquet(location, what).await
 }
 
 /// The key list of a task: its written upserts (read back for their positions) and its

@@ -82,14 +82,11 @@ struct Records {
 /// The records of tombstone file `path`, the key columns cast to `key_fields`' types.
 async fn read_records(table: &Table, path: &str, key_fields: &[FieldRef]) -> Result<Vec<Records>> {
     let n_key = key_fields.len();
-    let bytes = table
+    let reader = table
         .storage()
-        .get(path)
+        .parquet_reader(path, "tombstone file")
         .await
         .map_err(|e| missing(table, path, e))?;
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .and_then(|b| b.build())
-        .map_err(|e| missing(table, path, Error::corrupt(e.to_string())))?;
     let mut out = Vec::new();
     for b in reader {
         let b = b.map_err(|e| missing(table, path, Error::corrupt(e.to_string())))?;

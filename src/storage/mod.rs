@@ -14,6 +14,7 @@ mod stats;
 use std::ops::Range;
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
@@ -235,6 +236,50 @@ impl Storage {
             .await
             .map_err(|e| Self::wrap(e, "read", location))?;
         r.bytes().await.map_err(|e| Self::wrap(e, "read", location))
+    }
+
+    /// A reader of the Parquet file at `location` (`what` names it in errors: "MERGE
+    /// source", "staged key list"): a local file is read lazily, row group by row group; a
+    /// remote one is fetched whole first.
+    pub async fn parquet_reader(
+        &self,
+        location: &str,
+        what: &str,
+    ) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader> {
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder as Builder;
+        let unreadable = |e: parquet::errors::ParquetError| {
+            Error::corrupt(format!(
+                "{what} '{location}' is not a readable Parquet file ({e})"
+            ))
+        };
+        if let Some(path) = self.local_file(location) {
+            let f = std::fs::File::open(&path).map_err(|e| {
+                let kind = match e.kind() {
+                    std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+                    _ => ErrorKind::Io,
+                };
+                Error::new(kind, format!("{what} '{location}' cannot be opened: {e}"))
+            })?;
+            return Builder::try_new(f)
+                .and_then(|b| b.build())
+                .map_err(unreadable);
+        }
+        let bytes = self
+            .get(location)
+            .await
+            .map_err(|e| e.context(what.to_string()))?;
+        Builder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(unreadable)
+    }
+
+    /// Every batch of the Parquet file at `location` ([`Self::parquet_reader`]), each
+    /// error naming `what` and the file.
+    pub async fn read_parquet(&self, location: &str, what: &str) -> Result<Vec<RecordBatch>> {
+        self.parquet_reader(location, what)
+            .await?
+            .map(|b| b.map_err(|e| Error::corrupt(format!("{what} '{location}': {e}"))))
+            .collect()
     }
 
     /// Reads a byte range of an object.

@@ -293,6 +293,19 @@ async fn row_level_on_s3(kind: CatalogKind) {
     write_parquet(&model, &batches);
     let source = w.join("source.parquet");
     write_parquet(&source, &[wide_batch(1200, 300)]);
+    // MERGE reads its source through the catalog's storage: from the bucket, unless the
+    // catalog is the REST one, whose storage holds only the credentials it vends per table.
+    let remote_source = match kind {
+        CatalogKind::Rest => source.display().to_string(),
+        _ => {
+            let at = format!("{wh}/{ns}-merge-sources/source.parquet");
+            cat.storage()
+                .put(&at, std::fs::read(&source).unwrap().into())
+                .await
+                .unwrap();
+            at
+        }
+    };
     let statements = [
         "DELETE FROM {t} WHERE id % 7 = 3",
         "UPDATE {t} SET a = a * 2 + 1, name = name || '-u' WHERE cat = 'beta' AND id < 400",
@@ -305,7 +318,7 @@ async fn row_level_on_s3(kind: CatalogKind) {
     for (i, st) in statements.iter().enumerate() {
         let floe_sql = st
             .replace("{t}", &tname)
-            .replace("{s}", &format!("'{}'", source.display()));
+            .replace("{s}", &format!("'{remote_source}'"));
         let r = floe::dml::execute(cat, &floe_sql, None)
             .await
             .unwrap_or_else(|e| panic!("`{floe_sql}`: {e:?}"));

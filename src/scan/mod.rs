@@ -1035,7 +1035,7 @@ impl Scan {
         };
         let list = self.table.manifest_list(&snap).await?;
         let partition_filters = PartitionFilters::new(bound.as_ref(), md.partition_specs_iter())?;
-        let mut wanted = Vec::new();
+        let mut wanted: Vec<(Arc<PartitionSpec>, ManifestFile, Option<i64>)> = Vec::new();
         let (mut data_manifests, mut pruned_manifests) = (0, 0);
         // A manifest with no added or existing entry lists only removed files.
         for mf in list
@@ -1063,6 +1063,9 @@ impl Scan {
                 .then(|| mf.first_row_id.map(|r| r as i64))
                 .flatten();
             wanted.push((spec, mf.clone(), first_row_id));
+        }
+        if let Some(n) = self.limit {
+            wanted = self.enough_manifests(wanted, n, bound.is_some()).await?;
         }
         // Each future owns its table handle (a borrowing closure would make the plan's
         // future not `Send`: callers could not spawn it).
@@ -1382,6 +1385,41 @@ impl Scan {
             rx.recv().await.map(|item| (item, rx))
         })
         .boxed())
+    }
+
+    /// For a scan of at most `n` rows: the data manifests of `wanted`, in order, up to the
+    /// first whose live entries make `n` rows certain, when no row filter (`filtered`) and
+    /// no live delete manifest can drop rows; all of `wanted` otherwise. Manifests are
+    /// decoded one after another, so planning stops early.
+    async fn enough_manifests(
+        &self,
+        wanted: Vec<(Arc<PartitionSpec>, ManifestFile, Option<i64>)>,
+        n: usize,
+        filtered: bool,
+    ) -> Result<Vec<(Arc<PartitionSpec>, ManifestFile, Option<i64>)>> {
+        if filtered
+            || wanted
+                .iter()
+                .any(|(_, mf, _)| mf.content != ManifestContentType::Data)
+        {
+            return Ok(wanted);
+        }
+        let mut certain = 0u64;
+        let mut keep = Vec::new();
+        for w in wanted {
+            if certain >= n as u64 {
+                break;
+            }
+            let m = self.table.load_manifest(&w.1).await?;
+            certain += m
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive())
+                .map(|e| e.data_file().record_count())
+                .sum::<u64>();
+            keep.push(w);
+        }
+        Ok(keep)
     }
 
     /// The rows of the selected snapshot from its manifests' entries alone (no plan, no data

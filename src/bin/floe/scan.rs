@@ -177,15 +177,15 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     } else {
         None
     });
+    let scan = match limit {
+        Some(n) => scan.limit(n),
+        None => scan,
+    };
     let plan = scan.plan().await?;
     let arrow_schema = scan.output_schema(&plan)?;
     // A bar only when rows go to a file (on stdout it would mix with them).
     let label = format!("scanning {}", table.name());
     let mut out = BatchWriter::new(format, output.as_deref(), arrow_schema)?;
-    let scan = match limit {
-        Some(n) => scan.limit(n),
-        None => scan,
-    };
     let read = progress_bar::run(&label, *json || output.is_none(), |_| async {
         let mut stream = scan.read(plan)?;
         let mut rows = 0usize;

@@ -357,7 +357,7 @@ async fn distributed_compaction_on_s3_and_postgres() {
         .map(|r| {
             let v: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(r).unwrap()).unwrap();
-            v["added_data_files_count"].as_u64().unwrap() as usize
+            v["staged"]["added_data_files_count"].as_u64().unwrap() as usize
         })
         .sum();
     let o = commit(&env.vars, &wh, &pg, &results);

@@ -5,8 +5,7 @@ use arrow_array::RecordBatch;
 use floe::scan::{Changelog, ChangelogRange, Scan};
 use floe::Result;
 
-use super::output::Format;
-use super::rows::{print_rows, Rows};
+use super::rows::{print_rows, OutputArgs, Rows};
 use super::{load, parse_time_ms, Cli};
 
 /// Rows changed between two snapshots (Spark's changelog view).
@@ -41,24 +40,9 @@ pub struct ChangesArgs {
     /// _commit_snapshot_id).
     #[arg(long = "where", allow_hyphen_values = true)]
     pub filter: Option<String>,
-    /// Columns to return (comma-separated).
-    #[arg(long, value_delimiter = ',', value_parser = crate::item)]
-    pub columns: Option<Vec<String>>,
-    /// Print only the row count.
-    #[arg(long)]
-    pub count: bool,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-    /// Output file.
-    #[arg(short = 'o', long)]
-    pub output: Option<String>,
-    /// At most this many rows (table format defaults to 100).
-    #[arg(long)]
-    pub limit: Option<usize>,
-    /// JSON output (same as --format json).
-    #[arg(long)]
-    pub json: bool,
+    /// Output flags.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// `floe changes`.
@@ -80,21 +64,12 @@ pub async fn changes(cli: &Cli, a: &ChangesArgs) -> Result<()> {
     let batches = log.read().await?;
     let schema = log.schema()?;
     let what = format!("the changes of {}", table.name());
-    print_batches(schema, batches, &what, &Rows::of_changes(a))
-}
-
-impl<'a> Rows<'a> {
-    fn of_changes(a: &'a ChangesArgs) -> Self {
-        Rows {
-            filter: a.filter.as_deref(),
-            columns: a.columns.as_deref(),
-            count: a.count,
-            format: a.format,
-            output: a.output.as_deref(),
-            limit: a.limit,
-            json: a.json,
-        }
-    }
+    print_batches(
+        schema,
+        batches,
+        &what,
+        &Rows::of(a.filter.as_deref(), &a.out),
+    )
 }
 
 /// `batches` of `schema` as one batch, printed (see [`print_rows`]).

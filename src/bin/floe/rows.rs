@@ -10,6 +10,29 @@ use serde_json::json;
 
 use super::output::{print_json, BatchWriter, Format};
 
+/// The output flags `scan` and `changes` share (flattened into both).
+#[derive(clap::Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Columns to return (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = crate::item)]
+    pub columns: Option<Vec<String>>,
+    /// Print only the row count.
+    #[arg(long)]
+    pub count: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Output file.
+    #[arg(short = 'o', long)]
+    pub output: Option<String>,
+    /// At most this many rows (table format defaults to 100).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// JSON output (same as --format json).
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// How rows are filtered, projected and printed.
 #[derive(Debug, Clone, Copy)]
 pub struct Rows<'a> {
@@ -30,16 +53,16 @@ pub struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
-    /// The options of `floe scan`.
-    pub fn of_scan(a: &'a super::scan::ScanArgs) -> Self {
+    /// The options of a command's `--where` (`filter`) and output flags.
+    pub fn of(filter: Option<&'a str>, o: &'a OutputArgs) -> Self {
         Rows {
-            filter: a.filter.as_deref(),
-            columns: a.columns.as_deref(),
-            count: a.count,
-            format: a.format,
-            output: a.output.as_deref(),
-            limit: a.limit,
-            json: a.json,
+            filter,
+            columns: o.columns.as_deref(),
+            count: o.count,
+            format: o.format,
+            output: o.output.as_deref(),
+            limit: o.limit,
+            json: o.json,
         }
     }
 }

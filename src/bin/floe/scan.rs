@@ -8,6 +8,7 @@ use futures::TryStreamExt;
 use serde_json::json;
 
 use super::output::{print_json, BatchWriter, Format};
+use super::rows::OutputArgs;
 use super::{changes, floe_arrow_schema, ingest, load, progress_bar, rows, Cli};
 
 /// Read rows.
@@ -18,9 +19,6 @@ pub struct ScanArgs {
     /// Read a metadata.json or table directory without a catalog.
     #[arg(long)]
     pub metadata: Option<String>,
-    /// Columns to return (comma-separated).
-    #[arg(long, value_delimiter = ',', value_parser = crate::item)]
-    pub columns: Option<Vec<String>>,
     /// Row filter, e.g. "ts >= '2024-01-01' AND id IN (1,2)".
     #[arg(long = "where", allow_hyphen_values = true)]
     pub filter: Option<String>,
@@ -44,21 +42,9 @@ pub struct ScanArgs {
     /// (by partition, by column metrics), delete files, row groups and bytes.
     #[arg(long)]
     pub explain: bool,
-    /// Print only the row count.
-    #[arg(long)]
-    pub count: bool,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-    /// Output file.
-    #[arg(short = 'o', long)]
-    pub output: Option<String>,
-    /// At most this many rows (table format defaults to 100).
-    #[arg(long)]
-    pub limit: Option<usize>,
-    /// JSON output (same as --format json).
-    #[arg(long)]
-    pub json: bool,
+    /// Output flags.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 /// `floe scan`.
@@ -66,7 +52,6 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     let ScanArgs {
         name,
         metadata,
-        columns,
         filter,
         snapshot,
         reference,
@@ -74,11 +59,15 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         from_snapshot,
         to_snapshot,
         explain,
-        count,
-        format,
-        output,
-        limit,
-        json,
+        out:
+            OutputArgs {
+                columns,
+                count,
+                format,
+                output,
+                limit,
+                json,
+            },
     } = a;
     let table = match load(cli, name.as_deref(), metadata.as_deref()).await {
         Ok(t) => t,
@@ -151,11 +140,7 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         let rows = rows::Rows {
             filter: None,
             columns: None,
-            count: *count,
-            format: *format,
-            output: output.as_deref(),
-            limit: *limit,
-            json: *json,
+            ..rows::Rows::of(None, &a.out)
         };
         return changes::appended(scan, schema, *from_snapshot, *to_snapshot, &rows).await;
     }
@@ -293,5 +278,5 @@ async fn scan_metadata_table(
     };
     let b = floe::scan::read_metadata_table(table, which, snapshot).await?;
     let what = format!("{}.{}", table.name(), which.name());
-    rows::print_rows(b, &what, &rows::Rows::of_scan(a))
+    rows::print_rows(b, &what, &rows::Rows::of(a.filter.as_deref(), &a.out))
 }

@@ -351,6 +351,15 @@ fn lineage_column(name: &str) -> Option<usize> {
 /// Stream of Arrow batches produced by a scan.
 pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
+/// The rows of a manifest's live (added or existing) entries, by their record counts.
+fn live_records(m: &iceberg::spec::Manifest) -> u64 {
+    m.entries()
+        .iter()
+        .filter(|e| e.is_alive())
+        .map(|e| e.data_file().record_count())
+        .sum()
+}
+
 /// The first `n` rows of `stream`, which is dropped (its reads stopped) once they came.
 fn take_rows(stream: BatchStream, n: usize) -> BatchStream {
     futures::stream::unfold((Some(stream), n), |(stream, left)| async move {
@@ -582,7 +591,6 @@ fn file_tasks(
 }
 
 impl ScanPlan {
-    /// A plan of the files at `indexes` only (each with its loaded deletes).
     /// The files of the plan in order up to the first whose rows make `n` certain: the
     /// record counts of files without deletes, when no row filter (`filtered`) may drop
     /// rows. All of them when that never reaches `n`.
@@ -608,6 +616,7 @@ impl ScanPlan {
         self.subset(&idx)
     }
 
+    /// A plan of the files at `indexes` only (each with its loaded deletes).
     pub(crate) fn subset(&self, indexes: &[usize]) -> ScanPlan {
         let pick = |i: &usize| *i < self.files.len();
         ScanPlan {
@@ -1410,13 +1419,7 @@ impl Scan {
             if certain >= n as u64 {
                 break;
             }
-            let m = self.table.load_manifest(&w.1).await?;
-            certain += m
-                .entries()
-                .iter()
-                .filter(|e| e.is_alive())
-                .map(|e| e.data_file().record_count())
-                .sum::<u64>();
+            certain += live_records(&*self.table.load_manifest(&w.1).await?);
             keep.push(w);
         }
         Ok(keep)
@@ -1441,16 +1444,7 @@ impl Scan {
         let counts: Vec<u64> = futures::stream::iter(list.into_iter().filter(|mf| live(&mf)))
             .map(move |mf| {
                 let table = table.clone();
-                async move {
-                    let m = table.load_manifest(&mf).await?;
-                    Ok::<_, Error>(
-                        m.entries()
-                            .iter()
-                            .filter(|e| e.is_alive())
-                            .map(|e| e.data_file().record_count())
-                            .sum::<u64>(),
-                    )
-                }
+                async move { Ok::<_, Error>(live_records(&*table.load_manifest(&mf).await?)) }
             })
             .buffer_unordered(8)
             .try_collect()

@@ -12,7 +12,9 @@
 //! are interchangeable) — and a deletion vector (v3) or a file-scoped position delete file (v2)
 //! is written for each new file that holds one.
 //!
-//! Anything else leaves the conflict as it was: an input file removed meanwhile, an equality
+//! An input file removed meanwhile counts as every row of it deleted (its rows, if kept, live
+//! in the files that commit added). Anything else leaves the conflict as it was: every input
+//! removed, an equality
 //! delete added meanwhile (unless the new files keep the plan's sequence number and so stay
 //! under it), a deletion vector that shrank, or a row that cannot be matched.
 
@@ -88,6 +90,16 @@ async fn input_deletes(
         );
     }
     Ok(out)
+}
+
+/// The rows `file` holds, as a position bound.
+fn record_count(file: &PlannedFile) -> Result<u64> {
+    u64::try_from(file.file.record_count()).map_err(|_| {
+        Error::corrupt(format!(
+            "data file '{}' has a negative record count",
+            file.file.file_path()
+        ))
+    })
 }
 
 /// Each row's identity: its row id (v3) or its values in a comparable byte form (v2).
@@ -222,7 +234,8 @@ impl<'a> Carrier<'a> {
             .same_branch(self.catalog.load_table(self.base.ident()).await?)?;
         let paths = self.rewritten.clone();
         let now = input_deletes(&latest, None, &paths).await?;
-        if now.len() != paths.len() {
+        if now.is_empty() {
+            // Every input is gone: nothing of the rewrite would be left to commit.
             return Ok(None);
         }
         if self.then.is_none() {
@@ -232,10 +245,23 @@ impl<'a> Carrier<'a> {
             .then
             .as_ref()
             .ok_or_else(|| Error::io("carry: no plan state"))?;
-        let mut newly: Vec<(&InputDeletes, RoaringTreemap)> = Vec::new();
-        for (path, n) in &now {
-            let Some(t) = then.get(path) else {
-                return Ok(None);
+        if then.len() != paths.len() {
+            return Ok(None);
+        }
+        // The positions of each input deleted since the plan. An input a later commit removed
+        // (a writer dropping a file whose rows it deleted, a copy-on-write rewrite, another
+        // compaction) no longer holds any of its rows, wherever they went: all its positions
+        // count as deleted, so none of them stays live in the written files.
+        let mut newly: Vec<(PlannedFile, RoaringTreemap)> = Vec::new();
+        for (path, t) in then {
+            let Some(n) = now.get(path) else {
+                let mut all = RoaringTreemap::new();
+                all.insert_range(0..record_count(&t.file)?);
+                let d = &all - &t.positions;
+                if !d.is_empty() {
+                    newly.push((t.file.clone(), d));
+                }
+                continue;
             };
             if !self.ignore_equality_deletes && !n.equality.is_subset(&t.equality) {
                 return Ok(None);
@@ -245,7 +271,7 @@ impl<'a> Carrier<'a> {
             }
             let d = &n.positions - &t.positions;
             if !d.is_empty() {
-                newly.push((n, d));
+                newly.push((n.file.clone(), d));
             }
         }
         if newly.is_empty() {
@@ -259,13 +285,13 @@ impl<'a> Carrier<'a> {
         // looked up in an earlier round.
         let missing: Vec<(PlannedFile, RoaringTreemap)> = newly
             .iter()
-            .filter_map(|(n, d)| {
-                let known = self.known.get(n.file.file.file_path());
+            .filter_map(|(f, d)| {
+                let known = self.known.get(f.file.file_path());
                 let m: RoaringTreemap = d
                     .iter()
                     .filter(|p| known.is_none_or(|k| !k.contains_key(p)))
                     .collect();
-                (!m.is_empty()).then(|| (n.file.clone(), m))
+                (!m.is_empty()).then(|| (f.clone(), m))
             })
             .collect();
         if !missing.is_empty() {
@@ -294,8 +320,8 @@ impl<'a> Carrier<'a> {
         }
         let mut wanted: HashMap<Vec<u8>, u64> = HashMap::new();
         let mut rows = 0u64;
-        for (n, d) in &newly {
-            let Some(known) = self.known.get(n.file.file.file_path()) else {
+        for (f, d) in &newly {
+            let Some(known) = self.known.get(f.file.file_path()) else {
                 return Ok(None);
             };
             for p in d {

@@ -376,8 +376,9 @@ fn deletes_committed_after_the_plan_are_carried_onto_a_distributed_commit() {
 }
 
 /// Random rounds of a rewrite raced by merge-on-read DELETEs and UPDATEs committed between
-/// its tasks and its commit: every commit lands with the writers' deletes carried (or is
-/// refused), and the rows always equal a model of the writes, for floe and the peers.
+/// its tasks and its commit, some removing whole files: every commit lands with the writers'
+/// deletes carried (or is refused), and the rows always equal a model of the writes, for
+/// floe and the peers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_writes_racing_a_rewrite_agree_with_the_model() {
     use crate::common::{floe, ok};
@@ -406,8 +407,9 @@ async fn random_writes_racing_a_rewrite_agree_with_the_model() {
         // id → (cat, v); v equal across rows, so v2's rows are told apart by id only.
         let mut model: std::collections::BTreeMap<i64, (String, i64)> = Default::default();
         let mut next = 0i64;
-        let (mut carried, mut refused) = (0, 0);
+        let (mut carried, mut refused, mut over_removed) = (0, 0, 0);
         for round in 0..6 {
+            let mut removed_inputs = false;
             for _ in 0..rng.gen_range(2..4) {
                 let mut s = String::from("id,cat,v\n");
                 for _ in 0..rng.gen_range(5..40) {
@@ -455,7 +457,16 @@ async fn random_writes_racing_a_rewrite_agree_with_the_model() {
             // Writers between the tasks and the commit.
             for _ in 0..rng.gen_range(0..4) {
                 let (m, r) = (rng.gen_range(2..9i64), rng.gen_range(0..9i64));
-                if rng.gen_bool(0.5) {
+                if rng.gen_bool(0.2) {
+                    // A whole partition's files removed: carried as every row deleted.
+                    let cat = ["a", "b", "c"][rng.gen_range(0..3)];
+                    ok(
+                        &wh,
+                        &["delete", "db.r", "--where", &format!("cat = '{cat}'")],
+                    );
+                    removed_inputs |= model.values().any(|(c, _)| c == cat);
+                    model.retain(|_, (c, _)| c != cat);
+                } else if rng.gen_bool(0.5) {
                     ok(
                         &wh,
                         &["delete", "db.r", "--where", &format!("id % {m} = {r}")],
@@ -486,7 +497,10 @@ async fn random_writes_racing_a_rewrite_agree_with_the_model() {
                 args.extend(results.iter().map(String::as_str));
                 let o = floe(&wh, &args);
                 match o.status.code() {
-                    Some(0) => carried += 1,
+                    Some(0) => {
+                        carried += 1;
+                        over_removed += usize::from(removed_inputs);
+                    }
                     Some(4) => refused += 1,
                     c => panic!("v{fv}: commit exited {c:?}: {}", crate::common::text(&o)),
                 }
@@ -512,8 +526,9 @@ async fn random_writes_racing_a_rewrite_agree_with_the_model() {
             assert_eq!(got, want, "v{fv}, round {round}");
         }
         assert!(
-            carried >= 3,
-            "v{fv}: only {carried} commits landed ({refused} refused)"
+            carried >= 3 && over_removed >= 1,
+            "v{fv}: only {carried} commits landed ({refused} refused), \
+             {over_removed} over removed inputs"
         );
         let cat = floe::Catalog::open_existing(None, Some(wh.to_str().unwrap()), None).unwrap();
         let t = cat.load_table(&parse_ident("db.r").unwrap()).await.unwrap();

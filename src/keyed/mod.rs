@@ -50,6 +50,7 @@ pub(crate) use shards::{stage_merged_upsert, stage_shards};
 pub use shards::{StagedShards, MAX_SHARDS};
 pub(crate) use staged::{commit_staged_upserts, stage_upsert};
 pub use staged::{MergedOnto, StagedUpsert};
+pub(crate) use tombstones::merge_tombstones_holding;
 pub use tombstones::{
     expire_tombstones, merge_tombstones, tombstones, ExpireTombstonesResult, TombstoneReport,
 };

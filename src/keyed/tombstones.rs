@@ -536,7 +536,7 @@ pub async fn expire_tombstones(
     older_than_ms: i64,
     dry_run: bool,
 ) -> Result<ExpireTombstonesResult> {
-    compact_tombstones(catalog, ident, Some(older_than_ms), false, dry_run).await
+    compact_tombstones(catalog, ident, Some(older_than_ms), false, dry_run, ("", 0)).await
 }
 
 /// Rewrites the tombstone files of `ident` as one file (what `maintain` does once there
@@ -548,7 +548,21 @@ pub async fn merge_tombstones(
     older_than_ms: Option<i64>,
     dry_run: bool,
 ) -> Result<ExpireTombstonesResult> {
-    compact_tombstones(catalog, ident, older_than_ms, true, dry_run).await
+    compact_tombstones(catalog, ident, older_than_ms, true, dry_run, ("", 0)).await
+}
+
+/// [`merge_tombstones`] as `maintain` runs it: after a lost attempt it asks floe writers, as
+/// `holder`, to hold their commits for up to `pause_ms` (see
+/// [`crate::txn::ask_writers_to_hold`]).
+pub(crate) async fn merge_tombstones_holding(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    older_than_ms: Option<i64>,
+    dry_run: bool,
+    (holder, pause_ms): (&str, i64),
+) -> Result<ExpireTombstonesResult> {
+    let pause = (holder, pause_ms);
+    compact_tombstones(catalog, ident, older_than_ms, true, dry_run, pause).await
 }
 
 async fn compact_tombstones(
@@ -557,11 +571,44 @@ async fn compact_tombstones(
     older_than_ms: Option<i64>,
     merge_files: bool,
     dry_run: bool,
+    pause: (&str, i64),
+) -> Result<ExpireTombstonesResult> {
+    let mut intent: Option<String> = None;
+    let r = compact_tombstones_rounds(
+        catalog,
+        ident,
+        older_than_ms,
+        merge_files,
+        dry_run,
+        pause,
+        &mut intent,
+    )
+    .await;
+    if let (Some(v), Err(_)) = (&intent, &r) {
+        if let Ok(t) = catalog.load_table(ident).await {
+            let _ = crate::txn::withdraw_intent(catalog, &t, v).await;
+        }
+    }
+    r
+}
+
+async fn compact_tombstones_rounds(
+    catalog: &Catalog,
+    ident: &TableIdent,
+    older_than_ms: Option<i64>,
+    merge_files: bool,
+    dry_run: bool,
+    (holder, pause_ms): (&str, i64),
+    intent: &mut Option<String>,
 ) -> Result<ExpireTombstonesResult> {
     let cutoff = older_than_ms.unwrap_or(i64::MIN);
     let mut attempt = 0;
     loop {
         attempt += 1;
+        if attempt > 1 && pause_ms > 0 && intent.is_none() {
+            let t = catalog.load_table(ident).await?;
+            *intent = Some(crate::txn::ask_writers_to_hold(catalog, &t, holder, pause_ms).await?);
+        }
         let table = catalog.load_table(ident).await?;
         let report = tombstones(&table, true).await?;
         let at = report
@@ -585,12 +632,19 @@ async fn compact_tombstones(
         }
         let (keys, conv, list) = keys_of(&table)?;
         let next = rewrite(&table, &list, &keys, &conv, |r| r.at_ms >= cutoff).await?;
-        let update = PropertyUpdate {
+        let mut updates = vec![PropertyUpdate {
             key: TOMBSTONES.to_string(),
             expected: table.metadata().properties().get(TOMBSTONES).cloned(),
             value: (!next.files.is_empty()).then(|| next.to_property()),
-        };
-        match commit_properties(catalog, &table, &[update]).await {
+        }];
+        if let Some(v) = intent.as_deref() {
+            updates.push(PropertyUpdate {
+                key: crate::spec::maintain_policy::COMMIT_INTENT.to_string(),
+                expected: Some(v.to_string()),
+                value: None,
+            });
+        }
+        match commit_properties(catalog, &table, &updates).await {
             Ok(_) => {
                 return Ok(ExpireTombstonesResult {
                     committed: true,

@@ -92,16 +92,6 @@ async fn input_deletes(
     Ok(out)
 }
 
-/// The rows `file` holds, as a position bound.
-fn record_count(file: &PlannedFile) -> Result<u64> {
-    u64::try_from(file.file.record_count()).map_err(|_| {
-        Error::corrupt(format!(
-            "data file '{}' has a negative record count",
-            file.file.file_path()
-        ))
-    })
-}
-
 /// Each row's identity: its row id (v3) or its values in a comparable byte form (v2).
 struct Identity {
     v3: bool,
@@ -256,7 +246,7 @@ impl<'a> Carrier<'a> {
         for (path, t) in then {
             let Some(n) = now.get(path) else {
                 let mut all = RoaringTreemap::new();
-                all.insert_range(0..record_count(&t.file)?);
+                all.insert_range(0..t.file.file.record_count());
                 let d = &all - &t.positions;
                 if !d.is_empty() {
                     newly.push((t.file.clone(), d));

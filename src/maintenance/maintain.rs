@@ -611,9 +611,18 @@ async fn tombstones(
         s.action = "skipped";
         return Ok(s);
     }
-    let r = crate::keyed::merge_tombstones(catalog, table.ident(), cutoff, options.dry_run)
-        .await
-        .map_err(fail(s.clone()))?;
+    let r = crate::keyed::merge_tombstones_holding(
+        catalog,
+        table.ident(),
+        cutoff,
+        options.dry_run,
+        (
+            &options.holder.clone().unwrap_or_else(default_holder),
+            policy.max_writer_pause_ms,
+        ),
+    )
+    .await
+    .map_err(fail(s.clone()))?;
     s.counts
         .insert("tombstone_files_count", report.files as u64);
     s.counts.insert("expired_tombstones_count", r.removed);

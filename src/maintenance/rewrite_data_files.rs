@@ -675,7 +675,10 @@ async fn commit_files(
 
 /// After a rewrite's commit lost to deletes committed to its input files, carries those
 /// deletes onto the written files ([`Carrier`]) and commits on the newer state, a few
-/// times while the writer keeps winning; `lost` when they cannot be carried.
+/// times while the writer keeps winning; `lost` when they cannot be carried. Maintenance (a
+/// patient handle) that lost a carried round asks floe writers to hold their commits
+/// (`floe.maintain.max-writer-pause-ms`, see [`crate::txn::ask_writers_to_hold`]) for the
+/// rounds after.
 async fn commit_carrying_deletes(
     catalog: &Catalog,
     table: &Table,
@@ -684,6 +687,46 @@ async fn commit_carrying_deletes(
     written: &[(i32, Vec<DataFile>)],
     validation: &RowLevelValidation,
     lost: Error,
+) -> Result<(Table, i64, usize)> {
+    let pause_ms = if table.is_patient() {
+        crate::spec::maintain_policy::MaintainPolicy::of(table.metadata().properties())?
+            .max_writer_pause_ms
+    } else {
+        0
+    };
+    let mut intent: Option<String> = None;
+    let r = carry_rounds(
+        catalog,
+        table,
+        plan,
+        rewritten,
+        written,
+        validation,
+        lost,
+        pause_ms,
+        &mut intent,
+    )
+    .await;
+    if let Some(v) = intent {
+        // Still set unless the rewrite's commit removed it.
+        if r.is_err() {
+            let _ = crate::txn::withdraw_intent(catalog, table, &v).await;
+        }
+    }
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn carry_rounds(
+    catalog: &Catalog,
+    table: &Table,
+    plan: &RewritePlan,
+    rewritten: &[&PlannedFile],
+    written: &[(i32, Vec<DataFile>)],
+    validation: &RowLevelValidation,
+    lost: Error,
+    pause_ms: i64,
+    intent: &mut Option<String>,
 ) -> Result<(Table, i64, usize)> {
     let mut last = lost;
     // Maintenance (a patient handle) keeps trying while a busy writer keeps winning.
@@ -696,7 +739,12 @@ async fn commit_carrying_deletes(
         written,
         plan.use_starting_sequence_number,
     );
-    for _ in 0..rounds {
+    for round in 0..rounds {
+        if round > 0 && pause_ms > 0 && intent.is_none() {
+            let holder = super::default_holder();
+            *intent =
+                Some(crate::txn::ask_writers_to_hold(catalog, table, &holder, pause_ms).await?);
+        }
         let carried = carrier.carry().await;
         let c = match carried {
             Ok(Some(c)) => c,
@@ -713,6 +761,9 @@ async fn commit_carrying_deletes(
         }
         if plan.use_starting_sequence_number {
             producer = producer.with_data_sequence_number(plan.sequence_number);
+        }
+        if let Some(v) = intent.as_deref() {
+            producer = producer.clearing_intent(v);
         }
         match commit(catalog, &c.table, &mut producer, validation).await {
             Ok(t) => return Ok((t, producer.snapshot_id(), c.removed_delete_files)),

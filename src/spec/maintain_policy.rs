@@ -27,6 +27,39 @@ pub const TOMBSTONES_MAX_AGE_MS: &str = "floe.maintain.tombstones.max-age-ms";
 /// `floe.maintain.lease-ms` (10 minutes): how long a maintainer's lease lasts unrenewed.
 pub const LEASE_MS: &str = "floe.maintain.lease-ms";
 
+/// `floe.maintain.max-writer-pause-ms` (10 s; 0: never): how long a maintainer whose
+/// compaction keeps losing to writers may ask floe writers to hold their commits.
+pub const MAX_WRITER_PAUSE_MS: &str = "floe.maintain.max-writer-pause-ms";
+/// `floe.maintain.commit-intent`: set by a maintainer, never by hand — floe writers hold
+/// their commits until it is gone or its expiry passes ([`CommitIntent`]).
+pub const COMMIT_INTENT: &str = "floe.maintain.commit-intent";
+
+/// A maintainer's request that floe writers hold their commits while it commits: the value
+/// of [`COMMIT_INTENT`], `<holder>;<expiry ms since the epoch>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitIntent {
+    /// Who asks (`host:pid`).
+    pub holder: String,
+    /// When the request lapses, whatever became of its holder (ms since the epoch).
+    pub until_ms: i64,
+}
+
+impl CommitIntent {
+    /// The intent a property value states; `None` for a value in another form.
+    pub fn parse(value: &str) -> Option<Self> {
+        let (holder, until) = value.rsplit_once(';')?;
+        Some(Self {
+            holder: holder.to_string(),
+            until_ms: until.trim().parse().ok()?,
+        })
+    }
+
+    /// The property value.
+    pub fn value(&self) -> String {
+        format!("{};{}", self.holder, self.until_ms)
+    }
+}
+
 /// The steps of `maintain`, in the order they run.
 pub const STEPS: [&str; 6] = [
     "rewrite-data-files",
@@ -51,6 +84,8 @@ pub(crate) const KEYS: &[&str] = &[
     "floe.maintain.remove-orphan-files.enabled",
     ORPHANS_OLDER_THAN_MS,
     LEASE_MS,
+    MAX_WRITER_PAUSE_MS,
+    COMMIT_INTENT,
 ];
 
 /// A table's maintenance policy.
@@ -74,6 +109,8 @@ pub struct MaintainPolicy {
     pub tombstones_max_age_ms: Option<i64>,
     /// A lease not renewed for this long may be taken over.
     pub lease_ms: i64,
+    /// How long a starved compaction may ask floe writers to hold their commits (0: never).
+    pub max_writer_pause_ms: i64,
 }
 
 impl MaintainPolicy {
@@ -129,6 +166,7 @@ impl MaintainPolicy {
                 Some(_) => Some(num(TOMBSTONES_MAX_AGE_MS, 0)?),
             },
             lease_ms: num(LEASE_MS, 600_000)?.max(1_000),
+            max_writer_pause_ms: num(MAX_WRITER_PAUSE_MS, 10_000)?,
         })
     }
 

@@ -132,6 +132,14 @@ pub(crate) async fn commit_since(
     let mut attempt = 0u32;
     let storage = table.storage().clone();
     loop {
+        // A maintainer that keeps losing to writers may ask them to hold for a moment.
+        if let Err(e) =
+            super::intent::hold_for_maintainer(catalog, table, &mut base, producer.own_intent())
+                .await
+        {
+            producer.abort(&storage).await;
+            return Err(e);
+        }
         let attempt_result = async {
             let head = base.current_snapshot().map(|s| s.snapshot_id());
             let since = snapshots_since(base.metadata(), head, start_snapshot)?;

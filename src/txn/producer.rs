@@ -67,6 +67,8 @@ pub(crate) struct SnapshotProducer {
     manifest_counts: BTreeMap<&'static str, u64>,
     /// Table property changes made with the snapshot, each checked against the base.
     property_updates: Vec<PropertyUpdate>,
+    /// The commit intent this change removes.
+    intent: Option<String>,
     /// A new current schema, committed with the snapshot if the base's current schema is
     /// still the one it was derived from (its id).
     new_schema: Option<(i32, iceberg::spec::Schema)>,
@@ -202,6 +204,7 @@ impl SnapshotProducer {
             cluster_manifests: None,
             manifest_counts: BTreeMap::new(),
             property_updates: Vec::new(),
+            intent: None,
             new_schema: None,
             merged_away: Vec::new(),
         }
@@ -224,6 +227,23 @@ impl SnapshotProducer {
     ) -> Self {
         self.property_updates.extend(updates);
         self
+    }
+
+    /// Removes the commit intent `value` this change's maintainer set, in the same commit:
+    /// the commit does not hold for it, and fails if it is no longer there.
+    pub(crate) fn clearing_intent(mut self, value: &str) -> Self {
+        self.intent = Some(value.to_string());
+        self.property_updates.push(PropertyUpdate {
+            key: crate::spec::maintain_policy::COMMIT_INTENT.to_string(),
+            expected: Some(value.to_string()),
+            value: None,
+        });
+        self
+    }
+
+    /// The commit intent this change removes ([`Self::clearing_intent`]).
+    pub(crate) fn own_intent(&self) -> Option<&str> {
+        self.intent.as_deref()
     }
 
     /// Makes `schema` the current schema in the same commit; the base's current schema must

@@ -234,8 +234,9 @@ fn bad_policy_and_flags_are_refused() {
 }
 
 /// A keyed table taking random batches (updates, inserts, deletes, late replays) with sink
-/// checkpoints while two maintainers loop beside it: every sink commit succeeds, only one
-/// maintainer works at a time, compaction wins some rounds, and at the end the rows, the
+/// checkpoints, back to back, while two maintainers loop beside it: every sink commit
+/// succeeds, only one maintainer works at a time, no maintenance step fails (compaction and
+/// tombstone merges that lose a round ask the writer to hold), and at the end the rows, the
 /// tombstones and the checkpoint equal the model's, the files are few, and the peers read it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn maintainers_beside_a_sink_never_fail_it() {
@@ -295,7 +296,7 @@ async fn maintainers_beside_a_sink_never_fail_it() {
         let mut model = Model::default();
         let mut ver = 0i64;
         let enough =
-            || progress.0.load(Ordering::Relaxed) >= 2 && progress.1.load(Ordering::Relaxed) >= 1;
+            || progress.0.load(Ordering::Relaxed) >= 3 && progress.1.load(Ordering::Relaxed) >= 2;
         let mut round = 0i64;
         while round < 40 || (!enough() && round < 400) {
             round += 1;
@@ -318,9 +319,8 @@ async fn maintainers_beside_a_sink_never_fail_it() {
             let (got, cp) = observed(&r.table).await;
             assert_eq!(got, model, "{fv:?} round {round}");
             assert_eq!(cp, Some(round));
-            // A sink commits on an interval (the issue's: every second; here ten times
-            // faster); back to back it leaves compaction no window at all.
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            // Back to back: a starved compaction asks the writer to hold
+            // (`floe.maintain.commit-intent`), so it lands anyway.
         }
         done.store(true, Ordering::Relaxed);
         let mut stats = Vec::new();
@@ -329,7 +329,11 @@ async fn maintainers_beside_a_sink_never_fail_it() {
         }
         let (passes, compactions): (usize, usize) =
             stats.iter().fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1));
-        assert!(passes >= 2 && compactions >= 1, "{fv:?}: {stats:?}");
+        let failed: usize = stats.iter().map(|s| s.3).sum();
+        assert!(
+            passes >= 3 && compactions >= 2 && failed == 0,
+            "{fv:?}: (passes, compactions, refused, failed steps) {stats:?}"
+        );
         // A last pass with the sink stopped leaves a compact table.
         let t = cat.load_table(&ident).await.unwrap();
         let r = maintain(&cat, &t, &MaintainOptions::default())

@@ -43,13 +43,28 @@ impl Held {
     }
 }
 
-/// The key index between batches, following the last committed batch on its own task (the
-/// next batch prepares meanwhile and waits for it before its lookups).
+/// The key index between batches, following the last batch on its own task: the batch's
+/// added files are read back while it commits and the next batch prepares; the index is
+/// updated once the commit's outcome is known (the next batch waits for it before its
+/// lookups).
 #[derive(Debug, Default)]
 enum IndexSlot {
     #[default]
     Empty,
-    Following(tokio::task::JoinHandle<Option<KeyIndex>>, Settle),
+    Following(tokio::task::JoinHandle<(KeyIndex, Option<Update>)>, Settle),
+}
+
+/// The change a committed batch makes to the index.
+struct Update(Box<dyn UpdateFn>);
+
+/// The function an [`Update`] runs on the index.
+trait UpdateFn: FnOnce(&mut KeyIndex) -> Result<()> + Send {}
+impl<F: FnOnce(&mut KeyIndex) -> Result<()> + Send> UpdateFn for F {}
+
+impl std::fmt::Debug for Update {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Update")
+    }
 }
 
 /// What a followed index reflects once its task is done.
@@ -57,9 +72,10 @@ enum IndexSlot {
 enum Settle {
     /// The batch committed this table state.
     On(Box<Table>),
-    /// Nothing was committed and the batch changed nothing: the index is as it was.
+    /// Nothing was committed: the index is as it was, of the batch's base (the next attempt
+    /// catches it up when only rows moved since, else builds it again).
     Unchanged,
-    /// Nothing was committed although the batch changed rows: the index is stale.
+    /// The index cannot follow: the next batch builds it again.
     Drop,
 }
 
@@ -69,9 +85,17 @@ impl IndexSlot {
         match std::mem::take(self) {
             IndexSlot::Empty => None,
             IndexSlot::Following(task, settle) => {
-                let mut idx = task.await.ok()??;
+                let (mut idx, update) = task.await.ok()?;
                 match settle {
-                    Settle::On(table) => idx.settle(&table).ok().map(|()| idx),
+                    Settle::On(table) => {
+                        let update = update?;
+                        let apply = move || {
+                            (update.0)(&mut idx)?;
+                            idx.settle(&table)?;
+                            Ok::<_, crate::Error>(idx)
+                        };
+                        tokio::task::spawn_blocking(apply).await.ok()?.ok()
+                    }
                     Settle::Unchanged => Some(idx),
                     Settle::Drop => None,
                 }
@@ -137,7 +161,13 @@ pub(super) async fn apply_with_retries(
             }
             Err(e) => {
                 if let Some(h) = held.as_deref_mut() {
-                    h.clear().await;
+                    if e.kind() == ErrorKind::Conflict {
+                        // The index stays, of the lost attempt's base: the next attempt
+                        // catches it up when the commit that won only moved rows.
+                        h.state = None;
+                    } else {
+                        h.clear().await;
+                    }
                 }
                 if e.kind() != ErrorKind::Conflict || !batch.replans() {
                     return Err(e);
@@ -398,8 +428,11 @@ async fn apply_once(
     if let (Some(slot), Some(task)) = (slot, follow) {
         let settle = match &r {
             Ok(r) if r.snapshot_id.is_some() => Settle::On(Box::new(r.table.clone())),
-            Ok(_) if !changes => Settle::Unchanged,
-            _ => Settle::Drop,
+            // Rows changed without a snapshot: the index cannot tell how.
+            Ok(_) if changes => Settle::Drop,
+            // Nothing committed (a conflict, a failure, or an unknown outcome the next
+            // attempt's catch-up sees as a foreign snapshot).
+            _ => Settle::Unchanged,
         };
         *slot = IndexSlot::Following(task, settle);
     }
@@ -743,23 +776,23 @@ async fn apply_merge_once(
     Ok(result)
 }
 
-/// Brings `idx` to the state the batch's commit leaves (see [`KeyIndex::apply_batch`]):
-/// the added files read back, then the index updated on a blocking thread. `None` when it
-/// cannot follow.
+/// Reads back the files a batch added (while it commits) and returns `idx` untouched with
+/// the update that brings it to the state the batch's commit leaves (see
+/// [`KeyIndex::apply_batch`]); no update when the files cannot be read.
 async fn follow(
-    mut idx: KeyIndex,
+    idx: KeyIndex,
     table: Table,
     prep: Arc<Prepared>,
     replaced: Vec<usize>,
     added: Vec<String>,
     tombstones: Vec<(usize, bool, i64)>,
-) -> Option<KeyIndex> {
-    let added = KeyIndex::read_added(&table, &prep.spec, &added)
-        .await
-        .ok()?;
-    let update = move || {
+) -> (KeyIndex, Option<Update>) {
+    let Ok(added) = KeyIndex::read_added(&table, &prep.spec, &added).await else {
+        return (idx, None);
+    };
+    let update = move |idx: &mut KeyIndex| {
         let key_cols = prep.key_columns();
-        let keys = Keys::of(&idx, &key_cols, &prep.rows)?;
+        let keys = Keys::of(idx, &key_cols, &prep.rows)?;
         idx.apply_batch(
             &table,
             &prep.spec,
@@ -770,8 +803,7 @@ async fn follow(
             &prep.folded.deleted,
             &added,
             &tombstones,
-        )?;
-        Ok::<_, crate::Error>(idx)
+        )
     };
-    tokio::task::spawn_blocking(update).await.ok()?.ok()
+    (idx, Some(Update(Box::new(update))))
 }

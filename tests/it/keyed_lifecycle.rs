@@ -671,6 +671,79 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
     assert!(caught_up >= 6, "{caught_up} batches followed a compaction");
 }
 
+/// A long-lived [`floe::keyed::KeyedWriter`] committing back to back with `maintain` looping
+/// beside it, whose compactions land in the middle of its batches: a batch whose commit lost to a compaction plans again from its key
+/// index caught up to the moved rows, never from an index built again; the rows equal the
+/// model's throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_index_survives_compactions_that_win_its_commits() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let cat = Arc::new(floe::Catalog::open(None, d.path().join("wh").to_str(), None).unwrap());
+    let schema = floe::spec::parse_schema(DDL).unwrap();
+    let c = floe::TableCreation::new(schema)
+        .with_primary_key(&["user_id".to_string()])
+        .with_property("floe.merge.version-column", "ver")
+        .with_property("floe.merge.delete-column", "is_deleted")
+        .with_property("write.merge.mode", "merge-on-read")
+        .with_property("floe.maintain.rewrite-data-files.min-input-files", "2");
+    let ident = floe::table::parse_ident("db.raced").unwrap();
+    cat.create_table(&ident, c).await.unwrap();
+    let w = floe::keyed::KeyedWriter::new(&cat, ident.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    // `maintain` compacts from 2 files; when it loses a carried round it asks the writer to
+    // hold, so its compactions land in the middle of the writer's batches.
+    let compactor = {
+        let (cat, ident, stop) = (cat.clone(), ident.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut landed = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let t = cat.load_table(&ident).await.unwrap();
+                let o = floe::maintenance::MaintainOptions::default();
+                let r = floe::maintenance::maintain(&cat, &t, &o).await.unwrap();
+                assert_eq!(r.failed_steps, 0, "{r:?}");
+                landed += usize::from(r.steps[0].action == "done");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            landed
+        })
+    };
+    let mut model = Model::default();
+    let mut rng = Rng(0x51_7e_2a);
+    let (mut ver, mut retried, mut caught_up) = (0i64, 0, 0);
+    for batch_no in 0..120 {
+        let changes: Vec<_> = (0..40)
+            .map(|_| {
+                ver += 1;
+                let k = rng.below(400) as i64;
+                (k, format!("p{batch_no}"), ver, (rng.below(10) == 0) as i32)
+            })
+            .collect();
+        model.apply(&changes);
+        let r = w
+            .apply([change_batch(&changes)], None)
+            .await
+            .unwrap_or_else(|e| panic!("batch {batch_no}: {e}"));
+        if batch_no > 0 {
+            assert_ne!(
+                r.lookup, "index-built",
+                "batch {batch_no} (attempts {})",
+                r.attempts
+            );
+        }
+        retried += usize::from(r.attempts > 1);
+        caught_up += usize::from(r.lookup == "index-caught-up");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let landed = compactor.await.unwrap();
+    assert_eq!(live_rows(&cat, "db.raced").await, model.live());
+    assert!(
+        landed >= 3 && caught_up >= 3 && retried >= 2,
+        "{landed} compactions, {caught_up} batches caught up, {retried} retried"
+    );
+}
+
 /// The keyed API's futures can be spawned on a multi-threaded runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_futures_can_be_spawned() {

@@ -221,6 +221,10 @@ async fn run(
         table_after: None,
     };
     let mut current = table.clone();
+    if lease.is_some() {
+        // An intent its maintainer left behind when it died holds nobody any more: it goes.
+        crate::txn::withdraw_lapsed(catalog, table).await?;
+    }
     for step in STEPS {
         if let Some(l) = lease.as_deref_mut() {
             l.renew().await?;

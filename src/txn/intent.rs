@@ -124,6 +124,18 @@ pub(crate) async fn withdraw(catalog: &Catalog, table: &Table, value: &str) -> R
     Ok(())
 }
 
+/// Removes an intent from `table` that has lapsed (its maintainer died or was killed) or does
+/// not parse; a live one stays.
+pub(crate) async fn withdraw_lapsed(catalog: &Catalog, table: &Table) -> Result<()> {
+    let Some(raw) = table.metadata().properties().get(COMMIT_INTENT) else {
+        return Ok(());
+    };
+    match CommitIntent::parse(raw) {
+        Some(i) if i.until_ms > now_ms() => Ok(()),
+        _ => withdraw(catalog, table, raw).await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +170,12 @@ mod tests {
         let r = crate::txn::append(&cat, &t, [rows()]).await.unwrap();
         assert!(started.elapsed() >= Duration::from_millis(350));
         assert!(holding(&r.table), "a lapsed intent stays until withdrawn");
+        withdraw_lapsed(&cat, &r.table).await.unwrap();
+        let r = crate::txn::AppendResult {
+            table: cat.load_table(&ident).await.unwrap(),
+            ..r
+        };
+        assert!(!holding(&r.table));
 
         // Withdrawn after 300 ms of a 60 s intent: the writer goes on then.
         let started = Instant::now();
@@ -187,6 +205,12 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(rows, 8);
+        // A live intent is not withdrawn as lapsed.
+        let t = cat.load_table(&ident).await.unwrap();
+        ask_writers_to_hold(&cat, &t, "m", 60_000).await.unwrap();
+        let t = cat.load_table(&ident).await.unwrap();
+        withdraw_lapsed(&cat, &t).await.unwrap();
+        assert!(holding(&cat.load_table(&ident).await.unwrap()));
     }
 
     #[test]

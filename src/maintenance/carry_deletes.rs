@@ -154,7 +154,18 @@ pub(crate) struct Carrier<'a> {
     /// v3: every written row's row id with its file (index into `outputs`) and position,
     /// sorted by row id.
     row_ids: Option<Vec<(i64, u32, u64)>>,
+    /// v2, written files of at most [`VALUE_CACHE_ROWS`] rows: where each row value is in
+    /// them (file index, position), read once.
+    values: Option<ValuePlaces>,
 }
+
+/// Row values (their comparable bytes) and where each is in the written files: (file index,
+/// position), in read order.
+type ValuePlaces = HashMap<Vec<u8>, Vec<(u32, u64)>>;
+
+/// Written rows up to which a v2 carrier keeps their values between rounds (beyond, each
+/// round reads the written files again).
+const VALUE_CACHE_ROWS: u64 = 4_000_000;
 
 impl<'a> Carrier<'a> {
     /// A carrier for the rewrite of `rewritten` (read at `plan_snapshot` of `base`) into
@@ -181,6 +192,7 @@ impl<'a> Carrier<'a> {
             then: None,
             known: HashMap::new(),
             row_ids: None,
+            values: None,
         }
     }
 
@@ -214,6 +226,36 @@ impl<'a> Carrier<'a> {
         } else {
             Scan::new(table).in_current_schema()
         }
+    }
+
+    /// v2: the written rows' values and where they are, read on the first call when there
+    /// are at most [`VALUE_CACHE_ROWS`] of them (`None` past that, or when a value cannot be
+    /// taken).
+    async fn output_values(&mut self, table: &Table) -> Result<Option<&ValuePlaces>> {
+        let rows: u64 = self.outputs.iter().map(|(_, f)| f.record_count()).sum();
+        if self.values.is_none() && rows <= VALUE_CACHE_ROWS {
+            let mut identity = Identity {
+                v3: false,
+                converter: None,
+            };
+            let mut values = ValuePlaces::new();
+            let plan = self.output_plan(table)?;
+            let mut stream = self.identity_scan(table).read_positioned(plan, true)?;
+            while let Some(item) = stream.next().await {
+                let (j, (batch, positions)) = item?;
+                let positions = positions
+                    .ok_or_else(|| Error::io("row positions were not returned by the reader"))?;
+                let j = u32::try_from(j).map_err(|_| Error::io("too many written files"))?;
+                let Some(keys) = identity.keys(&batch) else {
+                    return Ok(None);
+                };
+                for (r, key) in keys.into_iter().enumerate() {
+                    values.entry(key).or_default().push((j, positions.value(r)));
+                }
+            }
+            self.values = Some(values);
+        }
+        Ok(self.values.as_ref())
     }
 
     /// Carries the deletes committed since the plan, as the table is now. `None`: there is
@@ -365,6 +407,15 @@ impl<'a> Carrier<'a> {
                 }
                 for e in run.into_iter().take(*n as usize) {
                     found[e.1 as usize].insert(e.2);
+                }
+            }
+        } else if let Some(values) = self.output_values(&latest).await? {
+            for (key, n) in &wanted {
+                let Some(at) = values.get(key).filter(|at| at.len() as u64 >= *n) else {
+                    return Ok(None);
+                };
+                for (j, p) in at.iter().take(*n as usize) {
+                    found[*j as usize].insert(*p);
                 }
             }
         } else {

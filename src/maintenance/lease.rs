@@ -41,13 +41,7 @@ pub struct Lease {
 
 /// This process's default holder name: `host:pid`.
 pub fn default_holder() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".to_string());
-    format!("{host}:{}", std::process::id())
+    crate::txn::process_name()
 }
 
 fn now_ms() -> i64 {

@@ -101,6 +101,8 @@ pub struct MaintainStep {
     /// The kind of that error.
     #[serde(skip)]
     pub error_kind: Option<ErrorKind>,
+    /// How long the step took.
+    pub elapsed_ms: u64,
 }
 
 impl MaintainStep {
@@ -114,6 +116,7 @@ impl MaintainStep {
             counts: BTreeMap::new(),
             error: None,
             error_kind: None,
+            elapsed_ms: 0,
         }
     }
 
@@ -233,6 +236,7 @@ async fn run(
         // Its commits retry as long as a service may wait (writers come first).
         current = catalog.load_table(current.ident()).await?.patient();
         let mut s = MaintainStep::new(step);
+        let started = std::time::Instant::now();
         if options.stopped() {
             s = s.skip("stopped before this step");
         } else if !policy.enabled {
@@ -267,6 +271,7 @@ async fn run(
             };
         }
         s.commits = s.commits.max(s.snapshot_ids.len());
+        s.elapsed_ms = started.elapsed().as_millis() as u64;
         report.commits += s.commits;
         report.failed_steps += usize::from(s.action == "failed");
         report.steps.push(s);

@@ -115,6 +115,10 @@ pub(crate) async fn commit(
 /// `start_snapshot`, an ancestor of `table`'s current one: `validation` sees every snapshot
 /// committed since `start_snapshot`, including those `table` already holds (a change planned
 /// in one process and committed by another).
+///
+/// A patient (maintenance) commit that lost two swaps asks floe writers to hold their
+/// commits ([`super::ask_writers_to_hold`], `floe.maintain.max-writer-pause-ms`) and removes
+/// the request in its own commit, or afterwards when it fails.
 pub(crate) async fn commit_since(
     catalog: &Catalog,
     table: &Table,
@@ -122,7 +126,37 @@ pub(crate) async fn commit_since(
     producer: &mut SnapshotProducer,
     validation: &dyn Validation,
 ) -> Result<Table> {
+    let mut asked = None;
+    let r = commit_loop(
+        catalog,
+        table,
+        start_snapshot,
+        producer,
+        validation,
+        &mut asked,
+    )
+    .await;
+    if let (Some(v), Err(_)) = (&asked, &r) {
+        let _ = super::intent::withdraw(catalog, table, v).await;
+    }
+    r
+}
+
+async fn commit_loop(
+    catalog: &Catalog,
+    table: &Table,
+    start_snapshot: Option<i64>,
+    producer: &mut SnapshotProducer,
+    validation: &dyn Validation,
+    asked: &mut Option<String>,
+) -> Result<Table> {
     let mut props = table.properties()?;
+    let pause_ms = if table.is_patient() {
+        crate::spec::maintain_policy::MaintainPolicy::of(table.metadata().properties())
+            .map_or(0, |p| p.max_writer_pause_ms)
+    } else {
+        0
+    };
     if table.is_patient() {
         props.commit_num_retries = props.commit_num_retries.max(40);
         props.commit_max_wait_ms = props.commit_max_wait_ms.min(2_000);
@@ -207,7 +241,18 @@ pub(crate) async fn commit_since(
                         format!("{msg}; gave up after {attempt} attempts (commit.retry.num-retries={})", props.commit_num_retries),
                     ));
                 }
-                let wait = (props.commit_min_wait_ms.saturating_mul(1 << (attempt - 1).min(20))).min(props.commit_max_wait_ms);
+                let mut wait = (props.commit_min_wait_ms.saturating_mul(1 << (attempt - 1).min(20))).min(props.commit_max_wait_ms);
+                if attempt >= 2 && pause_ms > 0 && producer.own_intent().is_none() {
+                    // Starved: writers hold while this commit goes through (at once).
+                    let holder = super::intent::process_name();
+                    if let Ok(v) =
+                        super::intent::ask_writers_to_hold(catalog, table, &holder, pause_ms).await
+                    {
+                        producer.clear_intent(&v);
+                        *asked = Some(v);
+                        wait = 0;
+                    }
+                }
                 let jitter = rand::random::<u64>() % (wait / 10 + 1);
                 tokio::time::sleep(Duration::from_millis(wait + jitter)).await;
                 base = match catalog

@@ -27,6 +27,17 @@ const MAX_HOLD: Duration = Duration::from_secs(60);
 /// How often a holding writer looks at the table again.
 const POLL: Duration = Duration::from_millis(25);
 
+/// This process as a holder of leases and intents: `host:pid`.
+pub(crate) fn process_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("{host}:{}", std::process::id())
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }

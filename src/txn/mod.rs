@@ -24,7 +24,9 @@ pub use clone::{
     REPLACED_TABLE,
 };
 pub(crate) use commit::{commit, commit_or_discard, commit_properties, commit_since};
-pub(crate) use intent::{ask_writers_to_hold, withdraw as withdraw_intent, withdraw_lapsed};
+pub(crate) use intent::{
+    ask_writers_to_hold, process_name, withdraw as withdraw_intent, withdraw_lapsed,
+};
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use refs::manage_refs;
 pub(crate) use row_delta::file_scoped_deletes;

@@ -232,13 +232,18 @@ impl SnapshotProducer {
     /// Removes the commit intent `value` this change's maintainer set, in the same commit:
     /// the commit does not hold for it, and fails if it is no longer there.
     pub(crate) fn clearing_intent(mut self, value: &str) -> Self {
+        self.clear_intent(value);
+        self
+    }
+
+    /// [`Self::clearing_intent`] on a producer already built.
+    pub(crate) fn clear_intent(&mut self, value: &str) {
         self.intent = Some(value.to_string());
         self.property_updates.push(PropertyUpdate {
             key: crate::spec::maintain_policy::COMMIT_INTENT.to_string(),
             expected: Some(value.to_string()),
             value: None,
         });
-        self
     }
 
     /// The commit intent this change removes ([`Self::clearing_intent`]).

@@ -59,7 +59,7 @@ pub fn rewrite_data_files(
     r: &crate::maintenance::RewriteResult,
     started: Instant,
 ) -> Value {
-    json!({
+    let mut v = json!({
         "table": table,
         "snapshot_id": r.snapshot_id,
         "rewritten_data_files_count": r.rewritten_data_files_count,
@@ -69,7 +69,11 @@ pub fn rewrite_data_files(
         "removed_delete_files_count": r.removed_delete_files_count,
         "file_groups_count": r.file_groups,
         "elapsed_ms": ms(started),
-    })
+    });
+    if let (Some(reason), Some(m)) = (&r.reason, v.as_object_mut()) {
+        m.insert("reason".into(), json!(reason));
+    }
+    v
 }
 
 /// `rewrite-position-delete-files` (Spark's `rewrite_position_delete_files` columns).

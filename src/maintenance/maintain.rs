@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::expire::{expire_snapshots, ExpireOptions};
 use super::lease::{default_holder, Lease};
 use super::orphans::remove_orphan_files;
-use super::rewrite_data_files::{plan_rewrite, rewrite_planned_groups, PlannedRewrite};
+use super::rewrite_data_files::{gib, plan_rewrite, rewrite_planned_groups, PlannedRewrite};
 use super::rewrite_deletes::rewrite_position_delete_files;
 use super::rewrite_manifests::rewrite_manifests;
 use crate::catalog::Catalog;
@@ -286,16 +286,6 @@ fn fail(s: MaintainStep) -> impl FnOnce(Error) -> (MaintainStep, Error) {
     move |e| (s, e)
 }
 
-fn gib(bytes: u64) -> String {
-    if bytes >= 1 << 30 {
-        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
-    } else if bytes >= 1 << 20 {
-        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
-    } else {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    }
-}
-
 /// Rounds of planning a compaction gets when batches lose races against writers.
 const COMPACTION_ROUNDS: usize = 3;
 
@@ -429,38 +419,7 @@ fn within_budget(planned: &PlannedRewrite, budget: &mut u64) -> Vec<usize> {
 }
 
 fn compaction_reason(planned: &PlannedRewrite, chosen: usize, max: Option<u64>) -> String {
-    let o = &planned.options;
-    let files = &planned.scan.files;
-    let data: Vec<_> = files
-        .iter()
-        .filter(|f| f.file.content_type() == DataContentType::Data)
-        .collect();
-    let small = data
-        .iter()
-        .filter(|f| f.file.file_size_in_bytes() < o.min_file_size_bytes)
-        .count();
-    let large = data
-        .iter()
-        .filter(|f| f.file.file_size_in_bytes() > o.max_file_size_bytes)
-        .count();
-    let with_deletes = data.iter().filter(|f| !f.deletes.is_empty()).count();
-    let planned_files: usize = planned.plan.tasks.iter().map(|t| t.files.len()).sum();
-    let mut r = format!(
-        "{} data files: {small} under min-file-size-bytes {}, {large} over max-file-size-bytes {}, \
-         {with_deletes} with deletes; {} file groups of {planned_files} files pass \
-         min-input-files {} / delete-ratio-threshold {} / delete-file-threshold {}",
-        data.len(),
-        gib(o.min_file_size_bytes),
-        gib(o.max_file_size_bytes),
-        planned.plan.tasks.len(),
-        o.min_input_files,
-        o.delete_ratio_threshold,
-        if o.delete_file_threshold == usize::MAX {
-            "unset".to_string()
-        } else {
-            o.delete_file_threshold.to_string()
-        },
-    );
+    let mut r = planned.explain();
     if let Some(m) = max {
         r.push_str(&format!(
             "; {chosen} of them fit in --max-rewrite-bytes {}",

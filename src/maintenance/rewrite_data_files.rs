@@ -48,6 +48,9 @@ pub struct RewriteResult {
     pub removed_delete_files_count: usize,
     /// File groups rewritten.
     pub file_groups: usize,
+    /// Why nothing was rewritten, with the figures behind it (`None` when something was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl RewriteResult {
@@ -62,7 +65,75 @@ impl RewriteResult {
             failed_data_files_count: 0,
             removed_delete_files_count: 0,
             file_groups: 0,
+            reason: None,
         }
+    }
+
+    fn nothing_because(table: &Table, reason: String) -> Self {
+        Self {
+            reason: Some(reason),
+            ..Self::nothing(table)
+        }
+    }
+}
+
+/// `bytes` in KiB, MiB or GiB, one decimal.
+pub(super) fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else if bytes >= 1 << 20 {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+impl PlannedRewrite {
+    /// What the planner saw and decided, in figures: data files under and over the size
+    /// bounds, files with deletes, and the file groups that pass the thresholds. With no
+    /// group, what to pass to rewrite anyway.
+    pub fn explain(&self) -> String {
+        let o = &self.options;
+        let data: Vec<_> = self
+            .scan
+            .files
+            .iter()
+            .filter(|f| f.file.content_type() == crate::spec::DataContentType::Data)
+            .collect();
+        let small = data
+            .iter()
+            .filter(|f| f.file.file_size_in_bytes() < o.min_file_size_bytes)
+            .count();
+        let large = data
+            .iter()
+            .filter(|f| f.file.file_size_in_bytes() > o.max_file_size_bytes)
+            .count();
+        let with_deletes = data.iter().filter(|f| !f.deletes.is_empty()).count();
+        let planned_files: usize = self.plan.tasks.iter().map(|t| t.files.len()).sum();
+        let mut r = format!(
+            "{} data files: {small} under min-file-size-bytes {}, {large} over max-file-size-bytes {}, \
+             {with_deletes} with deletes; {} file groups of {planned_files} files pass \
+             min-input-files {} / delete-ratio-threshold {} / delete-file-threshold {}",
+            data.len(),
+            gib(o.min_file_size_bytes),
+            gib(o.max_file_size_bytes),
+            self.plan.tasks.len(),
+            o.min_input_files,
+            o.delete_ratio_threshold,
+            if o.delete_file_threshold == usize::MAX {
+                "unset".to_string()
+            } else {
+                o.delete_file_threshold.to_string()
+            },
+        );
+        if self.plan.tasks.is_empty() && small + large + with_deletes > 0 {
+            r.push_str(&format!(
+                "; no partition holds min-input-files {} candidates: pass \
+                 --option min-input-files=2 (or rewrite-all=true to rewrite every file)",
+                o.min_input_files
+            ));
+        }
+        r
     }
 }
 
@@ -587,6 +658,7 @@ async fn commit_files(
         failed_data_files_count: 0,
         removed_delete_files_count: 0,
         file_groups: plan.tasks.len(),
+        reason: None,
     };
     // Delete files used only by rewritten files go with them; others stay.
     let (removed, removed_deletes) = removed_with_their_deletes(rewritten.iter().copied());
@@ -819,17 +891,21 @@ pub async fn rewrite_data_files(
     progress: Option<Progress<'_>>,
 ) -> Result<RewriteResult> {
     if table.current_snapshot().is_none() {
-        return Ok(RewriteResult::nothing(table));
+        return Ok(RewriteResult::nothing_because(
+            table,
+            "the table has no snapshot".into(),
+        ));
+    }
+    let planned = plan_rewrite(table, filter, options).await?;
+    if planned.plan.tasks.is_empty() {
+        return Ok(RewriteResult::nothing_because(table, planned.explain()));
     }
     let PlannedRewrite {
         plan,
         scan: scan_plan,
         groups,
         options: o,
-    } = plan_rewrite(table, filter, options).await?;
-    if plan.tasks.is_empty() {
-        return Ok(RewriteResult::nothing(table));
-    }
+    } = planned;
     let total = plan.tasks.len();
     let concurrency = o.max_concurrent_file_group_rewrites;
     let partial = o.partial_progress_enabled;
@@ -883,6 +959,7 @@ pub async fn rewrite_data_files(
                         removed_delete_files_count: acc.removed_delete_files_count
                             + r.removed_delete_files_count,
                         file_groups: acc.file_groups + r.file_groups,
+                        reason: None,
                     },
                 });
             }

@@ -259,6 +259,8 @@ pub async fn rewrite_data_files(cli: &Cli, a: &RewriteDataFilesArgs) -> Result<(
     let r = r?;
     if *json {
         print_json(&report::rewrite_data_files(name, &r, started));
+    } else if let (0, Some(reason)) = (r.file_groups, &r.reason) {
+        outln!("{name}: nothing to rewrite: {reason}");
     } else {
         outln!(
             "{name}: rewrote {} data files ({:.1} MB) in {} groups into {} files, removed {} delete files{} in {:.2}s",

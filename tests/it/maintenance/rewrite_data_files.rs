@@ -904,3 +904,52 @@ async fn a_rewrite_after_a_partition_change_lays_out_the_new_spec_in_one_pass() 
     floe_expected(&s, None, &by_spark).await;
     assert_same_rows(&py, &before, &by_spark, "rows after Spark's rewrite");
 }
+
+/// With the defaults, two tiny files are not enough for a group (`min-input-files` 5):
+/// `rewrite-data-files` says so with its figures and what to pass (text, JSON and the
+/// library's `reason`), and the option it names then rewrites them.
+#[test]
+fn an_empty_rewrite_says_why_and_what_to_pass() {
+    use crate::common::ok;
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let (csv, pq) = crate::common::inputs(d.path());
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.w",
+            "--schema",
+            "id long, name string, ts timestamptz",
+        ],
+    );
+    ok(&wh, &["append", "db.w", &pq]);
+    ok(&wh, &["append", "db.w", &csv]);
+    let text = ok(&wh, &["rewrite-data-files", "db.w"]);
+    assert!(
+        text.contains("nothing to rewrite: 2 data files: 2 under min-file-size-bytes")
+            && text.contains("min-input-files 5")
+            && text.contains("--option min-input-files=2"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["rewrite-data-files", "db.w", "--json"])).unwrap();
+    assert_eq!(v["file_groups_count"], 0, "{v}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("0 file groups"),
+        "{v}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(
+        &wh,
+        &[
+            "rewrite-data-files",
+            "db.w",
+            "--option",
+            "min-input-files=2",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(v["rewritten_data_files_count"], 2, "{v}");
+    assert!(v.get("reason").is_none(), "{v}");
+}

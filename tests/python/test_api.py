@@ -395,15 +395,19 @@ def test_exceptions_by_kind(catalog, warehouse):
         t.scan(snapshot_id=123).to_arrow()
     with pytest.raises(floe.InvalidInputError):
         floe.load_catalog("default", warehouse=warehouse, bogus=1)
-    # A conflict: a rewrite planned and executed, then its files changed, then committed.
+    # A rewrite whose input a delete rewrote meanwhile commits, the delete carried over ...
     for i in range(3):
         t.append(data(range(i * 10, i * 10 + 10)))
     plan = t._inner.plan_rewrite(None, {"rewrite-all": "true"})
-    res = t._inner.stage_rewrite(plan, 0)
+    first = t._inner.stage_rewrite(plan, 0)
+    again = t._inner.stage_rewrite(plan, 0)
     other = catalog.load_table("db.t")
     other.delete("id = 1")
+    t._inner.commit_pending([first])
+    assert t.refresh().scan().count() == 29
+    # ... and a conflict: the same task committed again finds every input gone.
     with pytest.raises(floe.ConflictError):
-        t._inner.commit_pending([res])
+        t._inner.commit_pending([again])
     assert t.refresh().scan().count() == 29
     # A corrupt data file.
     path = t.inspect.data_files().column("file_path").to_pylist()[0].replace("file://", "")

@@ -667,14 +667,8 @@ async fn commit_files(
         .iter()
         .flat_map(|(_, f)| f.iter().map(|f| f.file_path().to_string()))
         .collect();
-    let written_files = written.clone();
-    let mut producer = SnapshotProducer::new(Operation::Replace, vec![]).remove_files(removed);
-    for (spec, files) in written {
-        producer = producer.add_files(spec, files);
-    }
-    if plan.use_starting_sequence_number {
-        producer = producer.with_data_sequence_number(plan.sequence_number);
-    }
+    let written_files = written;
+    let mut producer = replace_producer(plan, removed, &written_files);
     let conflict_filter = match &plan.filter {
         Some(f) => Some(
             f.clone()
@@ -745,12 +739,29 @@ async fn commit_files(
     }
 }
 
+/// The `replace` producer of a rewrite: `remove` out, the written files in, at the plan's
+/// starting sequence number when it keeps one.
+fn replace_producer(
+    plan: &RewritePlan,
+    remove: Vec<crate::txn::FileKey>,
+    written: &[(i32, Vec<DataFile>)],
+) -> SnapshotProducer {
+    let mut producer = SnapshotProducer::new(Operation::Replace, vec![]).remove_files(remove);
+    for (spec, files) in written {
+        producer = producer.add_files(*spec, files.clone());
+    }
+    if plan.use_starting_sequence_number {
+        producer = producer.with_data_sequence_number(plan.sequence_number);
+    }
+    producer
+}
+
 /// After a rewrite's commit lost to deletes committed to its input files, carries those
 /// deletes onto the written files ([`Carrier`]) and commits on the newer state, a few
 /// times while the writer keeps winning; `lost` when they cannot be carried. Maintenance (a
 /// patient handle) that lost a carried round asks floe writers to hold their commits
-/// (`floe.maintain.max-writer-pause-ms`, see [`crate::txn::ask_writers_to_hold`]) for the
-/// rounds after.
+/// ([`crate::txn::ask_writers_to_hold`]) for the rounds after; the intent goes with the
+/// rewrite's commit, or is withdrawn when none lands.
 async fn commit_carrying_deletes(
     catalog: &Catalog,
     table: &Table,
@@ -760,99 +771,60 @@ async fn commit_carrying_deletes(
     validation: &RowLevelValidation,
     lost: Error,
 ) -> Result<(Table, i64, usize)> {
-    let pause_ms = if table.is_patient() {
-        crate::spec::maintain_policy::MaintainPolicy::of(table.metadata().properties())?
-            .max_writer_pause_ms
-    } else {
-        0
-    };
+    let pause_ms = crate::txn::writer_pause_ms(table);
     let mut intent: Option<String> = None;
-    let r = carry_rounds(
-        catalog,
-        table,
-        plan,
-        rewritten,
-        written,
-        validation,
-        lost,
-        pause_ms,
-        &mut intent,
-    )
-    .await;
-    if let Some(v) = intent {
-        // Still set unless the rewrite's commit removed it.
-        if r.is_err() {
-            let _ = crate::txn::withdraw_intent(catalog, table, &v).await;
-        }
-    }
-    r
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn carry_rounds(
-    catalog: &Catalog,
-    table: &Table,
-    plan: &RewritePlan,
-    rewritten: &[&PlannedFile],
-    written: &[(i32, Vec<DataFile>)],
-    validation: &RowLevelValidation,
-    lost: Error,
-    pause_ms: i64,
-    intent: &mut Option<String>,
-) -> Result<(Table, i64, usize)> {
-    let mut last = lost;
-    // Maintenance (a patient handle) keeps trying while a busy writer keeps winning.
-    let rounds = if table.is_patient() { 16 } else { 4 };
-    let mut carrier = Carrier::new(
-        catalog,
-        table,
-        plan.snapshot_id,
-        rewritten,
-        written,
-        plan.use_starting_sequence_number,
-    );
-    for round in 0..rounds {
-        if round > 0 && pause_ms > 0 && intent.is_none() {
-            let holder = super::default_holder();
-            *intent =
-                Some(crate::txn::ask_writers_to_hold(catalog, table, &holder, pause_ms).await?);
-        }
-        let carried = carrier.carry().await;
-        let c = match carried {
-            Ok(Some(c)) => c,
-            Ok(None) => return Err(last),
-            Err(e) => return Err(e.context(format!("{last}; carrying the new deletes failed"))),
-        };
-        let mut producer =
-            SnapshotProducer::new(Operation::Replace, vec![]).remove_files(c.remove.clone());
-        for (spec, files) in written {
-            producer = producer.add_files(*spec, files.clone());
-        }
-        for (spec, d) in &c.add {
-            producer = producer.add_files(*spec, [d.clone()]);
-        }
-        if plan.use_starting_sequence_number {
-            producer = producer.with_data_sequence_number(plan.sequence_number);
-        }
-        if let Some(v) = intent.as_deref() {
-            producer = producer.clearing_intent(v);
-        }
-        match commit(catalog, &c.table, &mut producer, validation).await {
-            Ok(t) => return Ok((t, producer.snapshot_id(), c.removed_delete_files)),
-            Err(e) => {
-                if e.kind() != crate::ErrorKind::CommitStateUnknown {
-                    for (_, d) in &c.add {
-                        let _ = table.storage().delete(d.file_path()).await;
+    let r = async {
+        let mut last = lost;
+        // Maintenance (a patient handle) keeps trying while a busy writer keeps winning.
+        let rounds = if table.is_patient() { 16 } else { 4 };
+        let mut carrier = Carrier::new(
+            catalog,
+            table,
+            plan.snapshot_id,
+            rewritten,
+            written,
+            plan.use_starting_sequence_number,
+        );
+        for round in 0..rounds {
+            if round > 0 && pause_ms > 0 && intent.is_none() {
+                let holder = super::default_holder();
+                let v = crate::txn::ask_writers_to_hold(catalog, table, &holder, pause_ms).await?;
+                intent = Some(v);
+            }
+            let c = match carrier.carry().await {
+                Ok(Some(c)) => c,
+                Ok(None) => return Err(last),
+                Err(e) => return Err(e.context(format!("{last}; carrying the new deletes failed"))),
+            };
+            let mut producer = replace_producer(plan, c.remove.clone(), written);
+            for (spec, d) in &c.add {
+                producer = producer.add_files(*spec, [d.clone()]);
+            }
+            if let Some(v) = intent.as_deref() {
+                producer = producer.clearing_intent(v);
+            }
+            match commit(catalog, &c.table, &mut producer, validation).await {
+                Ok(t) => return Ok((t, producer.snapshot_id(), c.removed_delete_files)),
+                Err(e) => {
+                    if e.kind() != crate::ErrorKind::CommitStateUnknown {
+                        for (_, d) in &c.add {
+                            let _ = table.storage().delete(d.file_path()).await;
+                        }
                     }
+                    if e.kind() != crate::ErrorKind::Conflict {
+                        return Err(e);
+                    }
+                    last = e;
                 }
-                if e.kind() != crate::ErrorKind::Conflict {
-                    return Err(e);
-                }
-                last = e;
             }
         }
+        Err(last)
     }
-    Err(last)
+    .await;
+    if let (Some(v), Err(_)) = (&intent, &r) {
+        let _ = crate::txn::withdraw_intent(catalog, table, v).await;
+    }
+    r
 }
 
 /// Rewrites the data files the planner selects (`filter` limits them to files that may hold

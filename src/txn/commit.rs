@@ -151,12 +151,7 @@ async fn commit_loop(
     asked: &mut Option<String>,
 ) -> Result<Table> {
     let mut props = table.properties()?;
-    let pause_ms = if table.is_patient() {
-        crate::spec::maintain_policy::MaintainPolicy::of(table.metadata().properties())
-            .map_or(0, |p| p.max_writer_pause_ms)
-    } else {
-        0
-    };
+    let pause_ms = super::intent::writer_pause_ms(table);
     if table.is_patient() {
         props.commit_num_retries = props.commit_num_retries.max(40);
         props.commit_max_wait_ms = props.commit_max_wait_ms.min(2_000);

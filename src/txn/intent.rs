@@ -42,6 +42,16 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// How long a commit on `table` may ask writers to hold: `floe.maintain.max-writer-pause-ms`
+/// for a patient (maintenance) handle, 0 (never) for any other or an unreadable policy.
+pub(crate) fn writer_pause_ms(table: &Table) -> i64 {
+    if !table.is_patient() {
+        return 0;
+    }
+    crate::spec::maintain_policy::MaintainPolicy::of(table.metadata().properties())
+        .map_or(0, |p| p.max_writer_pause_ms)
+}
+
 /// The live intent on `table` other than `own` (the one the committing change sets itself).
 fn live_intent(table: &Table, own: Option<&str>) -> Option<CommitIntent> {
     let raw = table.metadata().properties().get(COMMIT_INTENT)?;

@@ -26,6 +26,7 @@ pub use clone::{
 pub(crate) use commit::{commit, commit_or_discard, commit_properties, commit_since};
 pub(crate) use intent::{
     ask_writers_to_hold, process_name, withdraw as withdraw_intent, withdraw_lapsed,
+    writer_pause_ms,
 };
 pub(crate) use producer::{new_snapshot_id, FileKey, PropertyUpdate, SnapshotProducer};
 pub use refs::manage_refs;

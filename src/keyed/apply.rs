@@ -288,6 +288,7 @@ pub(super) fn prepare(
         let conformed = conformer
             .conform_from(b, source, *first)
             .map_err(|e| e.context(source))?;
+        missing_rule_columns(&spec, b, &conformed, source)?;
         parts.push(Part {
             source: source.clone(),
             first_row: *first,
@@ -326,6 +327,45 @@ pub(super) fn prepare(
         folded,
         rows,
     })
+}
+
+/// Refuses a batch whose source lacks a key, version or delete column (and no write-default
+/// filled it): said as missing, not as a null in its first row.
+fn missing_rule_columns(
+    spec: &KeyedSpec,
+    input: &RecordBatch,
+    conformed: &RecordBatch,
+    source: &str,
+) -> Result<()> {
+    let roles = spec
+        .key
+        .iter()
+        .map(|k| (k, "a key column"))
+        .chain(spec.version.iter().map(|v| (v, "the version column")))
+        .chain(
+            spec.delete
+                .iter()
+                .map(|d| (d, "the delete column (1 deletes the key, 0 upserts)")),
+        );
+    for (name, role) in roles {
+        let filled = conformed
+            .column_by_name(name)
+            .is_some_and(|c| c.null_count() < c.len());
+        if input.num_rows() > 0 && input.schema().index_of(name).is_err() && !filled {
+            let have: Vec<String> = input
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            return Err(crate::Error::invalid(format!(
+                "{source} has no column '{name}', {role} of the table; every change needs it \
+                 (the input's columns: {})",
+                have.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One planning of the batch against `table`, committed only onto `table`. With `index`

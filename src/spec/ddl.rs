@@ -49,6 +49,70 @@ pub fn parse_schema(ddl: &str) -> Result<Schema> {
         .map_err(|e| Error::invalid(format!("schema '{ddl}': {e}")))
 }
 
+/// The DDL of `schema` in the form [`parse_schema`] reads (field ids aside): what
+/// `create --schema-from FILE --dry-run` prints.
+pub fn schema_ddl(schema: &Schema) -> String {
+    fn name(n: &str) -> String {
+        if !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            n.to_string()
+        } else {
+            format!("`{n}`")
+        }
+    }
+    fn ty(t: &Type) -> String {
+        match t {
+            Type::Primitive(p) => match p {
+                PrimitiveType::Boolean => "boolean".into(),
+                PrimitiveType::Int => "int".into(),
+                PrimitiveType::Long => "long".into(),
+                PrimitiveType::Float => "float".into(),
+                PrimitiveType::Double => "double".into(),
+                PrimitiveType::Decimal { precision, scale } => {
+                    format!("decimal({precision},{scale})")
+                }
+                PrimitiveType::Date => "date".into(),
+                PrimitiveType::Time => "time".into(),
+                PrimitiveType::Timestamp => "timestamp".into(),
+                PrimitiveType::Timestamptz => "timestamptz".into(),
+                PrimitiveType::TimestampNs => "timestamp_ns".into(),
+                PrimitiveType::TimestamptzNs => "timestamptz_ns".into(),
+                PrimitiveType::String => "string".into(),
+                PrimitiveType::Uuid => "uuid".into(),
+                PrimitiveType::Fixed(l) => format!("fixed({l})"),
+                PrimitiveType::Binary => "binary".into(),
+            },
+            Type::List(l) => format!("list<{}>", ty(&l.element_field.field_type)),
+            Type::Map(m) => format!(
+                "map<{}, {}>",
+                ty(&m.key_field.field_type),
+                ty(&m.value_field.field_type)
+            ),
+            Type::Struct(s) => format!(
+                "struct<{}>",
+                s.fields()
+                    .iter()
+                    .map(|f| format!("{}: {}", name(&f.name), ty(&f.field_type)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+    schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}{}",
+                name(&f.name),
+                ty(&f.field_type),
+                if f.required { " not null" } else { "" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `schema` with `columns` as its identifier fields (`identifier-field-ids`: the primary key
 /// Flink, pyiceberg's `upsert` and Spark's `SET IDENTIFIER FIELDS` use). As the spec requires,
 /// each must be a required primitive column other than float and double, not inside a list or
@@ -309,6 +373,20 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_ddl_reads_back_as_the_same_schema() {
+        let ddl = "id long not null, `first name` string, p decimal(10,2), u uuid, f fixed(3), \
+                   ts timestamptz, tags list<string>, m map<string, int>, \
+                   s struct<a: int, `b c`: list<date>>";
+        let s = parse_schema(ddl).unwrap();
+        let printed = schema_ddl(&s);
+        assert_eq!(parse_schema(&printed).unwrap(), s, "{printed}");
+        assert!(
+            printed.starts_with("id long not null, `first name` string"),
+            "{printed}"
+        );
+    }
 
     #[test]
     fn primary_keys_follow_the_spec_rules() {

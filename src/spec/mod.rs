@@ -16,7 +16,7 @@ pub mod reserved;
 pub mod snapshot_refs;
 
 pub use alter_sql::{is_alter_table, parse_alter_clause, parse_alter_table, parse_rename_table};
-pub use ddl::{arrow_schema, parse_schema, schema_from_arrow, with_primary_key};
+pub use ddl::{arrow_schema, parse_schema, schema_ddl, schema_from_arrow, with_primary_key};
 pub(crate) use layout::{check_layout, check_transform};
 pub use layout::{parse_partition_spec, parse_sort_order};
 pub use names::{resolve_column, resolve_field};

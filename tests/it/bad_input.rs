@@ -469,3 +469,60 @@ fn csv_headers_are_read_as_written() {
         "{out}"
     );
 }
+
+#[test]
+fn change_files_missing_a_rule_column_or_with_a_bad_json_line_say_so() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.k",
+            "--schema",
+            "id long not null, v string, ver long, op int",
+            "--primary-key",
+            "id",
+            "--property",
+            "floe.merge.version-column=ver",
+            "--property",
+            "floe.merge.delete-column=op",
+        ],
+    );
+    let file = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let no_ver = file("nover.csv", "id,v,op\n1,a,0\n");
+    fails(
+        &wh,
+        &["upsert", "db.k", &no_ver],
+        &[
+            "nover.csv",
+            "has no column 'ver'",
+            "the version column",
+            "id, v, op",
+        ],
+    );
+    let no_op = file("noop.csv", "id,v,ver\n1,a,1\n");
+    fails(
+        &wh,
+        &["upsert", "db.k", &no_op],
+        &["noop.csv", "has no column 'op'", "the delete column"],
+    );
+    let null_ver = file("nullver.csv", "id,v,ver,op\n1,a,1,0\n2,b,,0\n");
+    fails(
+        &wh,
+        &["upsert", "db.k", &null_ver],
+        &["row 2", "nullver.csv", "version column 'ver' is null"],
+    );
+    let bad = file(
+        "bad.jsonl",
+        "{\"id\":1,\"v\":\"a\",\"ver\":1,\"op\":0}\n\n{\"id\":2,\"v\":\"b\",\"ver\":\"x\",\"op\":0}\n",
+    );
+    fails(&wh, &["upsert", "db.k", &bad], &["bad.jsonl", "line 3"]);
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&wh, &["snapshots", "db.k", "--json"])).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 0, "nothing was committed");
+}

@@ -567,3 +567,164 @@ fn long_work_shows_a_bar_on_a_terminal_only() {
     let v: serde_json::Value = serde_json::from_str(shown.trim()).unwrap();
     assert!(v["deleted_records_count"].as_u64().unwrap() > 0);
 }
+
+/// Issue 46, "getting data in as it comes": a schema inferred from CSV and JSON lines (shown
+/// with `--dry-run`, which creates nothing), JSON lines appended, a name floe cannot place
+/// refused saying what it takes.
+#[test]
+fn csv_and_json_lines_come_in_as_they_are() {
+    use crate::common::{floe, ok};
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let file = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let csv = file(
+        "t.csv",
+        "\u{feff}id,name,score,day,ok\n1,ann,1.5,2024-01-02,true\n2,bob,,2024-01-03,false\n",
+    );
+    let ddl = ok(&wh, &["create", "db.c", "--schema-from", &csv, "--dry-run"]);
+    assert!(
+        ddl.starts_with("id long, name string, score double, day date, ok boolean\n"),
+        "{ddl}"
+    );
+    assert!(ddl.contains("dry run: nothing created"), "{ddl}");
+    assert!(
+        !floe(&wh, &["describe", "db.c"]).status.success(),
+        "the dry run created nothing"
+    );
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.c",
+            "--schema-from",
+            &csv,
+            "--primary-key",
+            "id",
+        ],
+    );
+    ok(&wh, &["append", "db.c", &csv]);
+    let jsonl = file(
+        "more.jsonl",
+        "{\"id\": 3, \"name\": \"cy\", \"score\": 2.5, \"day\": \"2024-01-04\"}\n\n{\"id\": 4, \"ok\": true}\n",
+    );
+    ok(&wh, &["append", "db.c", &jsonl]);
+    let rows = ok(
+        &wh,
+        &["scan", "db.c", "--format", "csv", "--where", "id >= 3"],
+    );
+    let mut rows: Vec<&str> = rows.lines().skip(1).collect();
+    rows.sort();
+    assert_eq!(rows, vec!["3,cy,2.5,2024-01-04,", "4,,,,true"]);
+    let json_ddl = ok(
+        &wh,
+        &[
+            "create",
+            "db.j",
+            "--schema-from",
+            &jsonl,
+            "--dry-run",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json_ddl).unwrap();
+    let schema = v["schema"].as_str().unwrap();
+    for col in ["id long", "name string", "score double", "ok boolean"] {
+        assert!(schema.contains(col), "{schema}");
+    }
+    let txt = file("x.txt", "id\n1\n");
+    let o = floe(&wh, &["append", "db.c", &txt]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("x.txt") && err.contains(".jsonl") && err.contains("rename"),
+        "{err}"
+    );
+    assert_eq!(ok(&wh, &["scan", "db.c", "--count"]).trim(), "4");
+}
+
+/// Issue 46: a CDC file with an operation column (`I`/`U`/`D`) upserts and deletes through
+/// `--op-column`; an unknown operation, or a delete on a table with no delete column, is
+/// refused naming the row, and nothing is committed.
+#[test]
+fn cdc_files_with_an_operation_column_upsert() {
+    use crate::common::{floe, ok};
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    let file = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.k",
+            "--schema",
+            "id long not null, v string, ver long, del int",
+            "--primary-key",
+            "id",
+            "--property",
+            "floe.merge.version-column=ver",
+            "--property",
+            "floe.merge.delete-column=del",
+        ],
+    );
+    let first = file("c1.csv", "op,id,v,ver\nI,1,a,1\nI,2,b,1\nI,3,c,1\n");
+    ok(&wh, &["upsert", "db.k", &first, "--op-column", "op"]);
+    let second = file("c2.csv", "op,id,v,ver\nU,1,a2,2\nD,2,,2\nd,3,,0\n");
+    let out = ok(
+        &wh,
+        &["upsert", "db.k", &second, "--op-column", "op", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let counts = (
+        v["updated_records_count"].as_u64(),
+        v["deleted_records_count"].as_u64(),
+        v["stale_records_count"].as_u64(),
+    );
+    assert_eq!(counts, (Some(1), Some(1), Some(1)), "{out}");
+    let rows = ok(
+        &wh,
+        &["scan", "db.k", "--format", "csv", "--columns", "id,v,ver"],
+    );
+    let mut rows: Vec<&str> = rows.lines().skip(1).collect();
+    rows.sort();
+    // Key 3's delete (version 0) is older than its row (version 1): ignored, as the rule says.
+    assert_eq!(rows, vec!["1,a2,2", "3,c,1"]);
+    let snapshots = || ok(&wh, &["snapshots", "db.k", "--json"]);
+    let before = snapshots();
+    let unknown = file("c3.csv", "op,id,v,ver\nU,1,x,3\nX,5,y,3\n");
+    let o = floe(&wh, &["upsert", "db.k", &unknown, "--op-column", "op"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("row 2") && err.contains("'X'"),
+        "{err}"
+    );
+    let stored = file("c4.csv", "id,v,ver\n1,x,3\n");
+    let o = floe(&wh, &["upsert", "db.k", &stored, "--op-column", "v"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is a column of table"));
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.nodel",
+            "--schema",
+            "id long not null, v string",
+            "--primary-key",
+            "id",
+        ],
+    );
+    let del = file("c5.csv", "op,id,v\nI,1,a\nD,1,\n");
+    let o = floe(&wh, &["upsert", "db.nodel", &del, "--op-column", "op"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("row 2") && err.contains("floe.merge.delete-column"),
+        "{err}"
+    );
+    assert_eq!(snapshots(), before, "nothing was committed");
+}

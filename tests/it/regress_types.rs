@@ -607,3 +607,81 @@ async fn schema_from_nested_parquet() {
         check_reads(&py, d.path(), &load(&wh, name).await, file, name).await;
     }
 }
+
+/// Issue 46 §5: a CSV with uuid and binary columns appends (uuids in their 8-4-4-4-12 form
+/// or as 32 hex digits, bytes as hex), `scan` prints uuids in the standard form, and a value
+/// that is not a uuid is refused naming its column and line, with nothing committed.
+#[test]
+fn csv_uuids_and_bytes_append_and_print_in_their_standard_form() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.u",
+            "--schema",
+            "id int, u uuid, b binary, f fixed(2)",
+        ],
+    );
+    let csv = d.path().join("u.csv");
+    std::fs::write(
+        &csv,
+        "id,u,b,f\n\
+         1,6ba7b810-9dad-11d1-80b4-00c04fd430c8,00ff,abcd\n\
+         2,6BA7B8119DAD11D180B400C04FD430C8,,0001\n\
+         3,,,\n",
+    )
+    .unwrap();
+    ok(&wh, &["append", "db.u", csv.to_str().unwrap()]);
+    let out = ok(&wh, &["scan", "db.u", "--format", "csv"]);
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec![
+            "1,6ba7b810-9dad-11d1-80b4-00c04fd430c8,00ff,abcd",
+            "2,6ba7b811-9dad-11d1-80b4-00c04fd430c8,,0001",
+            "3,,,",
+            "id,u,b,f",
+        ],
+        "{out}"
+    );
+    let json = ok(&wh, &["scan", "db.u", "--json", "--where", "id = 1"]);
+    assert!(
+        json.contains("\"u\":\"6ba7b810-9dad-11d1-80b4-00c04fd430c8\""),
+        "{json}"
+    );
+    let table = ok(&wh, &["scan", "db.u", "--where", "id = 2"]);
+    assert!(
+        table.contains("6ba7b811-9dad-11d1-80b4-00c04fd430c8"),
+        "{table}"
+    );
+    // The printed form appends again: a round trip.
+    let back = d.path().join("back.csv");
+    std::fs::write(&back, &out).unwrap();
+    ok(&wh, &["append", "db.u", back.to_str().unwrap()]);
+    assert_eq!(ok(&wh, &["scan", "db.u", "--count"]).trim(), "6");
+    let bad = d.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "id,u\n7,6ba7b810-9dad-11d1-80b4-00c04fd430c8\n8,not-a-uuid\n",
+    )
+    .unwrap();
+    let e = refused(&wh, &["append", "db.u", bad.to_str().unwrap()]);
+    assert!(
+        e.contains("bad.csv")
+            && e.contains("column 'u'")
+            && e.contains("line 3")
+            && e.contains("not-a-uuid"),
+        "{e}"
+    );
+    let bad = d.path().join("badf.csv");
+    std::fs::write(&bad, "id,f\n9,abc\n").unwrap();
+    let e = refused(&wh, &["append", "db.u", bad.to_str().unwrap()]);
+    assert!(
+        e.contains("column 'f'") && e.contains("4 hex digits"),
+        "{e}"
+    );
+    assert_eq!(ok(&wh, &["scan", "db.u", "--count"]).trim(), "6");
+}

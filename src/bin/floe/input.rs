@@ -1,4 +1,4 @@
-//! Reading input files (Parquet, CSV) as Arrow batches for `append`.
+//! Reading input files (Parquet, CSV, JSON lines) as Arrow batches for `append` and `upsert`.
 
 use std::fs::File;
 use std::sync::Arc;
@@ -63,6 +63,138 @@ pub fn counted(
         })
 }
 
+/// What an input file holds, by its name (or, for another name, a Parquet file's first bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// `.parquet` (or any name whose file starts with Parquet's magic bytes).
+    Parquet,
+    /// `.csv` (comma) or `.tsv` (tab), with a header line.
+    Csv(u8),
+    /// `.json`, `.jsonl`, `.ndjson`: one JSON object per line.
+    JsonLines,
+}
+
+/// The kind of input `path` is; a name floe cannot place is refused saying what it takes.
+pub fn input_kind(path: &str) -> Result<InputKind> {
+    let lower = path.to_ascii_lowercase();
+    if lower.ends_with(".csv") {
+        return Ok(InputKind::Csv(b','));
+    }
+    if lower.ends_with(".tsv") {
+        return Ok(InputKind::Csv(b'\t'));
+    }
+    if [".json", ".jsonl", ".ndjson"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
+        return Ok(InputKind::JsonLines);
+    }
+    if [".parquet", ".parq", ".pq"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
+        return Ok(InputKind::Parquet);
+    }
+    let mut magic = [0u8; 4];
+    let parquet = {
+        use std::io::Read;
+        open_input(path)?.read_exact(&mut magic).is_ok() && &magic == b"PAR1"
+    };
+    if parquet {
+        return Ok(InputKind::Parquet);
+    }
+    Err(Error::new(
+        floe::ErrorKind::InvalidInput,
+        format!(
+            "'{path}': floe reads Parquet (.parquet), CSV with a header line (.csv, .tsv) and JSON \
+             lines (.json, .jsonl, .ndjson); this file is none of those by its name, nor a Parquet \
+             file by its first bytes: rename it to its format's extension"
+        ),
+    ))
+}
+
+/// The schema of an input file as floe would read it without a table: a Parquet file's own,
+/// or inferred from the first 10,000 rows of CSV / JSON lines (arrow-csv's and arrow-json's
+/// inference: whole numbers → long, decimals → double, true/false → boolean, ISO dates and
+/// timestamps → date / timestamp, the rest → string; a column with no value → string).
+pub fn infer_schema(path: &str) -> Result<SchemaRef> {
+    const ROWS: usize = 10_000;
+    let fail = |e: &dyn std::fmt::Display| {
+        Error::new(
+            floe::ErrorKind::InvalidInput,
+            format!("'{path}': cannot infer a schema: {e}"),
+        )
+    };
+    let inferred = match input_kind(path)? {
+        InputKind::Parquet => return parquet_schema(path),
+        InputKind::Csv(delim) => {
+            let (schema, _) = arrow::csv::reader::Format::default()
+                .with_header(true)
+                .with_delimiter(delim)
+                .infer_schema(open_input(path)?, Some(ROWS))
+                .map_err(|e| fail(&e))?;
+            schema
+        }
+        InputKind::JsonLines => {
+            let (schema, _) = arrow::json::reader::infer_json_schema(
+                std::io::BufReader::new(open_input(path)?),
+                Some(ROWS),
+            )
+            .map_err(|e| fail(&e))?;
+            schema
+        }
+    };
+    if inferred.fields().is_empty() {
+        return Err(fail(&"it has no columns (an empty file?)"));
+    }
+    Ok(Arc::new(Schema::new(
+        inferred
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                // A UTF-8 byte order mark is not part of the first column's name.
+                let name = if i == 0 {
+                    f.name().trim_start_matches('\u{feff}')
+                } else {
+                    f.name()
+                };
+                Field::new(name, iceberg_friendly(f.data_type()), true)
+            })
+            .collect::<Vec<_>>(),
+    )))
+}
+
+/// An inferred Arrow type as one an Iceberg column has: timestamps in microseconds, no-value
+/// columns as strings, nested types element by element.
+fn iceberg_friendly(t: &DataType) -> DataType {
+    use arrow::datatypes::TimeUnit;
+    match t {
+        DataType::Null => DataType::Utf8,
+        DataType::Timestamp(_, tz) => DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
+        DataType::List(f) => DataType::List(Arc::new(
+            f.as_ref()
+                .clone()
+                .with_data_type(iceberg_friendly(f.data_type()))
+                .with_nullable(true),
+        )),
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| {
+                    Arc::new(
+                        f.as_ref()
+                            .clone()
+                            .with_data_type(iceberg_friendly(f.data_type()))
+                            .with_nullable(true),
+                    )
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// Opens an input file; a missing one is NotFound, naming it.
 pub fn open_input(path: &str) -> Result<File> {
     File::open(path).map_err(|e| {
@@ -80,9 +212,25 @@ pub fn read_raw(
     table_schema: &SchemaRef,
     decimals_as_text: bool,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
+    read_raw_as(path, input_kind(path)?, table_schema, decimals_as_text)
+}
+
+/// [`read_raw`] of a file whose kind is given (`--format`), whatever its name.
+pub fn read_raw_as(
+    path: &str,
+    kind: InputKind,
+    table_schema: &SchemaRef,
+    decimals_as_text: bool,
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
     let file = open_input(path)?;
-    let lower = path.to_ascii_lowercase();
-    if lower.ends_with(".csv") || lower.ends_with(".csv.gz") || lower.ends_with(".tsv") {
+    if kind == InputKind::JsonLines {
+        return crate::json_lines::jsonl_reader(
+            std::io::BufReader::new(file),
+            table_schema,
+            path.to_string(),
+        );
+    }
+    if let InputKind::Csv(delim) = kind {
         // CSV columns are read by header name with the table's types.
         let mut header = String::new();
         {
@@ -97,7 +245,6 @@ pub fn read_raw(
                 .read_line(&mut header)
                 .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
         }
-        let delim = if lower.ends_with(".tsv") { b'\t' } else { b',' };
         // A UTF-8 byte order mark is not part of the first column's name.
         let header = header.strip_prefix('\u{feff}').unwrap_or(&header);
         let header = header.trim_end_matches(['\n', '\r']);
@@ -112,6 +259,7 @@ pub fn read_raw(
         }
         let mut fields = Vec::new();
         let mut nested = Vec::new();
+        let mut binaries = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for name in header.split(delim as char) {
             let name = name.trim().trim_matches('"');
@@ -129,6 +277,12 @@ pub fn read_raw(
             })?;
             let f = match f.data_type() {
                 DataType::Decimal128(..) if decimals_as_text => {
+                    Field::new(name, DataType::Utf8, true)
+                }
+                // Bytes are hex text in CSV (a uuid may be in its 8-4-4-4-12 form), as
+                // `scan --format csv` writes them.
+                DataType::FixedSizeBinary(_) | DataType::Binary | DataType::LargeBinary => {
+                    binaries.push(Arc::new(f.as_ref().clone()));
                     Field::new(name, DataType::Utf8, true)
                 }
                 // Nested values are JSON text in CSV (as `scan --format csv` writes them).
@@ -159,6 +313,7 @@ pub fn read_raw(
             })?;
             let first = next_row;
             next_row += b.num_rows() as u64;
+            let b = crate::csv_bytes::bytes_from_text(&b, &binaries, &p, first)?;
             if nested.is_empty() {
                 Ok(b)
             } else {
@@ -230,43 +385,6 @@ pub fn parquet_schema(path: &str) -> Result<SchemaRef> {
         },
     )?;
     Ok(b.schema().clone())
-}
-
-/// Batches of a JSON-lines file (one object per line), typed by the table's schema with every
-/// column nullable; a key no column has is refused.
-pub fn read_jsonl(
-    path: &str,
-    table_schema: &SchemaRef,
-) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
-    let file = open_input(path)?;
-    jsonl_reader(
-        std::io::BufReader::new(file),
-        table_schema,
-        path.to_string(),
-    )
-}
-
-/// Batches of JSON lines read from `input` (named `what` in errors), as [`read_jsonl`].
-pub fn jsonl_reader<R: std::io::BufRead + Send + 'static>(
-    input: R,
-    table_schema: &SchemaRef,
-    what: String,
-) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
-    let loose = Arc::new(Schema::new(
-        table_schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect::<Vec<_>>(),
-    ));
-    let reader = arrow::json::ReaderBuilder::new(loose)
-        .with_batch_size(65536)
-        .with_strict_mode(true)
-        .build(input)
-        .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{what}: {e}")))?;
-    Ok(Box::new(reader.map(move |r| {
-        r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("'{what}': {e}")))
-    })))
 }
 
 #[cfg(test)]

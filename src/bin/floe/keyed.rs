@@ -41,6 +41,17 @@ pub struct UpsertArgs {
     /// one at or below the committed one makes the upsert a no-op.
     #[arg(long, requires = "sink_id")]
     pub checkpoint: Option<i64>,
+    /// The input's operation column (`I`/`U`/`D`, `c`/`u`/`d`/`r` as CDC tools write it),
+    /// mapped onto the table's delete column; the column itself is not stored.
+    #[arg(long)]
+    pub op_column: Option<String>,
+    /// With --op-column: the values that delete the key (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = crate::item, default_value = "D,d", requires = "op_column")]
+    pub delete_values: Vec<String>,
+    /// With --op-column: the values that upsert the row (comma-separated); any other value is
+    /// refused.
+    #[arg(long, value_delimiter = ',', value_parser = crate::item, default_value = "I,U,C,R,i,u,c,r", requires = "op_column")]
+    pub upsert_values: Vec<String>,
     /// Add the files' new columns to the table (optional columns) in the same commit.
     #[arg(long)]
     pub evolve_schema: bool,
@@ -56,18 +67,15 @@ pub struct UpsertArgs {
     pub json: bool,
 }
 
-fn format_of(path: &str, given: Option<ChangeFormat>) -> ChangeFormat {
+fn format_of(path: &str, given: Option<ChangeFormat>) -> Result<ChangeFormat> {
     if let Some(f) = given {
-        return f;
+        return Ok(f);
     }
-    let p = path.to_ascii_lowercase();
-    if p.ends_with(".csv") || p.ends_with(".csv.gz") || p.ends_with(".tsv") {
-        ChangeFormat::Csv
-    } else if p.ends_with(".json") || p.ends_with(".jsonl") || p.ends_with(".ndjson") {
-        ChangeFormat::Jsonl
-    } else {
-        ChangeFormat::Parquet
-    }
+    Ok(match input::input_kind(path)? {
+        input::InputKind::Csv(_) => ChangeFormat::Csv,
+        input::InputKind::JsonLines => ChangeFormat::Jsonl,
+        input::InputKind::Parquet => ChangeFormat::Parquet,
+    })
 }
 
 /// The table's Arrow schema plus the input columns its merge functions read that are not
@@ -108,26 +116,66 @@ pub fn read_changes(
     schema: &arrow::datatypes::SchemaRef,
 ) -> Result<Vec<arrow::array::RecordBatch>> {
     let source = format!("'{f}'");
-    match format_of(f, format) {
+    match format_of(f, format)? {
         ChangeFormat::DebeziumJson => {
             let mut text = String::new();
             std::io::Read::read_to_string(&mut input::open_input(f)?, &mut text)
                 .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("reading '{f}': {e}")))?;
             Ok(vec![floe::keyed::debezium::decode(&text, &source, table)?])
         }
-        ChangeFormat::Jsonl => input::read_jsonl(f, schema)?.collect(),
-        ChangeFormat::Parquet | ChangeFormat::Csv => input::read_raw(f, schema, false)?.collect(),
+        ChangeFormat::Jsonl => super::json_lines::read_jsonl(f, schema)?.collect(),
+        ChangeFormat::Parquet => {
+            input::read_raw_as(f, input::InputKind::Parquet, schema, false)?.collect()
+        }
+        ChangeFormat::Csv => {
+            let tab = f.to_ascii_lowercase().ends_with(".tsv");
+            let kind = input::InputKind::Csv(if tab { b'\t' } else { b',' });
+            input::read_raw_as(f, kind, schema, false)?.collect()
+        }
     }
 }
 
 /// `floe upsert`.
 pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
     let (cat, table) = catalog_and_table(cli, &a.name).await?;
-    let schema = with_function_inputs(&table)?;
+    let mut schema = with_function_inputs(&table)?;
+    let op = match &a.op_column {
+        Some(_) if a.format == Some(ChangeFormat::DebeziumJson) => {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "--op-column is for CSV, JSON lines and Parquet change files; Debezium events \
+                 carry their own op",
+            ))
+        }
+        Some(name) => {
+            let spec = floe::spec::keyed::KeyedSpec::of(table.metadata(), &table.name())?;
+            let delete_column = match &spec.delete {
+                Some(d) => Some((d.clone(), schema.field_with_name(d)?.data_type().clone())),
+                None => None,
+            };
+            let op = super::op_column::OpColumn {
+                name: name.clone(),
+                delete_values: a.delete_values.clone(),
+                upsert_values: a.upsert_values.clone(),
+                delete_column,
+                table: a.name.clone(),
+            };
+            schema = op.reading_schema(&schema)?;
+            Some(op)
+        }
+        None => None,
+    };
     let mut changes = ChangeBatch::new();
     for f in &a.files {
+        let source = format!("'{f}'");
+        let mut first_row = 1u64;
         for b in read_changes(f, a.format, &table, &schema)? {
-            changes.push(format!("'{f}'"), b);
+            let b = match &op {
+                Some(op) => op.apply(&b, &source, first_row)?,
+                None => b,
+            };
+            first_row += b.num_rows() as u64;
+            changes.push(source.clone(), b);
         }
     }
     let mut options = UpsertOptions::default().with_evolve_schema(a.evolve_schema);

@@ -11,14 +11,17 @@ macro_rules! outln {
 mod alter;
 mod append;
 mod changes;
+mod csv_bytes;
 mod csv_nested;
 mod dml;
 mod ingest;
 mod input;
 mod inspect;
+mod json_lines;
 mod keyed;
 mod maintain;
 mod maintenance;
+mod op_column;
 mod output;
 mod progress_bar;
 mod quickstart;
@@ -187,8 +190,55 @@ fn kv(s: &str) -> std::result::Result<(String, String), String> {
         .ok_or_else(|| format!("expected key=value, got '{s}'"))
 }
 
+/// "unknown column 'purchase'" from `--where 'kind = "purchase"'`: in SQL double quotes name
+/// a column, so say that a string takes single quotes.
+fn double_quoted_string_hint(e: floe::Error) -> floe::Error {
+    let Some(name) = e
+        .message()
+        .split_once("unknown column '")
+        .and_then(|(_, rest)| rest.split_once('\''))
+        .map(|(name, _)| name.to_string())
+    else {
+        return e;
+    };
+    let quoted = format!("\"{name}\"");
+    if std::env::args().any(|a| a.contains(&quoted)) {
+        e.with_hint(format!(
+            "{quoted} names a column in SQL; a string takes single quotes: '{name}'"
+        ))
+    } else {
+        e
+    }
+}
+
+/// A panic inside the async runtime itself (tokio or mio: an I/O driver that failed to wake,
+/// say) can leave the command waiting forever for a task that never runs again: the process
+/// ends instead, saying so (exit 1). Other panics keep Rust's handling (floe turns a panicking
+/// file decoder into an error naming the file).
+fn exit_on_runtime_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default(info);
+        let in_runtime = info.location().is_some_and(|l| {
+            let f = l.file();
+            ["tokio-", "mio-"]
+                .iter()
+                .any(|c| f.contains(&format!("/{c}")) || f.starts_with(c))
+        });
+        if in_runtime {
+            output::remove_partial_files();
+            eprintln!(
+                "error: floe's async runtime failed (above) and the command cannot go on; if it \
+                 was committing, `floe snapshots` shows whether the commit landed before a retry"
+            );
+            std::process::exit(1);
+        }
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    exit_on_runtime_panics();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -215,6 +265,7 @@ fn main() -> ExitCode {
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let e = double_quoted_string_hint(e);
             eprintln!("error: {e}");
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {

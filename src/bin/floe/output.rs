@@ -84,6 +84,8 @@ pub struct BatchWriter {
     schema: arrow::datatypes::SchemaRef,
     open: Option<Open>,
     table_rows: Vec<RecordBatch>,
+    /// Top-level `uuid` columns, printed in their standard form in the text formats.
+    uuid_columns: Vec<String>,
 }
 
 enum Open {
@@ -112,7 +114,23 @@ impl BatchWriter {
             schema,
             open: None,
             table_rows: Vec::new(),
+            uuid_columns: Vec::new(),
         })
+    }
+
+    /// Prints these top-level columns (Iceberg `uuid`, stored as 16 bytes) as
+    /// `8-4-4-4-12` hex text in the table, CSV and JSON formats.
+    pub fn with_uuid_columns(mut self, names: Vec<String>) -> Self {
+        self.uuid_columns = names;
+        self
+    }
+
+    /// `b` with its uuid columns as text (unchanged for Parquet or without uuid columns).
+    fn printable(&self, b: &RecordBatch) -> Result<RecordBatch> {
+        if self.format == Format::Parquet || self.uuid_columns.is_empty() {
+            return Ok(b.clone());
+        }
+        uuids_as_text(b, &self.uuid_columns)
     }
 
     fn sink(&mut self) -> Result<Box<dyn Write + Send>> {
@@ -163,6 +181,7 @@ impl BatchWriter {
     }
 
     fn write_inner(&mut self, b: &RecordBatch) -> Result<()> {
+        let b = &self.printable(b)?;
         if self.format == Format::Table {
             self.table_rows.push(b.clone());
             return Ok(());
@@ -215,7 +234,7 @@ impl BatchWriter {
         if self.format == Format::Table {
             let rows = std::mem::take(&mut self.table_rows);
             let rows = if rows.is_empty() {
-                vec![RecordBatch::new_empty(self.schema.clone())]
+                vec![self.printable(&RecordBatch::new_empty(self.schema.clone()))?]
             } else {
                 rows
             };
@@ -250,6 +269,45 @@ impl BatchWriter {
             let _ = std::fs::remove_file(p);
         }
     }
+}
+
+/// `b` with the named `FixedSizeBinary(16)` columns as UUID text.
+fn uuids_as_text(b: &RecordBatch, names: &[String]) -> Result<RecordBatch> {
+    use arrow::array::{Array, FixedSizeBinaryArray, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let schema = b.schema();
+    let mut fields = Vec::with_capacity(b.num_columns());
+    let mut columns = Vec::with_capacity(b.num_columns());
+    for (f, c) in schema.fields().iter().zip(b.columns()) {
+        let bytes = c.as_any().downcast_ref::<FixedSizeBinaryArray>();
+        match bytes {
+            Some(a) if a.value_length() == 16 && names.contains(f.name()) => {
+                let text: StringArray = (0..a.len())
+                    .map(|i| {
+                        (!a.is_null(i)).then(|| {
+                            uuid::Uuid::from_slice(a.value(i))
+                                .map(|u| u.hyphenated().to_string())
+                                .unwrap_or_default()
+                        })
+                    })
+                    .collect();
+                fields.push(std::sync::Arc::new(Field::new(
+                    f.name(),
+                    DataType::Utf8,
+                    f.is_nullable(),
+                )));
+                columns.push(std::sync::Arc::new(text) as arrow::array::ArrayRef);
+            }
+            _ => {
+                fields.push(f.clone());
+                columns.push(c.clone());
+            }
+        }
+    }
+    Ok(RecordBatch::try_new(
+        std::sync::Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 impl Drop for BatchWriter {

@@ -157,11 +157,10 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
         return Ok(());
     }
     let format = if *json { Format::Json } else { *format };
-    let limit = limit.or(if format == Format::Table && output.is_none() {
-        Some(100)
-    } else {
-        None
-    });
+    // The table view on a terminal shows 100 rows unless told otherwise (and says so).
+    let shown_by_default =
+        (limit.is_none() && format == Format::Table && output.is_none()).then(|| scan.clone());
+    let limit = limit.or(shown_by_default.as_ref().map(|_| 100));
     let scan = match limit {
         Some(n) => scan.limit(n),
         None => scan,
@@ -170,7 +169,22 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     let arrow_schema = scan.output_schema(&plan)?;
     // A bar only when rows go to a file (on stdout it would mix with them).
     let label = format!("scanning {}", table.name());
-    let mut out = BatchWriter::new(format, output.as_deref(), arrow_schema)?;
+    let uuids = table
+        .metadata()
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .filter(|f| {
+            matches!(
+                *f.field_type,
+                floe::spec::Type::Primitive(floe::spec::PrimitiveType::Uuid)
+            )
+        })
+        .map(|f| f.name.clone())
+        .collect();
+    let mut out =
+        BatchWriter::new(format, output.as_deref(), arrow_schema)?.with_uuid_columns(uuids);
     let read = progress_bar::run(&label, *json || output.is_none(), |_| async {
         let mut stream = scan.read(plan)?;
         let mut rows = 0usize;
@@ -190,6 +204,14 @@ pub async fn scan(cli: &Cli, a: &ScanArgs) -> Result<()> {
     out.finish()?;
     if output.is_some() {
         eprintln!("wrote {rows} rows to {}", output.as_deref().unwrap_or("-"));
+    }
+    if let Some(all) = shown_by_default.filter(|_| rows == 100) {
+        match all.count().await {
+            Ok(n) if n > 100 => eprintln!(
+                "100 of {n} rows shown (--limit N shows more; --format csv or -o FILE all of them)"
+            ),
+            _ => {}
+        }
     }
     Ok(())
 }

@@ -299,7 +299,7 @@ impl Sink<'_> {
             ChangeFormat::DebeziumJson => floe::keyed::debezium::decode(&text, what, &self.table),
             _ => {
                 let schema = with_function_inputs(&self.table)?;
-                let batches: Vec<RecordBatch> = super::input::jsonl_reader(
+                let batches: Vec<RecordBatch> = super::json_lines::jsonl_reader(
                     std::io::Cursor::new(text.into_bytes()),
                     &schema,
                     what.to_string(),

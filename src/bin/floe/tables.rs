@@ -19,9 +19,13 @@ pub struct CreateArgs {
     /// Schema DDL, e.g. 'id long, name string, ts timestamptz'.
     #[arg(long, required_unless_present = "schema_from")]
     pub schema: Option<String>,
-    /// Take the schema from a Parquet file instead.
+    /// Take the schema from a file instead: a Parquet file's own, or inferred from CSV
+    /// (.csv, .tsv) or JSON lines (.json, .jsonl, .ndjson); see it first with --dry-run.
     #[arg(long, conflicts_with = "schema")]
     pub schema_from: Option<String>,
+    /// Print the schema as DDL (for --schema / --schema-from) and create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Partition spec, e.g. 'day(ts), bucket(16,id)'.
     #[arg(long)]
     pub partition_by: Option<String>,
@@ -124,16 +128,18 @@ pub async fn create(cli: &Cli, a: &CreateArgs) -> Result<()> {
         location,
         primary_key,
         allow_unknown_properties,
+        dry_run,
         json,
     } = a;
     let ident = parse_ident(name)?;
     let schema = match (schema, schema_from) {
         (Some(ddl), _) => parse_schema(ddl)?,
-        (None, Some(file)) => floe::spec::schema_from_arrow(input::parquet_schema(file)?.as_ref())?,
+        (None, Some(file)) => floe::spec::schema_from_arrow(input::infer_schema(file)?.as_ref())
+            .map_err(|e| e.context(format!("the schema of '{file}'")))?,
         (None, None) => {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
-                "give --schema DDL or --schema-from FILE.parquet",
+                "give --schema DDL or --schema-from FILE (.parquet, .csv, .tsv, .jsonl)",
             ))
         }
     };
@@ -160,12 +166,28 @@ pub async fn create(cli: &Cli, a: &CreateArgs) -> Result<()> {
     c.allow_unknown_properties = *allow_unknown_properties;
     // Refused before the catalog is opened, so bad input creates nothing.
     if !primary_key.is_empty() {
+        if schema_from.is_some() {
+            c.schema = required_columns(c.schema, primary_key)?;
+        }
         c.schema = floe::spec::with_primary_key(c.schema, primary_key)
             .map_err(|e| e.context(format!("creating {name}")))?;
     }
     if !c.allow_unknown_properties {
         floe::spec::check_property_keys(&c.properties)
             .map_err(|e| e.with_hint("pass --allow-unknown-properties to store it anyway"))?;
+    }
+    if *dry_run {
+        let ddl = floe::spec::schema_ddl(&c.schema);
+        if *json {
+            print_json(&json!({"table": ident_name(&ident), "schema": ddl, "dry_run": true}));
+        } else {
+            outln!("{ddl}");
+            outln!(
+                "(dry run: nothing created; pass this to --schema, edited as you like, or drop \
+                 --dry-run)"
+            );
+        }
+        return Ok(());
     }
     let cat = catalog_creating(cli)?;
     let t = cat.create_table(&ident, c).await?;
@@ -192,6 +214,29 @@ pub async fn create(cli: &Cli, a: &CreateArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A file's schema with its top-level `columns` made `not null`: a key taken from a file
+/// (whose columns are nullable whether or not they hold a null) is required.
+fn required_columns(schema: floe::spec::Schema, columns: &[String]) -> Result<floe::spec::Schema> {
+    let fields: Vec<_> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| {
+            if columns.iter().any(|c| c == &f.name) {
+                let mut k = f.as_ref().clone();
+                k.required = true;
+                std::sync::Arc::new(k)
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    floe::spec::Schema::builder()
+        .with_fields(fields)
+        .build()
+        .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("primary key columns: {e}")))
 }
 
 /// `floe namespaces`.

@@ -30,6 +30,10 @@ if ! command -v script >/dev/null; then
   echo "installing script (bsdutils: the progress-bar test runs floe in a pseudo-terminal)"
   (apt-get update -qq && apt-get install -y -qq bsdutils) >/dev/null
 fi
+if ! command -v strace >/dev/null; then
+  echo "installing strace (tests/it/faults.rs injects system-call errors with it)"
+  (apt-get update -qq && apt-get install -y -qq strace) >/dev/null
+fi
 if ! command -v jq >/dev/null; then
   echo "installing jq (the examples of the README and docs/src use it; tests/it/readme.rs runs them)"
   (apt-get update -qq && apt-get install -y -qq jq) >/dev/null

@@ -223,6 +223,12 @@ pub fn parse_statement(text: &str) -> Result<Statement> {
         sql::Statement::Delete(d) => delete(d, text),
         sql::Statement::Update(u) => update(u, text),
         sql::Statement::Merge(m) => merge(m, text).map(Statement::Merge),
+        sql::Statement::Query(_) => Err(Error::invalid(format!(
+            "'{}': floe sql runs DELETE, UPDATE, MERGE and ALTER TABLE; to read, use `floe scan \
+             TABLE --columns … --where …` (or DuckDB's iceberg_scan on the table's metadata file, \
+             which `floe describe TABLE` prints)",
+            first_words(text)
+        ))),
         other => Err(Error::invalid(format!(
             "unsupported statement '{}': floe runs DELETE, UPDATE and MERGE",
             first_words(&other.to_string())
@@ -1209,7 +1215,8 @@ mod tests {
         let m = err("DELETE FROM t WHERE id = = 1");
         assert!(m.contains("Line: 1, Column: 26"), "{m}");
         let m = err("SELECT 1");
-        assert!(m.contains("DELETE, UPDATE and MERGE"), "{m}");
+        assert!(m.contains("DELETE, UPDATE, MERGE") && m.contains("floe scan"), "{m}");
+        assert!(m.contains("iceberg_scan"), "{m}");
         let m = parse_expr("a = 1 b").unwrap_err().to_string();
         assert!(m.contains("Column: 7"), "{m}");
         let m = parse_expr("nosuch(a)").unwrap_err().to_string();

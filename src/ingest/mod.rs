@@ -251,6 +251,10 @@ where
     if let Some(target) = &options.publish {
         let t = Instant::now();
         let exists = catalog.table_exists(target).await?;
+        if exists && already_published(catalog, &result.staging, target).await? {
+            // Nothing changed since the target was published from this very state.
+            return Ok(result);
+        }
         result.published = Some(
             clone_table(
                 catalog,
@@ -264,6 +268,22 @@ where
         result.publish_seconds = t.elapsed().as_secs_f64();
     }
     Ok(result)
+}
+
+/// Whether `target` is a clone of `staging`'s current snapshot already (then publishing again
+/// would only add a snapshot that changes nothing).
+async fn already_published(
+    catalog: &Catalog,
+    staging: &Table,
+    target: &TableIdent,
+) -> Result<bool> {
+    let Some(current) = staging.current_snapshot().map(|s| s.snapshot_id()) else {
+        return Ok(false);
+    };
+    let t = catalog.load_table(target).await?;
+    let p = t.metadata().properties();
+    Ok(p.get(crate::txn::CLONE_SOURCE) == Some(&staging.name())
+        && p.get(crate::txn::CLONE_SOURCE_SNAPSHOT) == Some(&current.to_string()))
 }
 
 fn record(result: &mut IngestResult, r: &RowLevelResult) {

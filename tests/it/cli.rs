@@ -608,6 +608,21 @@ fn clone_and_ingest_snapshot_commands() {
     assert_eq!(r2["inserted_records_count"], 1, "{r2}");
     assert_eq!(r2["duplicate_records_count"], 1, "{r2}");
     assert!(r2["published"]["replaced"].as_bool().unwrap(), "{r2}");
+    // The same snapshot again changes nothing: the target is not published again.
+    let target_snapshots = || ok(&wh, &["snapshots", "db.target", "--ids"]);
+    let before = target_snapshots();
+    let r3 = run(&s2);
+    assert_eq!(r3["updated_records_count"], 0, "{r3}");
+    assert_eq!(r3["inserted_records_count"], 0, "{r3}");
+    assert!(r3["published"].is_null(), "{r3}");
+    assert_eq!(target_snapshots(), before);
+    let a = args(&s2);
+    let a: Vec<&str> = a
+        .iter()
+        .map(String::as_str)
+        .filter(|x| *x != "--json")
+        .collect();
+    assert!(ok(&wh, &a).contains("db.target not published again"));
     let rows = ok(
         &wh,
         &["scan", "db.target", "--format", "csv", "--columns", "id,v"],

@@ -728,3 +728,66 @@ fn an_interrupted_command_leaves_no_partial_output_and_says_so() {
         }
     }
 }
+
+/// A failing wake-up of tokio's I/O driver (EIO injected into its eventfd writes by strace)
+/// panics a runtime worker: the command exits 1 saying the runtime failed, never hangs, and
+/// the table holds the append's rows or none of them.
+#[test]
+fn a_runtime_that_fails_to_wake_ends_the_command() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(&wh, &["create", "db.t", "--schema", "id long, v string"]);
+    let f = ids_csv(d.path(), "a.csv", 0, 5);
+    let exe = env!("CARGO_BIN_EXE_floe");
+    let mut failed = 0;
+    for when in 1..=6 {
+        let before = ok(&wh, &["scan", "db.t", "--count"])
+            .trim()
+            .parse::<u64>()
+            .unwrap();
+        let mut child = std::process::Command::new("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-P", "anon_inode:[eventfd]"])
+            .args(["-e", "trace=write", "-e"])
+            .arg(format!("inject=write:error=EIO:when={when}"))
+            .arg(exe)
+            .arg("--warehouse")
+            .arg(&wh)
+            .args(["append", "db.t", &f])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("strace (tools/test.sh installs it)");
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("append with EIO on wake-up {when} hung for 60 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        let after = ok(&wh, &["scan", "db.t", "--count"])
+            .trim()
+            .parse::<u64>()
+            .unwrap();
+        if status.success() {
+            assert_eq!(after, before + 5, "{err}");
+        } else {
+            failed += 1;
+            assert_eq!(status.code(), Some(1), "{err}");
+            assert!(err.contains("async runtime failed"), "{err}");
+            assert!(
+                after == before || after == before + 5,
+                "{after} rows after {before}"
+            );
+        }
+    }
+    assert!(
+        failed > 0,
+        "no injected wake-up failure reached the runtime"
+    );
+}

@@ -221,18 +221,30 @@ async fn run_dml(
         print_json(&super::report::dml(&r, mode, started));
         return Ok(());
     }
+    // What the rows counts mean for this statement.
+    let verb = sql
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_uppercase();
+    let rows = match verb.as_str() {
+        "DELETE" => format!("{} rows deleted", r.removed_rows),
+        "UPDATE" => format!("{} rows updated", r.written_rows),
+        _ => format!(
+            "{} rows removed (updated or deleted), {} rows written (updated or inserted)",
+            r.removed_rows, r.written_rows
+        ),
+    };
     match r.snapshot_id {
         None => outln!("no rows matched; {} unchanged", r.table.name()),
         Some(id) => outln!(
-            "{}: {}snapshot {id} ({mode}): {} rows removed, {} rows written; {} data files dropped, \
+            "{}: {}snapshot {id} ({mode}): {rows}; {} data files dropped, \
              {} data files and {} delete files added ({:.1} MB) in {secs:.2}s",
             r.table.name(),
             match wap_id {
                 Some(w) => format!("staged (wap.id={w}) "),
                 None => String::new(),
             },
-            r.removed_rows,
-            r.written_rows,
             r.removed_data_files,
             r.added_data_files,
             r.added_delete_files,

@@ -179,13 +179,17 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     if r.expired_data_files > 0 {
         outln!("retention dropped {} data files", r.expired_data_files);
     }
-    if let Some(p) = &r.published {
-        outln!(
+    match (&r.published, &a.publish) {
+        (Some(p), _) => outln!(
             "published {} (snapshot {}) in {:.0} ms",
             p.target,
             p.snapshot_id,
             r.publish_seconds * 1000.0
-        );
+        ),
+        (None, Some(target)) => {
+            outln!("{target} not published again: it is already a clone of this staging state")
+        }
+        (None, None) => {}
     }
     Ok(())
 }

@@ -201,10 +201,26 @@ pub async fn snapshots(cli: &Cli, args: &SnapshotsArgs) -> Result<()> {
         let v: Vec<_> = snaps.iter().map(|s| super::report::snapshot(s)).collect();
         print_json(&json!(v));
     } else {
+        // The refs naming each snapshot; `main` is the current snapshot.
+        let mut refs: std::collections::HashMap<i64, Vec<String>> = Default::default();
+        for (name, r) in floe::spec::refs(t.metadata()) {
+            let kind = if r.is_branch() { "" } else { "tag " };
+            refs.entry(r.snapshot_id)
+                .or_default()
+                .push(format!("{kind}{name}"));
+        }
+        for names in refs.values_mut() {
+            names.sort();
+        }
+        let current = t.metadata().current_snapshot_id();
         let rows: Vec<Vec<String>> = snaps
             .iter()
             .map(|s| {
                 let p = &s.summary().additional_properties;
+                let mut marks = refs.get(&s.snapshot_id()).cloned().unwrap_or_default();
+                if current == Some(s.snapshot_id()) && !marks.iter().any(|m| m == "main") {
+                    marks.insert(0, "current".into());
+                }
                 vec![
                     s.snapshot_id().to_string(),
                     s.sequence_number().to_string(),
@@ -214,6 +230,7 @@ pub async fn snapshots(cli: &Cli, args: &SnapshotsArgs) -> Result<()> {
                     s.summary().operation.as_str().to_string(),
                     p.get("added-records").cloned().unwrap_or_default(),
                     p.get("total-records").cloned().unwrap_or_default(),
+                    marks.join(", "),
                 ]
             })
             .collect();
@@ -225,6 +242,7 @@ pub async fn snapshots(cli: &Cli, args: &SnapshotsArgs) -> Result<()> {
                 "operation",
                 "added_records",
                 "total_records",
+                "refs",
             ],
             &rows,
         );

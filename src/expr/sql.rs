@@ -1215,7 +1215,10 @@ mod tests {
         let m = err("DELETE FROM t WHERE id = = 1");
         assert!(m.contains("Line: 1, Column: 26"), "{m}");
         let m = err("SELECT 1");
-        assert!(m.contains("DELETE, UPDATE, MERGE") && m.contains("floe scan"), "{m}");
+        assert!(
+            m.contains("DELETE, UPDATE, MERGE") && m.contains("floe scan"),
+            "{m}"
+        );
         assert!(m.contains("iceberg_scan"), "{m}");
         let m = parse_expr("a = 1 b").unwrap_err().to_string();
         assert!(m.contains("Column: 7"), "{m}");

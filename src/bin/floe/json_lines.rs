@@ -12,7 +12,12 @@ pub fn read_jsonl(
     path: &str,
     table_schema: &SchemaRef,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
-    let file = crate::input::open_input(path)?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        Error::new(
+            floe::ErrorKind::NotFound,
+            format!("cannot open input '{path}': {e}"),
+        )
+    })?;
     jsonl_reader(
         std::io::BufReader::new(file),
         table_schema,

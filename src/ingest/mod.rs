@@ -270,8 +270,8 @@ where
     Ok(result)
 }
 
-/// Whether `target` is a clone of `staging`'s current snapshot already (then publishing again
-/// would only add a snapshot that changes nothing).
+/// Whether `target`'s current snapshot is a clone of `staging`'s current snapshot (then
+/// publishing again would only add a snapshot that changes nothing).
 async fn already_published(
     catalog: &Catalog,
     staging: &Table,
@@ -281,7 +281,12 @@ async fn already_published(
         return Ok(false);
     };
     let t = catalog.load_table(target).await?;
-    let p = t.metadata().properties();
+    // The target's current snapshot must be that clone itself: a commit to the target since
+    // (its summary names no source) means it differs from staging, so it is published again.
+    let Some(head) = t.current_snapshot() else {
+        return Ok(false);
+    };
+    let p = &head.summary().additional_properties;
     Ok(p.get(crate::txn::CLONE_SOURCE) == Some(&staging.name())
         && p.get(crate::txn::CLONE_SOURCE_SNAPSHOT) == Some(&current.to_string()))
 }

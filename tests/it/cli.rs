@@ -623,6 +623,18 @@ fn clone_and_ingest_snapshot_commands() {
         .filter(|x| *x != "--json")
         .collect();
     assert!(ok(&wh, &a).contains("db.target not published again"));
+    // A commit to the target since its clone: the same ingest publishes again (the target
+    // becomes the staging state once more).
+    let extra = d.path().join("extra.csv");
+    std::fs::write(&extra, "day,id,v,ver\n2026-01-03,9,z,1\n").unwrap();
+    ok(&wh, &["append", "db.target", extra.to_str().unwrap()]);
+    let r4 = run(&s2);
+    assert!(r4["published"]["replaced"].as_bool().unwrap(), "{r4}");
+    let rows = ok(
+        &wh,
+        &["scan", "db.target", "--format", "csv", "--columns", "id"],
+    );
+    assert!(!rows.lines().any(|l| l == "9"), "{rows}");
     let rows = ok(
         &wh,
         &["scan", "db.target", "--format", "csv", "--columns", "id,v"],

@@ -728,3 +728,65 @@ fn cdc_files_with_an_operation_column_upsert() {
     );
     assert_eq!(snapshots(), before, "nothing was committed");
 }
+
+/// Issue 46: CSV options under DuckDB's `read_csv` names — a `;`-separated file without a
+/// header, `NA` for NULL, `'` quotes and day-first timestamps — append as DuckDB would read them;
+/// a timestamp that does not match the format names its column and line.
+#[test]
+fn csv_options_take_duckdbs_names() {
+    use crate::common::{floe, ok};
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    ok(
+        &wh,
+        &[
+            "create",
+            "db.o",
+            "--schema",
+            "id long, name string, n int, ts timestamp",
+        ],
+    );
+    let p = d.path().join("o.txt.csv");
+    std::fs::write(
+        &p,
+        "1;'a;b';NA;05/01/2024 10:30:00\n2;NA;7;31/12/2023 23:59:59\n3;'it''s';2;NA\n",
+    )
+    .unwrap();
+    let f = p.to_str().unwrap();
+    let opts = [
+        "--delim",
+        ";",
+        "--header",
+        "false",
+        "--nullstr",
+        "NA",
+        "--quote",
+        "'",
+        "--timestampformat",
+        "%d/%m/%Y %H:%M:%S",
+    ];
+    let mut args = vec!["append", "db.o", f];
+    args.extend(opts);
+    ok(&wh, &args);
+    let out = ok(&wh, &["scan", "db.o", "--format", "csv"]);
+    let mut rows: Vec<&str> = out.lines().skip(1).collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        vec![
+            "1,a;b,,2024-01-05T10:30:00",
+            "2,,7,2023-12-31T23:59:59",
+            "3,it's,2,"
+        ],
+        "{out}"
+    );
+    std::fs::write(&p, "4;x;1;2024-01-05\n").unwrap();
+    let o = floe(&wh, &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("column 'ts'") && err.contains("line 1") && err.contains("--timestampformat"),
+        "{err}"
+    );
+    assert_eq!(ok(&wh, &["scan", "db.o", "--count"]).trim(), "3");
+}

@@ -12,7 +12,7 @@ use super::{catalog_and_table, input, progress_bar, report, table_conformer, Cli
 pub struct AppendArgs {
     /// Table name.
     pub name: String,
-    /// Input files (.parquet, .csv).
+    /// Input files (.parquet, .csv, .tsv, .json, .jsonl, .ndjson).
     #[arg(required = true)]
     pub files: Vec<String>,
     /// Append to this branch (main is untouched).
@@ -22,6 +22,9 @@ pub struct AppendArgs {
     /// current on no branch until `floe cherrypick` publishes it; needs write.wap.enabled=true.
     #[arg(long, conflicts_with = "branch")]
     pub wap_id: Option<String>,
+    /// How CSV files are read.
+    #[command(flatten)]
+    pub csv: input::CsvArgs,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -34,6 +37,7 @@ pub async fn append(cli: &Cli, a: &AppendArgs) -> Result<()> {
         files,
         branch,
         wap_id,
+        csv,
         json,
     } = a;
     let (cat, table) = catalog_and_table(cli, name).await?;
@@ -49,7 +53,7 @@ pub async fn append(cli: &Cli, a: &AppendArgs) -> Result<()> {
     // Open every input first: a bad file fails before anything is written.
     let mut readers = Vec::new();
     for f in files {
-        readers.push(input::read_file(f, &conformer)?);
+        readers.push(input::read_file(f, &conformer, csv)?);
     }
     let started = Instant::now();
     let r = progress_bar::run(&format!("appending to {name}"), *json, |p| {

@@ -193,7 +193,10 @@ pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
 fn read_source(table: &Table, path: &str) -> Result<floe::dml::SourceRows> {
     let schema = table.arrow_schema()?;
     Ok(floe::dml::SourceRows::new(input::read_raw(
-        path, &schema, false,
+        path,
+        &schema,
+        false,
+        &input::CsvArgs::default(),
     )?))
 }
 

@@ -143,7 +143,11 @@ pub async fn ingest_snapshot(cli: &Cli, a: &IngestSnapshotArgs) -> Result<()> {
     // Open every input first: a missing file fails before anything is written.
     let mut readers = Vec::new();
     for f in &a.files {
-        readers.push(super::input::read_file(f, &conformer)?);
+        readers.push(super::input::read_file(
+            f,
+            &conformer,
+            &super::input::CsvArgs::default(),
+        )?);
     }
     let mut o = floe::ingest::IngestOptions::new(a.key.clone(), a.version.clone());
     o.strategy = a.strategy.parse()?;

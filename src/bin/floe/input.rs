@@ -6,6 +6,8 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use floe::write::Conformer;
+
+pub use crate::csv_options::CsvArgs;
 use floe::{Error, Result};
 
 /// Batches of one input file conformed to the table's schema (`conformer`'s): a value that does
@@ -13,18 +15,19 @@ use floe::{Error, Result};
 pub fn read_file(
     path: &str,
     conformer: &Conformer,
+    csv: &CsvArgs,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>>>> {
     let conformer = conformer.clone();
     let source = format!("'{path}'");
     let mut next_row = 1u64;
-    Ok(Box::new(read_raw(path, conformer.schema(), true)?.map(
-        move |b| {
+    Ok(Box::new(
+        read_raw(path, conformer.schema(), true, csv)?.map(move |b| {
             let b = b?;
             let first = next_row;
             next_row += b.num_rows() as u64;
             conformer.conform_from(&b, &source, first)
-        },
-    )))
+        }),
+    ))
 }
 
 /// The batches of `files` (opened as `readers`, in the same order), counted into `progress`:
@@ -211,8 +214,9 @@ pub fn read_raw(
     path: &str,
     table_schema: &SchemaRef,
     decimals_as_text: bool,
+    csv: &CsvArgs,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
-    read_raw_as(path, input_kind(path)?, table_schema, decimals_as_text)
+    read_raw_as(path, input_kind(path)?, table_schema, decimals_as_text, csv)
 }
 
 /// [`read_raw`] of a file whose kind is given (`--format`), whatever its name.
@@ -221,6 +225,7 @@ pub fn read_raw_as(
     kind: InputKind,
     table_schema: &SchemaRef,
     decimals_as_text: bool,
+    csv: &CsvArgs,
 ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send>> {
     let file = open_input(path)?;
     if kind == InputKind::JsonLines {
@@ -230,45 +235,26 @@ pub fn read_raw_as(
             path.to_string(),
         );
     }
-    if let InputKind::Csv(delim) = kind {
-        // CSV columns are read by header name with the table's types.
-        let mut header = String::new();
-        {
-            use std::io::BufRead;
-            let f = File::open(path).map_err(|e| {
-                Error::new(
-                    floe::ErrorKind::NotFound,
-                    format!("cannot open '{path}': {e}"),
-                )
-            })?;
-            std::io::BufReader::new(f)
-                .read_line(&mut header)
-                .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
-        }
-        // A UTF-8 byte order mark is not part of the first column's name.
-        let header = header.strip_prefix('\u{feff}').unwrap_or(&header);
-        let header = header.trim_end_matches(['\n', '\r']);
-        if header.trim().is_empty() {
-            return Err(Error::new(
-                floe::ErrorKind::InvalidInput,
-                format!(
-                    "{path}: the CSV file has no header line (it is empty or starts with a blank \
-                     line); its first line must name the columns"
-                ),
-            ));
-        }
+    if let InputKind::Csv(default_delim) = kind {
+        let delim = csv.delim.unwrap_or(default_delim);
+        let quote = csv.quote.unwrap_or(b'"') as char;
+        // CSV columns are read by header name with the table's types (without a header
+        // line: the table's columns, in order).
+        let names: Vec<String> = if csv.has_header() {
+            csv_header(path, delim, quote)?
+        } else {
+            table_schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect()
+        };
         let mut fields = Vec::new();
         let mut nested = Vec::new();
         let mut binaries = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for name in header.split(delim as char) {
-            let name = name.trim().trim_matches('"');
-            if !seen.insert(name.to_string()) {
-                return Err(Error::new(
-                    floe::ErrorKind::InvalidInput,
-                    format!("{path}: the CSV header names column '{name}' twice; each column once"),
-                ));
-            }
+        let mut stamps = Vec::new();
+        for name in &names {
+            let name = name.as_str();
             let f = table_schema.field_with_name(name).map_err(|_| {
                 Error::new(
                     floe::ErrorKind::InvalidInput,
@@ -285,6 +271,11 @@ pub fn read_raw_as(
                     binaries.push(Arc::new(f.as_ref().clone()));
                     Field::new(name, DataType::Utf8, true)
                 }
+                // Timestamps in the user's format are parsed from text.
+                t if csv.reads_as_text(t) => {
+                    stamps.push(Arc::new(f.as_ref().clone()));
+                    Field::new(name, DataType::Utf8, true)
+                }
                 // Nested values are JSON text in CSV (as `scan --format csv` writes them).
                 t if crate::csv_nested::is_nested(t) => {
                     nested.push(Arc::new(f.as_ref().clone()));
@@ -296,13 +287,16 @@ pub fn read_raw_as(
         }
         let schema = Arc::new(Schema::new(fields));
         let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-        let reader = arrow::csv::ReaderBuilder::new(schema)
-            .with_header(true)
+        let builder = arrow::csv::ReaderBuilder::new(schema)
+            .with_header(csv.has_header())
             .with_delimiter(delim)
-            .with_batch_size(65536)
+            .with_batch_size(65536);
+        let reader = csv
+            .apply(builder)?
             .build(file)
             .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
         let p = path.to_string();
+        let options = csv.clone();
         let mut next_row = 1u64;
         return Ok(Box::new(reader.map(move |r| {
             let b = r.map_err(|e| {
@@ -314,6 +308,7 @@ pub fn read_raw_as(
             let first = next_row;
             next_row += b.num_rows() as u64;
             let b = crate::csv_bytes::bytes_from_text(&b, &binaries, &p, first)?;
+            let b = options.timestamps_from_text(&b, &stamps, &p, first)?;
             if nested.is_empty() {
                 Ok(b)
             } else {
@@ -336,6 +331,40 @@ pub fn read_raw_as(
     Ok(Box::new(reader.map(move |r| {
         r.map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{p}: {e}")))
     })))
+}
+
+/// The column names of a CSV file's header line (a UTF-8 byte order mark dropped, quotes
+/// around a name removed); an empty first line or a name given twice is refused.
+fn csv_header(path: &str, delim: u8, quote: char) -> Result<Vec<String>> {
+    use std::io::BufRead;
+    let mut header = String::new();
+    std::io::BufReader::new(open_input(path)?)
+        .read_line(&mut header)
+        .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
+    let header = header.strip_prefix('\u{feff}').unwrap_or(&header);
+    let header = header.trim_end_matches(['\n', '\r']);
+    if header.trim().is_empty() {
+        return Err(Error::new(
+            floe::ErrorKind::InvalidInput,
+            format!(
+                "{path}: the CSV file has no header line (it is empty or starts with a blank \
+                 line); its first line must name the columns (or pass --header false)"
+            ),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut names = Vec::new();
+    for name in header.split(delim as char) {
+        let name = name.trim().trim_matches(quote).to_string();
+        if !seen.insert(name.clone()) {
+            return Err(Error::new(
+                floe::ErrorKind::InvalidInput,
+                format!("{path}: the CSV header names column '{name}' twice; each column once"),
+            ));
+        }
+        names.push(name);
+    }
+    Ok(names)
 }
 
 /// A CSV parse error in the file's terms: arrow-csv names a 0-based column index and counts

@@ -52,6 +52,9 @@ pub struct UpsertArgs {
     /// refused.
     #[arg(long, value_delimiter = ',', value_parser = crate::item, default_value = "I,U,C,R,i,u,c,r", requires = "op_column")]
     pub upsert_values: Vec<String>,
+    /// How CSV files are read.
+    #[command(flatten)]
+    pub csv: input::CsvArgs,
     /// Add the files' new columns to the table (optional columns) in the same commit.
     #[arg(long)]
     pub evolve_schema: bool,
@@ -114,6 +117,7 @@ pub fn read_changes(
     format: Option<ChangeFormat>,
     table: &floe::Table,
     schema: &arrow::datatypes::SchemaRef,
+    csv: &input::CsvArgs,
 ) -> Result<Vec<arrow::array::RecordBatch>> {
     let source = format!("'{f}'");
     match format_of(f, format)? {
@@ -125,12 +129,12 @@ pub fn read_changes(
         }
         ChangeFormat::Jsonl => super::json_lines::read_jsonl(f, schema)?.collect(),
         ChangeFormat::Parquet => {
-            input::read_raw_as(f, input::InputKind::Parquet, schema, false)?.collect()
+            input::read_raw_as(f, input::InputKind::Parquet, schema, false, csv)?.collect()
         }
         ChangeFormat::Csv => {
             let tab = f.to_ascii_lowercase().ends_with(".tsv");
             let kind = input::InputKind::Csv(if tab { b'\t' } else { b',' });
-            input::read_raw_as(f, kind, schema, false)?.collect()
+            input::read_raw_as(f, kind, schema, false, csv)?.collect()
         }
     }
 }
@@ -169,7 +173,7 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
     for f in &a.files {
         let source = format!("'{f}'");
         let mut first_row = 1u64;
-        for b in read_changes(f, a.format, &table, &schema)? {
+        for b in read_changes(f, a.format, &table, &schema, &a.csv)? {
             let b = match &op {
                 Some(op) => op.apply(&b, &source, first_row)?,
                 None => b,

@@ -13,6 +13,7 @@ mod append;
 mod changes;
 mod csv_bytes;
 mod csv_nested;
+mod csv_options;
 mod dml;
 mod ingest;
 mod input;

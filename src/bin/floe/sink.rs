@@ -510,7 +510,13 @@ impl Sink<'_> {
             let (mut taken, mut rows, mut n) = (Vec::new(), Vec::new(), 0usize);
             for f in files {
                 let p = f.to_string_lossy().into_owned();
-                match read_changes(&p, self.a.format, &self.table, &schema) {
+                match read_changes(
+                    &p,
+                    self.a.format,
+                    &self.table,
+                    &schema,
+                    &super::input::CsvArgs::default(),
+                ) {
                     Ok(b) => {
                         n += b.iter().map(|b| b.num_rows()).sum::<usize>();
                         rows.extend(b);

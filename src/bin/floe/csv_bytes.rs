@@ -3,40 +3,20 @@
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{Array, ArrayRef, BinaryArray, FixedSizeBinaryArray, RecordBatch};
+use arrow::datatypes::{DataType, FieldRef};
 use floe::{Error, Result};
 
 /// `b` with the text columns `fields` (binary in the table) decoded: hex digits, or for a
-/// 16-byte column also a UUID's 8-4-4-4-12 form. Rows count from 1 at `first_row`; a value
-/// that does not decode names its column and file line.
+/// 16-byte column also a UUID's 8-4-4-4-12 form. The batch's first row is on line
+/// `first_line` of the file; a value that does not decode names its column and line.
 pub fn bytes_from_text(
     b: &RecordBatch,
-    fields: &[arrow::datatypes::FieldRef],
+    fields: &[FieldRef],
     path: &str,
-    first_row: u64,
+    first_line: u64,
 ) -> Result<RecordBatch> {
-    use arrow::array::{
-        Array, ArrayRef, BinaryBuilder, FixedSizeBinaryBuilder, LargeBinaryBuilder, StringArray,
-    };
-    if fields.is_empty() {
-        return Ok(b.clone());
-    }
-    let schema = b.schema();
-    let mut out_fields = Vec::with_capacity(b.num_columns());
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(b.num_columns());
-    for (f, c) in schema.fields().iter().zip(b.columns()) {
-        let Some(target) = fields.iter().find(|t| t.name() == f.name()) else {
-            out_fields.push(f.clone());
-            columns.push(c.clone());
-            continue;
-        };
-        let text = c.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
-            Error::new(
-                floe::ErrorKind::InvalidInput,
-                format!("{path}: column '{}' was not read as text", f.name()),
-            )
-        })?;
+    crate::text_columns::decode_text_columns(b, fields, path, |target, text| {
         let width = match target.data_type() {
             DataType::FixedSizeBinary(n) => Some(*n as usize),
             _ => None,
@@ -59,58 +39,24 @@ pub fn bytes_from_text(
                         floe::ErrorKind::InvalidInput,
                         format!(
                             "{path}: in column '{}' on line {} of the file: '{v}' is not {what}",
-                            f.name(),
-                            first_row + r as u64 + 1
+                            target.name(),
+                            first_line + r as u64
                         ),
                     )
                 })
         };
+        let values = (0..text.len())
+            .map(|r| (!text.is_null(r)).then(|| decode(r)).transpose())
+            .collect::<Result<Vec<Option<Vec<u8>>>>>()?;
         let column: ArrayRef = match width {
-            Some(w) => {
-                let mut bld = FixedSizeBinaryBuilder::with_capacity(text.len(), w as i32);
-                for r in 0..text.len() {
-                    if text.is_null(r) {
-                        bld.append_null();
-                    } else {
-                        bld.append_value(decode(r)?)?;
-                    }
-                }
-                Arc::new(bld.finish())
-            }
-            None if matches!(target.data_type(), DataType::LargeBinary) => {
-                let mut bld = LargeBinaryBuilder::new();
-                for r in 0..text.len() {
-                    if text.is_null(r) {
-                        bld.append_null();
-                    } else {
-                        bld.append_value(decode(r)?);
-                    }
-                }
-                Arc::new(bld.finish())
-            }
-            None => {
-                let mut bld = BinaryBuilder::new();
-                for r in 0..text.len() {
-                    if text.is_null(r) {
-                        bld.append_null();
-                    } else {
-                        bld.append_value(decode(r)?);
-                    }
-                }
-                Arc::new(bld.finish())
-            }
+            Some(w) => Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                values.into_iter(),
+                w as i32,
+            )?),
+            None => arrow::compute::cast(&BinaryArray::from_iter(values), target.data_type())?,
         };
-        out_fields.push(Arc::new(Field::new(
-            f.name(),
-            target.data_type().clone(),
-            true,
-        )));
-        columns.push(column);
-    }
-    Ok(RecordBatch::try_new(
-        Arc::new(Schema::new(out_fields)),
-        columns,
-    )?)
+        Ok(column)
+    })
 }
 
 /// Bytes from hex digits (either case), two per byte.

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, TimestampMicrosecondArray};
-use arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use arrow::array::{Array, ArrayRef, RecordBatch, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, FieldRef};
 use floe::{Error, ErrorKind, Result};
 
 /// How CSV input files are read (defaults: a header line, `,` — tab for `.tsv` —, `"` quotes
@@ -73,48 +73,25 @@ impl CsvArgs {
     }
 
     /// `b` with the text columns `fields` (timestamps in the table) parsed by
-    /// `--timestampformat`; rows count from 1 at `first_row`.
+    /// `--timestampformat`; the batch's first row is on line `first_line` of the file.
     pub fn timestamps_from_text(
         &self,
         b: &RecordBatch,
         fields: &[FieldRef],
         path: &str,
-        first_row: u64,
+        first_line: u64,
     ) -> Result<RecordBatch> {
         let Some(fmt) = &self.timestampformat else {
             return Ok(b.clone());
         };
-        if fields.is_empty() {
-            return Ok(b.clone());
-        }
-        let schema = b.schema();
-        let mut out_fields = Vec::with_capacity(b.num_columns());
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(b.num_columns());
-        for (f, c) in schema.fields().iter().zip(b.columns()) {
-            let Some(target) = fields.iter().find(|t| t.name() == f.name()) else {
-                out_fields.push(f.clone());
-                columns.push(c.clone());
-                continue;
+        crate::text_columns::decode_text_columns(b, fields, path, |target, text| {
+            let tz = match target.data_type() {
+                DataType::Timestamp(_, tz) => tz.clone(),
+                _ => None,
             };
-            let DataType::Timestamp(_, tz) = target.data_type() else {
-                out_fields.push(f.clone());
-                columns.push(c.clone());
-                continue;
-            };
-            let text = c.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidInput,
-                    format!("{path}: column '{}' was not read as text", f.name()),
-                )
-            })?;
-            let mut micros = Vec::with_capacity(text.len());
-            for r in 0..text.len() {
-                if text.is_null(r) {
-                    micros.push(None);
-                    continue;
-                }
+            let parse = |r: usize| -> Result<i64> {
                 let v = text.value(r).trim();
-                let parsed = chrono::DateTime::parse_from_str(v, fmt)
+                chrono::DateTime::parse_from_str(v, fmt)
                     .map(|d| d.timestamp_micros())
                     .or_else(|_| {
                         chrono::NaiveDateTime::parse_from_str(v, fmt)
@@ -126,25 +103,17 @@ impl CsvArgs {
                             format!(
                                 "{path}: in column '{}' on line {} of the file: '{v}' does not \
                                  match --timestampformat '{fmt}' ({e})",
-                                f.name(),
-                                first_row + r as u64 + u64::from(self.has_header())
+                                target.name(),
+                                first_line + r as u64
                             ),
                         )
-                    })?;
-                micros.push(Some(parsed));
-            }
-            let array = TimestampMicrosecondArray::from(micros).with_timezone_opt(tz.clone());
-            out_fields.push(Arc::new(Field::new(
-                f.name(),
-                DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, tz.clone()),
-                true,
-            )));
-            columns.push(Arc::new(array));
-        }
-        Ok(RecordBatch::try_new(
-            Arc::new(Schema::new(out_fields)),
-            columns,
-        )?)
+                    })
+            };
+            let micros = (0..text.len())
+                .map(|r| (!text.is_null(r)).then(|| parse(r)).transpose())
+                .collect::<Result<Vec<Option<i64>>>>()?;
+            Ok(Arc::new(TimestampMicrosecondArray::from(micros).with_timezone_opt(tz)) as ArrayRef)
+        })
     }
 }
 

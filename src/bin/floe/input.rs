@@ -307,8 +307,10 @@ pub fn read_raw_as(
             })?;
             let first = next_row;
             next_row += b.num_rows() as u64;
-            let b = crate::csv_bytes::bytes_from_text(&b, &binaries, &p, first)?;
-            let b = options.timestamps_from_text(&b, &stamps, &p, first)?;
+            // The file's line of the batch's first row.
+            let line = first + u64::from(options.has_header());
+            let b = crate::csv_bytes::bytes_from_text(&b, &binaries, &p, line)?;
+            let b = options.timestamps_from_text(&b, &stamps, &p, line)?;
             if nested.is_empty() {
                 Ok(b)
             } else {

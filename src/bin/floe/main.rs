@@ -32,6 +32,7 @@ mod rows;
 mod scan;
 mod sink;
 mod tables;
+mod text_columns;
 
 use std::process::ExitCode;
 

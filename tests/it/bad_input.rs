@@ -489,11 +489,7 @@ fn change_files_missing_a_rule_column_or_with_a_bad_json_line_say_so() {
             "floe.merge.delete-column=op",
         ],
     );
-    let file = |name: &str, text: &str| {
-        let p = d.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_str().unwrap().to_string()
-    };
+    let file = |name: &str, text: &str| crate::common::write_input(d.path(), name, text);
     let no_ver = file("nover.csv", "id,v,op\n1,a,0\n");
     fails(
         &wh,

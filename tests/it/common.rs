@@ -488,3 +488,10 @@ pub fn page_first_rows(file_path: &str) -> Vec<Vec<i64>> {
         })
         .collect()
 }
+
+/// Writes `text` to `dir/name` and returns the path as a string (an input file for the CLI).
+pub fn write_input(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}

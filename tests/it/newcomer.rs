@@ -576,11 +576,7 @@ fn csv_and_json_lines_come_in_as_they_are() {
     use crate::common::{floe, ok};
     let d = tempfile::tempdir().unwrap();
     let wh = d.path().join("wh");
-    let file = |name: &str, text: &str| {
-        let p = d.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_str().unwrap().to_string()
-    };
+    let file = |name: &str, text: &str| crate::common::write_input(d.path(), name, text);
     let csv = file(
         "t.csv",
         "\u{feff}id,name,score,day,ok\n1,ann,1.5,2024-01-02,true\n2,bob,,2024-01-03,false\n",
@@ -654,11 +650,7 @@ fn cdc_files_with_an_operation_column_upsert() {
     use crate::common::{floe, ok};
     let d = tempfile::tempdir().unwrap();
     let wh = d.path().join("wh");
-    let file = |name: &str, text: &str| {
-        let p = d.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_str().unwrap().to_string()
-    };
+    let file = |name: &str, text: &str| crate::common::write_input(d.path(), name, text);
     ok(
         &wh,
         &[

@@ -9,6 +9,7 @@ use futures::FutureExt;
 use crate::error::{Error, ErrorKind, Result};
 use iceberg::spec::{Manifest, ManifestEntry, ManifestList};
 
+use crate::codec::manifest::{Pick, Probe};
 use crate::spec::{
     FormatVersion, ManifestFile, Snapshot, TableIdent, TableMetadata, TableProperties,
 };
@@ -238,14 +239,7 @@ impl Table {
     /// Decoded manifests are kept in the storage's memo: a manifest file never changes, and
     /// what its entries inherit is keyed with its path.
     pub(crate) async fn load_manifest(&self, mf: &ManifestFile) -> Result<Arc<Manifest>> {
-        let key = format!(
-            "{}\n{},{},{},{}",
-            mf.manifest_path,
-            mf.sequence_number,
-            mf.min_sequence_number,
-            mf.added_snapshot_id,
-            mf.manifest_length
-        );
+        let key = manifest_key(mf);
         let memo = self.storage.memo();
         if let Some(m) = memo.get::<Manifest>(&key) {
             return Ok(m);
@@ -269,6 +263,80 @@ impl Table {
         let m = Arc::new(m);
         memo.put(&key, mf.manifest_length.max(0) as u64, m.clone());
         Ok(m)
+    }
+
+    /// The entries of one manifest (inherited from `mf`) that `chooser` wants, in file order.
+    /// A manifest held in the memo, or small enough to be worth holding (then decoded whole
+    /// and held), is read from its decoded entries; a larger one is streamed block by block
+    /// through `probe` ([`crate::codec::manifest::select_entries`]) and only the entries the
+    /// chooser keeps are built, so planning a few files of a large table holds a few files,
+    /// not the table. Returns the chooser with what it learnt.
+    pub(crate) async fn select_manifest<C: EntryChooser>(
+        &self,
+        mf: &ManifestFile,
+        probe: Option<Arc<Probe>>,
+        mut chooser: C,
+    ) -> Result<(Vec<ManifestEntry>, C)> {
+        let memoized = self.storage.memo().get::<Manifest>(&manifest_key(mf));
+        let probe = match probe {
+            Some(p) if memoized.is_none() && mf.manifest_length > whole_manifest_bytes() => p,
+            _ => {
+                let m = match memoized {
+                    Some(m) => m,
+                    None => self.load_manifest(mf).await?,
+                };
+                let kept = choose(&m, &mut chooser);
+                return Ok((kept, chooser));
+            }
+        };
+        let (table, owned) = (self.clone(), mf.clone());
+        let work = async move {
+            let r = table.decode_selected(&owned, &probe, &mut chooser).await;
+            r.map(|kept| (kept, chooser))
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) if rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread => {
+                rt.spawn(work).await.map_err(|e| {
+                    Error::corrupt(format!(
+                        "manifest '{}' of table {}: its decoding task failed: {e}",
+                        mf.manifest_path,
+                        self.name()
+                    ))
+                })?
+            }
+            _ => work.await,
+        }
+    }
+
+    async fn decode_selected<C: EntryChooser>(
+        &self,
+        mf: &ManifestFile,
+        probe: &Probe,
+        chooser: &mut C,
+    ) -> Result<Vec<ManifestEntry>> {
+        if mf.key_metadata.is_none() {
+            let bytes = self
+                .storage
+                .get(&mf.manifest_path)
+                .await
+                .map_err(|e| e.context(format!("table {}", self.name())))?;
+            let what = format!("manifest '{}' of table {}", mf.manifest_path, self.name());
+            let mut want = |e: &mut ManifestEntry| {
+                inherit(e, mf);
+                chooser.want(e)
+            };
+            if let Some((_, mut kept)) =
+                parse_manifest_selected(&bytes, &what, Some(probe), &mut want)?
+            {
+                for e in &mut kept {
+                    inherit(e, mf);
+                }
+                return Ok(kept);
+            }
+            chooser.restart();
+        }
+        let m = self.decode_manifest(mf).await?;
+        Ok(choose(&m, chooser))
     }
 
     /// Decodes one manifest, not memoized (for tests that compare decoders).
@@ -357,6 +425,55 @@ impl Table {
     }
 }
 
+/// A manifest at most this long is decoded whole and held in the memo when a plan reads it;
+/// a longer one is streamed through a probe when the plan can say what it wants. The
+/// environment variable `FLOE_MANIFEST_PROBE_BYTES` sets another length (the test suite
+/// runs with 0, so its small tables are planned through probes too).
+fn whole_manifest_bytes() -> i64 {
+    static BYTES: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        std::env::var("FLOE_MANIFEST_PROBE_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(256 << 10)
+    })
+}
+
+/// The memo key of a decoded manifest: its path and what its entries inherit.
+fn manifest_key(mf: &ManifestFile) -> String {
+    format!(
+        "{}\n{},{},{},{}",
+        mf.manifest_path,
+        mf.sequence_number,
+        mf.min_sequence_number,
+        mf.added_snapshot_id,
+        mf.manifest_length
+    )
+}
+
+/// The entries of decoded manifest `m` that `chooser` keeps, in order.
+fn choose(m: &Manifest, chooser: &mut impl EntryChooser) -> Vec<ManifestEntry> {
+    let mut kept = Vec::new();
+    for e in m.entries() {
+        match chooser.want(e) {
+            Pick::Keep => kept.push(e.as_ref().clone()),
+            Pick::Skip => {}
+            Pick::Stop => break,
+        }
+    }
+    kept
+}
+
+/// Decides, entry by entry in file order, which entries of a manifest a reader keeps
+/// ([`Table::select_manifest`]).
+pub(crate) trait EntryChooser: Send + 'static {
+    /// Whether `entry` (with what it inherits from its manifest list entry) is kept, or
+    /// reading stops. With a probe, only the fields the probe decodes are set.
+    fn want(&mut self, entry: &ManifestEntry) -> Pick;
+    /// Forgets every answer given so far: the manifest is read again from its start.
+    fn restart(&mut self);
+}
+
 /// Parses a manifest list's bytes; `what` names it in errors. Declared lengths are bounded
 /// and a panic in the Avro decoder becomes a corrupt-file error.
 #[doc(hidden)]
@@ -394,6 +511,38 @@ pub fn parse_manifest_planned(bytes: &[u8], what: &str) -> Result<Option<Manifes
     Ok(parse_manifest_fast(bytes, what)?.map(|(m, e)| Manifest::new(m, e)))
 }
 
+/// Decodes manifest `bytes` through a [`Probe`] of these fields (for tests of the probe):
+/// every entry as the probe decoded it, and the entries whose index `keep` picks, decoded
+/// whole. `Ok(None)` when the planning decoder leaves the file to the `iceberg` crate.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub fn parse_manifest_probed(
+    bytes: &[u8],
+    what: &str,
+    metric_ids: &[i32],
+    partition: bool,
+    path: bool,
+    keep: impl Fn(usize) -> bool,
+) -> Result<Option<(Vec<ManifestEntry>, Vec<ManifestEntry>)>> {
+    let probe = Probe {
+        metric_ids: metric_ids.to_vec(),
+        partition,
+        path,
+    };
+    let mut probes = Vec::new();
+    let mut want = |e: &mut ManifestEntry| {
+        let pick = if keep(probes.len()) {
+            Pick::Keep
+        } else {
+            Pick::Skip
+        };
+        probes.push(e.clone());
+        pick
+    };
+    let kept = parse_manifest_selected(bytes, what, Some(&probe), &mut want)?;
+    Ok(kept.map(|(_, kept)| (probes, kept)))
+}
+
 fn parse_manifest_parts(
     bytes: &[u8],
     what: &str,
@@ -407,10 +556,21 @@ fn parse_manifest_parts(
 }
 
 /// The planning decoder: the header's metadata parsed by the `iceberg` crate, the entries
-/// by [`crate::codec::manifest::decode_entries`]. `Ok(None)`: leave it to the `iceberg` crate.
+/// by [`crate::codec::manifest::select_entries`]. `Ok(None)`: leave it to the `iceberg` crate.
 fn parse_manifest_fast(
     bytes: &[u8],
     what: &str,
+) -> Result<Option<(iceberg::spec::ManifestMetadata, Vec<ManifestEntry>)>> {
+    parse_manifest_selected(bytes, what, None, &mut |_| Pick::Keep)
+}
+
+/// [`parse_manifest_fast`] keeping only the entries `want` says yes to, each first decoded
+/// as `probe` says ([`crate::codec::manifest::select_entries`]).
+fn parse_manifest_selected(
+    bytes: &[u8],
+    what: &str,
+    probe: Option<&Probe>,
+    want: &mut dyn FnMut(&mut ManifestEntry) -> Pick,
 ) -> Result<Option<(iceberg::spec::ManifestMetadata, Vec<ManifestEntry>)>> {
     storage::limit_avro_allocations();
     crate::codec::avro::check_header(bytes, what)?;
@@ -434,14 +594,14 @@ fn parse_manifest_fast(
     let Ok(partition_type) = metadata.partition_spec.partition_type(&metadata.schema) else {
         return Ok(None);
     };
-    let entries = crate::codec::manifest::decode_entries(
-        bytes,
-        &schema,
-        &metadata.schema,
-        metadata.partition_spec.spec_id(),
-        &partition_type,
+    let m = crate::codec::manifest::Manifest {
+        writer: &schema,
+        schema: &metadata.schema,
+        spec_id: metadata.partition_spec.spec_id(),
+        partition_type: &partition_type,
         what,
-    )?;
+    };
+    let entries = crate::codec::manifest::select_entries(bytes, &m, probe, want)?;
     Ok(entries.map(|e| (metadata, e)))
 }
 

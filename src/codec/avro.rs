@@ -353,6 +353,7 @@ impl Walk<'_> {
 }
 
 /// A cursor over an Avro object container file or a block's bytes.
+#[derive(Clone, Copy)]
 pub(crate) struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,

@@ -37,17 +37,86 @@ fn bad<T>(why: impl Into<String>) -> R<T> {
     Err(Stop::Bad(why.into()))
 }
 
-/// Decodes the entries of the manifest `bytes` (`what` names it in errors), whose entries'
-/// files belong to partition spec `spec_id` with partition type `partition_type`, bounds
-/// typed by `schema`. `Ok(None)`: not a shape this decoder handles (decode it otherwise).
-pub(crate) fn decode_entries(
+/// What a reader says of an entry it is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pick {
+    /// Keep it.
+    Keep,
+    /// Leave it out.
+    Skip,
+    /// Leave it and every entry after it out: the reader has what it needs.
+    Stop,
+}
+
+/// What a probe of an entry decodes: enough for a plan to decide whether it wants the entry,
+/// which is then decoded whole. A probe leaves out column sizes, split offsets, key
+/// metadata, equality ids, the referenced data file, the metrics of columns not in
+/// `metric_ids` and, unless asked for, the partition tuple and the file path (they are empty
+/// or unset).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Probe {
+    /// Field ids whose counts and bounds a probe decodes (a filter's columns).
+    pub(crate) metric_ids: Vec<i32>,
+    /// Whether a probe decodes the partition tuple.
+    pub(crate) partition: bool,
+    /// Whether a probe decodes the file path.
+    pub(crate) path: bool,
+}
+
+impl Probe {
+    /// For a field a probe decodes differently from a whole entry: `Some` (with the metric
+    /// ids it keeps); `None` for the fields it decodes as a whole entry does.
+    fn leaves(&self, field: FileField) -> Option<Option<&[i32]>> {
+        match field {
+            FileField::Content
+            | FileField::FileFormat
+            | FileField::RecordCount
+            | FileField::FileSizeInBytes
+            | FileField::SortOrderId
+            | FileField::FirstRowId
+            | FileField::ContentOffset
+            | FileField::ContentSizeInBytes
+            | FileField::Skip => None,
+            FileField::Partition if self.partition => None,
+            FileField::FilePath if self.path => None,
+            _ => Some(Some(self.metric_ids.as_slice())),
+        }
+    }
+}
+
+/// A manifest's bytes to decode and what its values are typed by.
+pub(crate) struct Manifest<'a> {
+    /// The writer schema of its Avro container.
+    pub(crate) writer: &'a Avro,
+    /// The table schema that types its bounds.
+    pub(crate) schema: &'a Schema,
+    /// The partition spec of its files.
+    pub(crate) spec_id: i32,
+    /// That spec's partition type.
+    pub(crate) partition_type: &'a StructType,
+    /// How errors name it.
+    pub(crate) what: &'a str,
+}
+
+/// Decodes the entries of manifest `bytes` for which `want` says yes, in file order. `want`
+/// sees every entry: decoded whole without a `probe`, else as the probe decodes it (only the
+/// wanted ones are then decoded whole), so a plan that keeps few files of a large manifest
+/// builds few. `Ok(None)`: not a shape this decoder handles, found out possibly after some
+/// entries went to `want` (the caller forgets what they told it, decodes the file otherwise
+/// and asks again).
+pub(crate) fn select_entries(
     bytes: &[u8],
-    writer: &Avro,
-    schema: &Schema,
-    spec_id: i32,
-    partition_type: &StructType,
-    what: &str,
+    m: &Manifest<'_>,
+    probe: Option<&Probe>,
+    want: &mut dyn FnMut(&mut ManifestEntry) -> Pick,
 ) -> Result<Option<Vec<ManifestEntry>>> {
+    let Manifest {
+        writer,
+        schema,
+        spec_id,
+        partition_type,
+        what,
+    } = *m;
     let plan = match EntryPlan::of(writer, partition_type) {
         Some(p) => p,
         None => return Ok(None),
@@ -93,8 +162,20 @@ pub(crate) fn decode_entries(
         }
         let mut b = Cursor::new(&data);
         for i in 0..count {
-            match plan.entry(&mut b, &ctx) {
-                Ok(e) => out.push(e),
+            let start = b;
+            let picked =
+                plan.entry(&mut b, &ctx, probe)
+                    .and_then(|mut e| match (want(&mut e), probe) {
+                        (Pick::Keep, None) => Ok(Pick::Keep).map(|p| (p, Some(e))),
+                        (Pick::Keep, Some(_)) => plan
+                            .entry(&mut { start }, &ctx, None)
+                            .map(|e| (Pick::Keep, Some(e))),
+                        (pick, _) => Ok((pick, None)),
+                    });
+            match picked {
+                Ok((_, Some(e))) => out.push(e),
+                Ok((Pick::Stop, _)) => return Ok(Some(out)),
+                Ok(_) => {}
                 Err(Stop::Unsupported) => return Ok(None),
                 Err(Stop::Bad(why)) => {
                     return Err(fail(format!("entry {i} of a {count}-entry block: {why}")))
@@ -263,7 +344,7 @@ impl<'a> EntryPlan<'a> {
         })
     }
 
-    fn entry(&self, c: &mut Cursor<'_>, ctx: &Ctx<'_>) -> R<ManifestEntry> {
+    fn entry(&self, c: &mut Cursor<'_>, ctx: &Ctx<'_>, probe: Option<&Probe>) -> R<ManifestEntry> {
         let mut status = None;
         let (mut snapshot_id, mut seq, mut file_seq) = (None, None, None);
         let mut data_file = None;
@@ -273,7 +354,7 @@ impl<'a> EntryPlan<'a> {
                 EntryField::SnapshotId => snapshot_id = c.opt(f.schema, Cursor::long_of)?,
                 EntryField::SequenceNumber => seq = c.opt(f.schema, Cursor::long_of)?,
                 EntryField::FileSequenceNumber => file_seq = c.opt(f.schema, Cursor::long_of)?,
-                EntryField::DataFile => data_file = Some(self.data_file(c, ctx)?),
+                EntryField::DataFile => data_file = Some(self.data_file(c, ctx, probe)?),
                 EntryField::Skip => c.skip(f.schema)?,
             }
         }
@@ -290,7 +371,7 @@ impl<'a> EntryPlan<'a> {
         })
     }
 
-    fn data_file(&self, c: &mut Cursor<'_>, ctx: &Ctx<'_>) -> R<DataFile> {
+    fn data_file(&self, c: &mut Cursor<'_>, ctx: &Ctx<'_>, probe: Option<&Probe>) -> R<DataFile> {
         let mut b = DataFileBuilder::default();
         b.partition_spec_id(ctx.spec_id);
         let mut content = 0i32;
@@ -298,6 +379,40 @@ impl<'a> EntryPlan<'a> {
         let (mut records, mut size) = (None, None);
         for f in &self.file {
             let s = f.schema;
+            if let Some(p) = probe {
+                if let Some(only) = p.leaves(f.kind) {
+                    match f.kind {
+                        FileField::FilePath => {
+                            c.skip(s)?;
+                            path = Some(String::new());
+                        }
+                        FileField::Partition if !p.partition => c.skip(s)?,
+                        FileField::ValueCounts => {
+                            b.value_counts(c.opt(s, |c, s| c.counts(s, only))?.unwrap_or_default());
+                        }
+                        FileField::NullValueCounts => {
+                            b.null_value_counts(
+                                c.opt(s, |c, s| c.counts(s, only))?.unwrap_or_default(),
+                            );
+                        }
+                        FileField::NanValueCounts => {
+                            b.nan_value_counts(
+                                c.opt(s, |c, s| c.counts(s, only))?.unwrap_or_default(),
+                            );
+                        }
+                        FileField::LowerBounds => {
+                            let m = c.opt(s, |c, s| c.bounds(s, ctx.schema, only))?;
+                            b.lower_bounds(m.unwrap_or_default());
+                        }
+                        FileField::UpperBounds => {
+                            let m = c.opt(s, |c, s| c.bounds(s, ctx.schema, only))?;
+                            b.upper_bounds(m.unwrap_or_default());
+                        }
+                        _ => c.skip(s)?,
+                    }
+                    continue;
+                }
+            }
             match f.kind {
                 FileField::Content => content = c.int(s)?,
                 FileField::FilePath => path = Some(c.string(s)?),
@@ -306,23 +421,23 @@ impl<'a> EntryPlan<'a> {
                 FileField::RecordCount => records = Some(c.long_of(s)?),
                 FileField::FileSizeInBytes => size = Some(c.long_of(s)?),
                 FileField::ColumnSizes => {
-                    b.column_sizes(c.opt(s, Cursor::counts)?.unwrap_or_default());
+                    b.column_sizes(c.opt(s, |c, s| c.counts(s, None))?.unwrap_or_default());
                 }
                 FileField::ValueCounts => {
-                    b.value_counts(c.opt(s, Cursor::counts)?.unwrap_or_default());
+                    b.value_counts(c.opt(s, |c, s| c.counts(s, None))?.unwrap_or_default());
                 }
                 FileField::NullValueCounts => {
-                    b.null_value_counts(c.opt(s, Cursor::counts)?.unwrap_or_default());
+                    b.null_value_counts(c.opt(s, |c, s| c.counts(s, None))?.unwrap_or_default());
                 }
                 FileField::NanValueCounts => {
-                    b.nan_value_counts(c.opt(s, Cursor::counts)?.unwrap_or_default());
+                    b.nan_value_counts(c.opt(s, |c, s| c.counts(s, None))?.unwrap_or_default());
                 }
                 FileField::LowerBounds => {
-                    let m = c.opt(s, |c, s| c.bounds(s, ctx.schema))?;
+                    let m = c.opt(s, |c, s| c.bounds(s, ctx.schema, None))?;
                     b.lower_bounds(m.unwrap_or_default());
                 }
                 FileField::UpperBounds => {
-                    let m = c.opt(s, |c, s| c.bounds(s, ctx.schema))?;
+                    let m = c.opt(s, |c, s| c.bounds(s, ctx.schema, None))?;
                     b.upper_bounds(m.unwrap_or_default());
                 }
                 FileField::KeyMetadata => {
@@ -499,21 +614,32 @@ impl<'a> Cursor<'a> {
         Ok((key, value(self, &v.schema)?))
     }
 
-    /// A column-id map of counts (negative counts dropped, as the `iceberg` crate does).
-    fn counts(&mut self, s: &Avro) -> R<HashMap<i32, u64>> {
+    /// A column-id map of counts (negative counts dropped, as the `iceberg` crate does), of
+    /// the ids in `only` when given.
+    fn counts(&mut self, s: &Avro, only: Option<&[i32]>) -> R<HashMap<i32, u64>> {
         let pairs = self.array(s, |c, s| c.pair(s, Cursor::long_of))?;
         Ok(pairs
             .into_iter()
+            .filter(|(k, _)| only.is_none_or(|ids| ids.contains(k)))
             .filter_map(|(k, v)| u64::try_from(v).ok().map(|v| (k, v)))
             .collect())
     }
 
     /// A column-id map of bounds, each typed by its field in `schema` (or a reserved
-    /// metadata column); bounds of fields no longer in the schema are dropped.
-    fn bounds(&mut self, s: &Avro, schema: &Schema) -> R<HashMap<i32, Datum>> {
+    /// metadata column), of the ids in `only` when given; bounds of fields no longer in the
+    /// schema are dropped.
+    fn bounds(
+        &mut self,
+        s: &Avro,
+        schema: &Schema,
+        only: Option<&[i32]>,
+    ) -> R<HashMap<i32, Datum>> {
         let pairs = self.array(s, |c, s| c.pair(s, Cursor::bytes_of))?;
-        let mut m = HashMap::with_capacity(pairs.len());
+        let mut m = HashMap::with_capacity(pairs.len().min(only.map_or(usize::MAX, <[i32]>::len)));
         for (k, v) in pairs {
+            if only.is_some_and(|ids| !ids.contains(&k)) {
+                continue;
+            }
             let field = schema
                 .field_by_id(k)
                 .or_else(|| iceberg::metadata_columns::get_metadata_field(k).ok());
@@ -641,12 +767,24 @@ impl<'a> Cursor<'a> {
         match s {
             Avro::Null => Ok(()),
             Avro::Boolean => self.step(1),
-            Avro::Int | Avro::Long | Avro::Date | Avro::TimeMicros | Avro::TimestampMicros => {
-                self.zlong().map(|_| ())
-            }
+            Avro::Int
+            | Avro::Long
+            | Avro::Enum(_)
+            | Avro::Date
+            | Avro::TimeMillis
+            | Avro::TimeMicros
+            | Avro::TimestampMillis
+            | Avro::TimestampMicros
+            | Avro::TimestampNanos
+            | Avro::LocalTimestampMillis
+            | Avro::LocalTimestampMicros
+            | Avro::LocalTimestampNanos => self.zlong().map(|_| ()),
             Avro::Float => self.step(4),
             Avro::Double => self.step(8),
             Avro::Bytes | Avro::String => self.bytes_of(s).map(|_| ()),
+            Avro::BigDecimal => self.bytes_of(&Avro::Bytes).map(|_| ()),
+            Avro::Decimal(d) => self.skip(&d.inner),
+            Avro::Duration => self.step(12),
             Avro::Fixed(f) => self.step(f.size),
             Avro::Union(_) => self.opt(s, |c, v| c.skip(v)).map(|_| ()),
             Avro::Array(_) => self.array(s, |c, v| c.skip(v)).map(|_| ()),

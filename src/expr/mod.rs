@@ -22,7 +22,8 @@ pub use iceberg::expr::{Bind, BoundPredicate, Predicate, Reference};
 pub(crate) use narrow::narrow_to_partition;
 pub(crate) use prune::field_ids;
 pub(crate) use prune::{
-    file_may_match, manifest_may_match, may_match, partition_matches, project_to_partition,
+    file_may_match, file_may_match_rewritten, manifest_may_match, may_match, partition_matches,
+    project_to_partition,
 };
 pub(crate) use row_groups::{bloom_may_match, bloom_proves_absent, page_choice, row_group_metrics};
 pub use sql::{

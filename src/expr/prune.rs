@@ -349,6 +349,12 @@ pub(crate) fn file_may_match(p: &BoundPredicate, file: &DataFile) -> bool {
     may_match(p, file)
 }
 
+/// [`file_may_match`] for a predicate already in the form `rewrite_not` gives (a plan's
+/// filter), which it then does not copy for every file.
+pub(crate) fn file_may_match_rewritten(p: &BoundPredicate, file: &DataFile) -> bool {
+    eval_metrics(p, file)
+}
+
 /// May rows with column metrics `m` (a file's, a row group's) match the bound predicate?
 pub(crate) fn may_match(p: &BoundPredicate, m: &impl ColumnMetrics) -> bool {
     let p = p.clone().rewrite_not();

@@ -20,6 +20,8 @@ use iceberg::expr::{Bind, BoundPredicate, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataFileFormat, ManifestContentType, ManifestFile, NameMapping};
 
+use crate::codec::manifest::{Pick, Probe};
+use crate::table::EntryChooser;
 pub use changelog::{appended_between, ChangeType, Changelog, ChangelogRange};
 pub(crate) use delete_index::{canonical_path, is_file_scoped, DeleteEntry};
 #[doc(hidden)]
@@ -29,8 +31,10 @@ pub use metadata_tables::{read_metadata_table, MetadataTable};
 #[cfg(test)]
 pub(crate) use plan::test_files;
 pub use plan::PlannedFile;
-pub(crate) use plan::{plan_files, PartitionFilters, PlanStats};
+use plan::{plan_probe, ManifestPlanner, Planned};
+pub(crate) use plan::{PartitionFilters, PlanStats};
 pub(crate) use read_file::{lineage_fields, PositionedBatch};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use read_file::FileRead;
 
@@ -351,13 +355,20 @@ fn lineage_column(name: &str) -> Option<usize> {
 /// Stream of Arrow batches produced by a scan.
 pub type BatchStream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
-/// The rows of a manifest's live (added or existing) entries, by their record counts.
-fn live_records(m: &iceberg::spec::Manifest) -> u64 {
-    m.entries()
-        .iter()
-        .filter(|e| e.is_alive())
-        .map(|e| e.data_file().record_count())
-        .sum()
+/// Sums the record counts of a manifest's live (added or existing) entries, keeping none.
+struct LiveRows(u64);
+
+impl EntryChooser for LiveRows {
+    fn want(&mut self, entry: &iceberg::spec::ManifestEntry) -> Pick {
+        if entry.is_alive() {
+            self.0 += entry.data_file().record_count();
+        }
+        Pick::Skip
+    }
+
+    fn restart(&mut self) {
+        self.0 = 0;
+    }
 }
 
 /// The first `n` rows of `stream`, which is dropped (its reads stopped) once they came.
@@ -1073,24 +1084,80 @@ impl Scan {
                 .flatten();
             wanted.push((spec, mf.clone(), first_row_id));
         }
-        if let Some(n) = self.limit {
-            wanted = self.enough_manifests(wanted, n, bound.is_some()).await?;
-        }
-        // Each future owns its table handle (a borrowing closure would make the plan's
-        // future not `Send`: callers could not spawn it).
+        // Manifests are planned as they are decoded (a plan holds the files it keeps, not
+        // the table's), in the snapshot's order. A limit with no filter and no delete
+        // manifest plans them one after another and stops once its rows are certain.
+        let rows_wanted = match self.limit {
+            Some(n) if bound.is_none() => Some(n as u64),
+            _ => None,
+        };
+        let filter = bound.clone().map(Arc::new);
         let table = self.table.clone();
-        let manifests: Vec<_> = futures::stream::iter(wanted)
-            .map(move |(spec, mf, first_row_id)| {
-                let table = table.clone();
-                async move {
-                    let m = table.load_manifest(&mf).await?;
-                    Ok::<_, Error>((spec, m, first_row_id))
+        let partition_filters = &partition_filters;
+        let mut planned = Planned::default();
+        // A limited plan reads the delete manifests first: a data file with deletes adds no
+        // certain rows. It probes entries for their record counts (and, with deletes, the
+        // paths and partitions the delete files are matched by).
+        let mut delete_index = None;
+        if rows_wanted.is_some()
+            && wanted
+                .iter()
+                .any(|(_, mf, _)| mf.content != ManifestContentType::Data)
+        {
+            let (deletes, data): (Vec<_>, Vec<_>) = wanted
+                .into_iter()
+                .partition(|(_, mf, _)| mf.content != ManifestContentType::Data);
+            wanted = data;
+            for (spec, mf, first_row_id) in deletes {
+                let planner =
+                    ManifestPlanner::new(&spec, partition_filters, None, first_row_id, None);
+                let (kept, planner) = table.select_manifest(&mf, None, planner).await?;
+                planned.add(planner, kept, &name)?;
+            }
+            delete_index = Some(Arc::new(planned.delete_index()));
+        }
+        let probe = match rows_wanted {
+            Some(_) => Some(Arc::new(Probe {
+                metric_ids: Vec::new(),
+                partition: delete_index.is_some(),
+                path: delete_index.is_some(),
+            })),
+            None => plan_probe(bound.as_ref()),
+        };
+        // Rows still wanted (a limited plan runs one manifest at a time, so each planner is
+        // made after the one before it finished).
+        let left = AtomicU64::new(rows_wanted.unwrap_or(u64::MAX));
+        let left = &left;
+        let mut manifests = futures::stream::iter(wanted)
+            .map(|(spec, mf, first_row_id)| {
+                let mut planner = ManifestPlanner::new(
+                    &spec,
+                    partition_filters,
+                    filter.clone(),
+                    first_row_id,
+                    rows_wanted.map(|_| left.load(Ordering::Relaxed)),
+                );
+                if let Some(ix) = &delete_index {
+                    planner = planner.with_deletes(ix.clone());
                 }
+                let (table, probe) = (table.clone(), probe.clone());
+                async move { table.select_manifest(&mf, probe, planner).await }
             })
-            .buffer_unordered(8)
-            .try_collect()
-            .await?;
-        let (files, mut stats) = plan_files(&manifests, bound.as_ref(), &partition_filters, &name)?;
+            .buffered(if rows_wanted.is_some() { 1 } else { 8 });
+        while let Some(r) = manifests.next().await {
+            let (kept, planner) = r?;
+            let rows = planner.rows_certain();
+            planned.add(planner, kept, &name)?;
+            if rows_wanted.is_some() {
+                let n = left.load(Ordering::Relaxed).saturating_sub(rows);
+                left.store(n, Ordering::Relaxed);
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        drop(manifests);
+        let (files, mut stats) = planned.finish();
         stats.data_manifests = data_manifests;
         stats.pruned_data_manifests = pruned_manifests;
         let deletes = vec![None; files.len()];
@@ -1396,35 +1463,6 @@ impl Scan {
         .boxed())
     }
 
-    /// For a scan of at most `n` rows: the data manifests of `wanted`, in order, up to the
-    /// first whose live entries make `n` rows certain, when no row filter (`filtered`) and
-    /// no live delete manifest can drop rows; all of `wanted` otherwise. Manifests are
-    /// decoded one after another, so planning stops early.
-    async fn enough_manifests(
-        &self,
-        wanted: Vec<(Arc<PartitionSpec>, ManifestFile, Option<i64>)>,
-        n: usize,
-        filtered: bool,
-    ) -> Result<Vec<(Arc<PartitionSpec>, ManifestFile, Option<i64>)>> {
-        if filtered
-            || wanted
-                .iter()
-                .any(|(_, mf, _)| mf.content != ManifestContentType::Data)
-        {
-            return Ok(wanted);
-        }
-        let mut certain = 0u64;
-        let mut keep = Vec::new();
-        for w in wanted {
-            if certain >= n as u64 {
-                break;
-            }
-            certain += live_records(&*self.table.load_manifest(&w.1).await?);
-            keep.push(w);
-        }
-        Ok(keep)
-    }
-
     /// The rows of the selected snapshot from its manifests' entries alone (no plan, no data
     /// file opened), when no delete file is live in it; `None` otherwise.
     async fn count_from_manifests(&self) -> Result<Option<u64>> {
@@ -1440,11 +1478,16 @@ impl Scan {
         {
             return Ok(None);
         }
+        // Entries are probed for their status and record count only; none is kept.
         let table = self.table.clone();
+        let probe = Some(Arc::new(Probe::default()));
         let counts: Vec<u64> = futures::stream::iter(list.into_iter().filter(|mf| live(&mf)))
             .map(move |mf| {
-                let table = table.clone();
-                async move { Ok::<_, Error>(live_records(&*table.load_manifest(&mf).await?)) }
+                let (table, probe) = (table.clone(), probe.clone());
+                async move {
+                    let (_, counter) = table.select_manifest(&mf, probe, LiveRows(0)).await?;
+                    Ok::<_, Error>(counter.0)
+                }
             })
             .buffer_unordered(8)
             .try_collect()
@@ -1466,23 +1509,43 @@ impl Scan {
                 return Ok(n.min(most));
             }
         }
-        if self.filter.is_none() {
-            let plan = self.plan().await?;
-            if plan.stats.files_with_deletes == 0 {
-                let n: u64 = plan.files.iter().map(|f| f.file.record_count()).sum();
-                return Ok(n.min(most));
-            }
-        }
-        let mut s = self
-            .clone()
-            .select(Vec::<String>::new())
-            .to_stream()
-            .await?;
+        let scan = self.clone().select(Vec::<String>::new());
         let mut n = 0u64;
+        let plan = match self.filter {
+            // A file's rows are its record count less its deleted positions below it (a
+            // position past the file's end deletes nothing); only files with equality
+            // deletes are read.
+            None => {
+                let plan = scan.plan().await?;
+                let mut read = Vec::new();
+                for (i, f) in plan.files.iter().enumerate() {
+                    let rows = f.file.record_count();
+                    match plan.deletes.get(i).and_then(Option::as_ref) {
+                        Some(d) if d.equality.is_empty() => {
+                            let gone = d
+                                .positions
+                                .as_ref()
+                                .map_or(0, |p| p.range_cardinality(..rows));
+                            n += rows - gone.min(rows);
+                        }
+                        _ => read.push(i),
+                    }
+                }
+                if read.is_empty() || n >= most {
+                    return Ok(n.min(most));
+                }
+                plan.subset(&read)
+            }
+            Some(_) => scan.plan().await?,
+        };
+        let mut s = scan.read(plan)?;
         while let Some(b) = s.next().await {
             n += b?.num_rows() as u64;
+            if n >= most {
+                break;
+            }
         }
-        Ok(n)
+        Ok(n.min(most))
     }
 }
 

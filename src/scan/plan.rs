@@ -4,14 +4,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::expr::{BoundPredicate, Predicate};
+#[cfg(test)]
+use iceberg::spec::Manifest;
 use iceberg::spec::{
-    DataContentType, Manifest, ManifestFile, ManifestStatus, PartitionSpec, Schema,
+    DataContentType, ManifestEntry, ManifestFile, ManifestStatus, PartitionSpec, Schema,
 };
 
 use super::delete_index::{DeleteEntry, DeleteIndex};
+use crate::codec::manifest::{Pick, Probe};
 use crate::error::{Error, Result};
-use crate::expr::{file_may_match, manifest_may_match, partition_matches, project_to_partition};
+use crate::expr::{
+    field_ids, file_may_match_rewritten, manifest_may_match, partition_matches,
+    project_to_partition,
+};
 use crate::spec::{DataFile, Struct};
+use crate::table::EntryChooser;
 
 /// A row filter projected onto each partitioned spec, once per spec.
 #[derive(Debug, Default)]
@@ -91,92 +98,251 @@ pub struct PlanStats {
 }
 
 /// Plans a scan of `manifests` (data and delete manifests of one snapshot) for `filter`:
-/// the data files that may hold matching rows, each with the delete files that apply to it.
+/// the data files that may hold matching rows, each with the delete files that apply to it
+/// (the planner over manifests already decoded, for tests).
+#[cfg(test)]
 pub(crate) fn plan_files(
     manifests: &[(Arc<PartitionSpec>, Arc<Manifest>, Option<i64>)],
     filter: Option<&BoundPredicate>,
     partition_filters: &PartitionFilters,
     table: &str,
 ) -> Result<(Vec<PlannedFile>, PlanStats)> {
-    let mut stats = PlanStats::default();
-    let mut deletes = Vec::new();
-    let mut out = Vec::new();
-    for (spec, manifest, manifest_first_row_id) in manifests {
-        let part_pred = partition_filters.get(spec.spec_id());
-        // Data files without a first row id take the manifest's, counted on in entry order.
-        let mut next_row_id = *manifest_first_row_id;
-        for entry in manifest.entries() {
-            let f = entry.data_file();
-            let first_row_id = match f.first_row_id() {
-                None if f.content_type() == DataContentType::Data => {
-                    let id = next_row_id;
-                    if let Some(n) = next_row_id.as_mut() {
-                        *n += f.record_count() as i64;
-                    }
-                    id
-                }
-                own => own,
-            };
-            if entry.status() == ManifestStatus::Deleted {
-                continue;
+    let filter = filter.cloned().map(Arc::new);
+    let mut plan = Planned::default();
+    for (spec, manifest, first_row_id) in manifests {
+        let mut planner =
+            ManifestPlanner::new(spec, partition_filters, filter.clone(), *first_row_id, None);
+        let mut kept = Vec::new();
+        for e in manifest.entries() {
+            match planner.want(e) {
+                Pick::Keep => kept.push(e.as_ref().clone()),
+                Pick::Skip => {}
+                Pick::Stop => break,
             }
+        }
+        plan.add(planner, kept, table)?;
+    }
+    Ok(plan.finish())
+}
+
+/// Decides, entry by entry as one manifest is decoded, what a scan plans of it: live delete
+/// files, and the live data files its partition filter and column metrics cannot rule out
+/// (up to `rows_wanted` certain rows when given). Used as an [`EntryChooser`], it sees each
+/// entry as a [`Probe`] decodes it ([`plan_probe`]).
+pub(crate) struct ManifestPlanner {
+    spec: Arc<PartitionSpec>,
+    partition: Option<Predicate>,
+    filter: Option<Arc<BoundPredicate>>,
+    manifest_first_row_id: Option<i64>,
+    next_row_id: Option<i64>,
+    /// Stop once kept data files hold this many certain rows (a limit with no filter).
+    rows_wanted: Option<u64>,
+    /// Rows of kept data files that no delete file applies to.
+    rows_certain: u64,
+    /// The snapshot's delete files, when a limited plan has deletes to consider: a data file
+    /// they apply to adds no certain rows.
+    deletes: Option<Arc<DeleteIndex>>,
+    /// The first row id of each kept data file, in entry order.
+    row_ids: Vec<Option<i64>>,
+    stats: PlanStats,
+}
+
+impl ManifestPlanner {
+    /// A planner of one manifest of `spec`, whose data files without a first row id take
+    /// the manifest's (`first_row_id`), counted on in entry order.
+    pub(crate) fn new(
+        spec: &Arc<PartitionSpec>,
+        partition_filters: &PartitionFilters,
+        filter: Option<Arc<BoundPredicate>>,
+        first_row_id: Option<i64>,
+        rows_wanted: Option<u64>,
+    ) -> Self {
+        Self {
+            spec: spec.clone(),
+            partition: partition_filters.get(spec.spec_id()).cloned(),
+            filter,
+            manifest_first_row_id: first_row_id,
+            next_row_id: first_row_id,
+            rows_wanted,
+            rows_certain: 0,
+            deletes: None,
+            row_ids: Vec::new(),
+            stats: PlanStats::default(),
+        }
+    }
+
+    /// Counts as certain only the rows of data files that none of `deletes` applies to (a
+    /// limited plan whose snapshot has delete files; a probe must then decode paths and
+    /// partitions).
+    pub(crate) fn with_deletes(mut self, deletes: Arc<DeleteIndex>) -> Self {
+        self.deletes = Some(deletes);
+        self
+    }
+
+    /// The rows of the kept data files that no delete file applies to.
+    pub(crate) fn rows_certain(&self) -> u64 {
+        self.rows_certain
+    }
+}
+
+impl EntryChooser for ManifestPlanner {
+    fn want(&mut self, entry: &ManifestEntry) -> Pick {
+        let f = entry.data_file();
+        let first_row_id = match f.first_row_id() {
+            None if f.content_type() == DataContentType::Data => {
+                let id = self.next_row_id;
+                if let Some(n) = self.next_row_id.as_mut() {
+                    *n += f.record_count() as i64;
+                }
+                id
+            }
+            own => own,
+        };
+        if entry.status() == ManifestStatus::Deleted {
+            return Pick::Skip;
+        }
+        if f.content_type() != DataContentType::Data {
+            return Pick::Keep;
+        }
+        if self.rows_wanted.is_some_and(|n| self.rows_certain >= n) {
+            return Pick::Stop;
+        }
+        self.stats.data_files += 1;
+        if let Some(pp) = &self.partition {
+            if !partition_matches(pp, &self.spec, f.partition()) {
+                self.stats.pruned_by_partition += 1;
+                return Pick::Skip;
+            }
+        }
+        if let Some(flt) = &self.filter {
+            if !file_may_match_rewritten(flt, f) {
+                self.stats.pruned_by_metrics += 1;
+                return Pick::Skip;
+            }
+        }
+        let deleted = self.deletes.as_ref().is_some_and(|ix| {
+            let seq = entry.sequence_number().unwrap_or(0);
+            !ix.for_data_file(f.file_path(), seq, self.spec.spec_id(), f.partition())
+                .is_empty()
+        });
+        if !deleted {
+            self.rows_certain += f.record_count();
+        }
+        self.row_ids.push(first_row_id);
+        Pick::Keep
+    }
+
+    fn restart(&mut self) {
+        self.next_row_id = self.manifest_first_row_id;
+        self.rows_certain = 0;
+        self.row_ids.clear();
+        self.stats = PlanStats::default();
+    }
+}
+
+/// The probe a plan with `filter` decodes entries by: the partition tuple and the metrics of
+/// the filter's columns. `None` without a filter: every live entry is kept, and a probe
+/// would only decode them twice.
+pub(crate) fn plan_probe(filter: Option<&BoundPredicate>) -> Option<Arc<Probe>> {
+    let filter = filter?;
+    let mut metric_ids = Vec::new();
+    field_ids(filter, &mut metric_ids);
+    Some(Arc::new(Probe {
+        metric_ids,
+        partition: true,
+        path: false,
+    }))
+}
+
+/// A plan gathered manifest by manifest.
+#[derive(Debug, Default)]
+pub(crate) struct Planned {
+    files: Vec<PlannedFile>,
+    deletes: Vec<DeleteEntry>,
+    stats: PlanStats,
+}
+
+impl Planned {
+    /// Adds what `planner` kept of its manifest (`kept`: the entries it said yes to, in
+    /// order, decoded whole).
+    pub(crate) fn add(
+        &mut self,
+        planner: ManifestPlanner,
+        kept: Vec<ManifestEntry>,
+        table: &str,
+    ) -> Result<()> {
+        let s = planner.stats;
+        self.stats.data_files += s.data_files;
+        self.stats.pruned_by_partition += s.pruned_by_partition;
+        self.stats.pruned_by_metrics += s.pruned_by_metrics;
+        let mut row_ids = planner.row_ids.into_iter();
+        for entry in kept {
+            let sequence_number = entry.sequence_number();
+            let f = entry.data_file;
             if f.content_type() != DataContentType::Data {
-                let sequence_number = entry.sequence_number().ok_or_else(|| {
+                let sequence_number = sequence_number.ok_or_else(|| {
                     Error::corrupt(format!(
                         "table {table}: delete file '{}' has no sequence number",
                         f.file_path()
                     ))
                 })?;
-                deletes.push(DeleteEntry {
-                    file: Arc::new(f.clone()),
-                    spec: spec.clone(),
+                self.deletes.push(DeleteEntry {
+                    file: Arc::new(f),
+                    spec: planner.spec.clone(),
                     sequence_number,
                 });
                 continue;
             }
-            stats.data_files += 1;
-            if let Some(pp) = &part_pred {
-                if !partition_matches(pp, spec, f.partition()) {
-                    stats.pruned_by_partition += 1;
-                    continue;
-                }
-            }
-            if let Some(flt) = filter {
-                if !file_may_match(flt, f) {
-                    stats.pruned_by_metrics += 1;
-                    continue;
-                }
-            }
-            out.push(PlannedFile {
-                file: f.clone(),
-                spec: spec.clone(),
+            let first_row_id = row_ids.next().ok_or_else(|| {
+                Error::corrupt(format!(
+                    "table {table}: a manifest's entries changed while it was planned"
+                ))
+            })?;
+            self.files.push(PlannedFile {
                 partition: f.partition().clone(),
-                sequence_number: entry.sequence_number().unwrap_or(0),
+                file: f,
+                spec: planner.spec.clone(),
+                sequence_number: sequence_number.unwrap_or(0),
                 deletes: Vec::new(),
                 first_row_id,
             });
         }
+        Ok(())
     }
-    stats.delete_files = deletes.len();
-    if !deletes.is_empty() {
-        let index = DeleteIndex::new(deletes);
-        for p in &mut out {
-            p.deletes = index
-                .for_data_file(
-                    p.file.file_path(),
-                    p.sequence_number,
-                    p.spec.spec_id(),
-                    &p.partition,
-                )
-                .into_iter()
-                .cloned()
-                .collect();
-            if !p.deletes.is_empty() {
-                stats.files_with_deletes += 1;
+
+    /// The delete files gathered so far, indexed.
+    pub(crate) fn delete_index(&self) -> DeleteIndex {
+        DeleteIndex::new(self.deletes.clone())
+    }
+
+    /// The planned files with the delete files that apply to each, and the counters.
+    pub(crate) fn finish(self) -> (Vec<PlannedFile>, PlanStats) {
+        let Planned {
+            files: mut out,
+            deletes,
+            mut stats,
+        } = self;
+        stats.delete_files = deletes.len();
+        if !deletes.is_empty() {
+            let index = DeleteIndex::new(deletes);
+            for p in &mut out {
+                p.deletes = index
+                    .for_data_file(
+                        p.file.file_path(),
+                        p.sequence_number,
+                        p.spec.spec_id(),
+                        &p.partition,
+                    )
+                    .into_iter()
+                    .cloned()
+                    .collect();
+                if !p.deletes.is_empty() {
+                    stats.files_with_deletes += 1;
+                }
             }
         }
+        (out, stats)
     }
-    Ok((out, stats))
 }
 
 /// In-memory metadata for unit tests of planning and of the engines above it.

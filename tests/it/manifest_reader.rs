@@ -36,6 +36,7 @@ fn same_manifest(bytes: &[u8], what: &str) -> bool {
             for (i, (x, y)) in a.entries().iter().zip(b.entries()).enumerate() {
                 assert_eq!(x, y, "{what}: entry {i}");
             }
+            same_probes(bytes, what, &a);
             assert_eq!(
                 floe::table::parse_manifest(bytes, what).unwrap(),
                 a,
@@ -61,6 +62,88 @@ fn same_manifest(bytes: &[u8], what: &str) -> bool {
         }
         (Ok(_), Err(e)) => panic!("{what}: floe refuses it ({e}), the iceberg crate reads it"),
         (Err(_), _) => false,
+    }
+}
+
+/// A plan's probe of `bytes` (the partition and the metrics of one column, then the path
+/// too) sees each entry as decoding it whole does, less what it leaves out, and the entries
+/// it keeps (every other one) come out whole.
+fn same_probes(bytes: &[u8], what: &str, whole: &iceberg::spec::Manifest) {
+    let ids: Vec<i32> = whole
+        .metadata()
+        .schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| f.id)
+        .collect();
+    for (metric_ids, partition, path) in [
+        (ids.iter().take(1).copied().collect::<Vec<_>>(), true, false),
+        (vec![], false, true),
+        (ids.clone(), true, true),
+    ] {
+        let (probes, kept) =
+            floe::table::parse_manifest_probed(bytes, what, &metric_ids, partition, path, |i| {
+                i % 2 == 1
+            })
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}: the probe stepped aside"));
+        assert_eq!(
+            probes.len(),
+            whole.entries().len(),
+            "{what}: probed entries"
+        );
+        let odd: Vec<&iceberg::spec::ManifestEntry> = whole
+            .entries()
+            .iter()
+            .skip(1)
+            .step_by(2)
+            .map(|e| e.as_ref())
+            .collect();
+        assert_eq!(kept.iter().collect::<Vec<_>>(), odd, "{what}: kept entries");
+        for (i, (p, w)) in probes.iter().zip(whole.entries()).enumerate() {
+            let (pf, wf) = (p.data_file(), w.data_file());
+            let at = format!("{what}: entry {i} probed {metric_ids:?}");
+            assert_eq!(p.status(), w.status(), "{at}");
+            assert_eq!(p.sequence_number(), w.sequence_number(), "{at}");
+            assert_eq!(p.snapshot_id(), w.snapshot_id(), "{at}");
+            assert_eq!(pf.content_type(), wf.content_type(), "{at}");
+            assert_eq!(pf.record_count(), wf.record_count(), "{at}");
+            assert_eq!(pf.file_size_in_bytes(), wf.file_size_in_bytes(), "{at}");
+            assert_eq!(pf.first_row_id(), wf.first_row_id(), "{at}");
+            if partition {
+                assert_eq!(pf.partition(), wf.partition(), "{at}");
+            }
+            if path {
+                assert_eq!(pf.file_path(), wf.file_path(), "{at}");
+            }
+            let only =
+                |m: &HashMap<i32, iceberg::spec::Datum>| -> HashMap<i32, iceberg::spec::Datum> {
+                    m.iter()
+                        .filter(|(k, _)| metric_ids.contains(k))
+                        .map(|(k, v)| (*k, v.clone()))
+                        .collect()
+                };
+            let counts = |m: &HashMap<i32, u64>| -> HashMap<i32, u64> {
+                m.iter()
+                    .filter(|(k, _)| metric_ids.contains(k))
+                    .map(|(k, v)| (*k, *v))
+                    .collect()
+            };
+            assert_eq!(pf.lower_bounds(), &only(wf.lower_bounds()), "{at}");
+            assert_eq!(pf.upper_bounds(), &only(wf.upper_bounds()), "{at}");
+            assert_eq!(pf.value_counts(), &counts(wf.value_counts()), "{at}");
+            assert_eq!(
+                pf.null_value_counts(),
+                &counts(wf.null_value_counts()),
+                "{at}"
+            );
+            assert_eq!(
+                pf.nan_value_counts(),
+                &counts(wf.nan_value_counts()),
+                "{at}"
+            );
+        }
     }
 }
 

@@ -14,7 +14,11 @@
 //! * `FLOE_PLAN_SHAPES` — `clustered,mixed,deletes` (default all three);
 //! * `FLOE_PLAN_RUNS` — floe and DuckDB runs per query, the median reported (default 3);
 //! * `FLOE_PLAN_PYICEBERG_RUNS` — pyiceberg runs per query (default 1: it is slow);
-//! * `FLOE_PLAN_PEERS` — `duckdb,pyiceberg` (default both);
+//! * `FLOE_PLAN_PEERS` — of `duckdb,pyiceberg,spark` (default `duckdb,pyiceberg`; Spark
+//!   3.5.8 + Iceberg 1.10.2 is Iceberg Java's planner: `plan s` is the scan node's
+//!   `inputPartitions()` of the filtered DataFrame (the driver's file planning), `s` the
+//!   answer, on a warm session);
+//! * `FLOE_PLAN_SPARK_RUNS` — Spark runs per query (default 1);
 //! * `FLOE_BENCH_NO_BASELINE=1` — floe only;
 //! * `FLOE_BENCH_REBUILD=1` — rebuild the cached tables;
 //! * `FLOE_BENCH_DIR` — data, cache and scratch (default `~/.cache/floe/bench`);
@@ -599,6 +603,10 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1)
         .max(1);
+    let spark_runs: usize = env("FLOE_PLAN_SPARK_RUNS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let peers = if env("FLOE_BENCH_NO_BASELINE").is_some() {
         String::new()
     } else {
@@ -630,7 +638,8 @@ fn main() {
 
     println!(
         "planning benchmark: {} data files per table ({} partitions x {} files, {ROWS_PER_FILE} \
-         rows each); floe and DuckDB: median of {runs}, pyiceberg: median of {pyi_runs}",
+         rows each); floe and DuckDB: median of {runs}, pyiceberg: median of {pyi_runs}, \
+         Spark: median of {spark_runs}",
         layout.files(),
         layout.parts,
         layout.per_part
@@ -708,6 +717,8 @@ fn main() {
                     &runs.to_string(),
                     "--pyiceberg-repeat",
                     &pyi_runs.to_string(),
+                    "--spark-repeat",
+                    &spark_runs.to_string(),
                 ],
             )
         });
@@ -726,10 +737,20 @@ fn main() {
             b.metadata
         );
         println!(
-            "{:<34} | {:>8} | {:>7} | {:>9} | {:>8} | {:>10} | {:>10} | {:>8} | goals at 1M files \
-             (time, RSS <= {RSS_GOAL_MB:.0} MB, DuckDB >= {DUCKDB_RATIO:.0}x, pyiceberg >= \
-             {PYICEBERG_RATIO:.0}x)",
-            "query", "floe s", "RSS MB", "DuckDB s", "DuckDB/f", "pyi plan s", "pyi s", "pyi/f"
+            "{:<34} | {:>8} | {:>7} | {:>9} | {:>8} | {:>10} | {:>10} | {:>8} | {:>12} | {:>9} | \
+             {:>8} | goals at 1M files (time, RSS <= {RSS_GOAL_MB:.0} MB, DuckDB >= \
+             {DUCKDB_RATIO:.0}x, pyiceberg >= {PYICEBERG_RATIO:.0}x)",
+            "query",
+            "floe s",
+            "RSS MB",
+            "DuckDB s",
+            "DuckDB/f",
+            "pyi plan s",
+            "pyi s",
+            "pyi/f",
+            "spark plan s",
+            "spark s",
+            "spark/f"
         );
         let peer_get = |engine: &str, q: &str, k: &str| -> Option<f64> {
             peer.as_ref()?.get(engine)?.get(q)?.get(k)?.as_f64()
@@ -739,6 +760,8 @@ fn main() {
             let duck = peer_get("duckdb", q, "s");
             let pyi = peer_get("pyiceberg", q, "s");
             let pyi_plan = peer_get("pyiceberg", q, "plan_s");
+            let spark = peer_get("spark", q, "s");
+            let spark_plan = peer_get("spark", q, "plan_s");
             let f = |v: Option<f64>, w: usize, d: usize| match v {
                 Some(v) => format!("{v:>w$.d$}"),
                 None => format!("{:>w$}", "n/a"),
@@ -754,7 +777,7 @@ fn main() {
                 goals.push(format!("pyiceberg {}", verdict(x >= PYICEBERG_RATIO)));
             }
             println!(
-                "{:<34} | {:>8.3} | {:>7.0} | {} | {} | {} | {} | {} | {}",
+                "{:<34} | {:>8.3} | {:>7.0} | {} | {} | {} | {} | {} | {} | {} | {} | {}",
                 format!("{q}: {label}"),
                 r.median_s,
                 rss_mb,
@@ -763,10 +786,13 @@ fn main() {
                 f(pyi_plan, 10, 3),
                 f(pyi, 10, 3),
                 f(ratio(pyi).map(|x| (x * 10.0).round() / 10.0), 7, 1) + "x",
+                f(spark_plan, 12, 3),
+                f(spark, 9, 3),
+                f(ratio(spark).map(|x| (x * 10.0).round() / 10.0), 7, 1) + "x",
                 goals.join(", ")
             );
             // Check the peers' answers against the expected ones.
-            for engine in ["duckdb", "pyiceberg"] {
+            for engine in ["duckdb", "pyiceberg", "spark"] {
                 if let (Some(got), Some(w)) = (peer_get(engine, q, "rows"), want) {
                     if got as u64 != *w {
                         println!("  !! {engine} {q}: {got} rows, expected {w}");
@@ -775,21 +801,23 @@ fn main() {
             }
         }
         if let Some(v) = &peer {
-            for engine in ["duckdb", "pyiceberg"] {
+            for engine in ["duckdb", "pyiceberg", "spark"] {
                 if let Some(err) = v.get(engine).and_then(|e| e.get("error")) {
                     println!("  {engine} failed: {err}");
                 }
             }
-            if let Some(files) = v
-                .get("pyiceberg")
-                .and_then(|p| p.as_object())
-                .filter(|p| !p.contains_key("error"))
-            {
-                let planned: Vec<String> = files
-                    .iter()
-                    .filter_map(|(q, x)| Some(format!("{q} {}", x.get("files")?)))
-                    .collect();
-                println!("  pyiceberg files planned: {}", planned.join(", "));
+            for engine in ["pyiceberg", "spark"] {
+                if let Some(files) = v
+                    .get(engine)
+                    .and_then(|p| p.as_object())
+                    .filter(|p| !p.contains_key("error"))
+                {
+                    let planned: Vec<String> = files
+                        .iter()
+                        .filter_map(|(q, x)| Some(format!("{q} {}", x.get("files")?)))
+                        .collect();
+                    println!("  {engine} files planned: {}", planned.join(", "));
+                }
             }
         }
         if layout.files() != 1_000_000 {

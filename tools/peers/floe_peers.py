@@ -67,9 +67,11 @@ def spark_runtime_jar() -> str:
     return found[0]
 
 
-def spark_session(warehouse: str | None = None, app: str = "floe-peers"):
+def spark_session(warehouse: str | None = None, app: str = "floe-peers", conf: dict[str, str] | None = None):
     """One local[2] Spark session with the Iceberg extensions; optional hadoop
-    catalog `local` rooted at `warehouse`. Everything pinned to UTC."""
+    catalog `local` rooted at `warehouse`. Everything pinned to UTC. `conf`: extra
+    Spark settings, applied last (so they override the defaults here, e.g.
+    `{"spark.driver.memory": "4g"}`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -97,6 +99,8 @@ def spark_session(warehouse: str | None = None, app: str = "floe-peers"):
             .config("spark.sql.catalog.local.type", "hadoop")
             .config("spark.sql.catalog.local.warehouse", warehouse)
         )
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -197,6 +197,46 @@ impl Catalog {
         run(py, async move { cat.rename_table(&from, &to).await })
     }
 
+    /// Runs one SQL statement as `floe sql` does: `ALTER TABLE …` (a rename, or schema,
+    /// partition, sort order and property changes in one commit) or `DELETE` / `UPDATE` /
+    /// `MERGE INTO` (the CLI's `--json` documents).
+    fn sql<'py>(&self, py: Python<'py>, statement: String) -> PyResult<Bound<'py, PyAny>> {
+        let cat = self.inner.clone();
+        if floe::spec::is_alter_table(&statement) {
+            if let Some((from, to)) = floe::spec::parse_rename_table(&statement) {
+                let (f, t) = (
+                    parse_ident(&from).map_err(to_py)?,
+                    parse_ident(&to).map_err(to_py)?,
+                );
+                run(py, async move { cat.rename_table(&f, &t).await })?;
+                return to_py_json(py, &serde_json::json!({"renamed": from, "to": to}));
+            }
+            let (name, changes) = floe::spec::parse_alter_table(&statement).map_err(to_py)?;
+            let id = parse_ident(&name).map_err(to_py)?;
+            let r = run(py, async move {
+                floe::txn::alter_table(&cat, &id, &changes).await
+            })?;
+            return to_py_json(
+                py,
+                &serde_json::json!({
+                    "table": name,
+                    "metadata_location": r.table.metadata_location(),
+                    "format_version": r.table.metadata().format_version() as u8,
+                    "changes_count": r.changes,
+                    "attempts_count": r.attempts,
+                }),
+            );
+        }
+        let started = std::time::Instant::now();
+        let r = run(py, async move {
+            floe::dml::execute_with(&cat, &statement, None, None).await
+        })?;
+        to_py_json(
+            py,
+            &floe::report::dml(&r, crate::table::mode_name(r.mode), started),
+        )
+    }
+
     /// Drops a table; with `purge`, deletes its files too (the CLI's `drop --json` result).
     #[pyo3(signature = (ident, purge=false))]
     fn drop_table<'py>(

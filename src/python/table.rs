@@ -169,7 +169,8 @@ impl ScanBatches {
     }
 }
 
-fn mode_name(m: floe::spec::WriteMode) -> &'static str {
+/// The CLI's name of a write mode.
+pub(crate) fn mode_name(m: floe::spec::WriteMode) -> &'static str {
     match m {
         floe::spec::WriteMode::CopyOnWrite => "copy-on-write",
         floe::spec::WriteMode::MergeOnRead => "merge-on-read",
@@ -984,6 +985,196 @@ impl Table {
             floe::scan::read_metadata_table(&table, which, snapshot_id).await
         })?;
         to_pyarrow_table(py, b.schema(), vec![b])
+    }
+
+    /// Applies ALTER clauses (`"ADD COLUMN c long, SET TBLPROPERTIES ('k'='v')"`, as after
+    /// `ALTER TABLE t`) in one commit (the CLI's `alter --json` result).
+    fn alter<'py>(&self, py: Python<'py>, clauses: String) -> PyResult<Bound<'py, PyAny>> {
+        let changes = floe::spec::parse_alter_clause(&clauses).map_err(to_py)?;
+        let (cat, t) = (self.cat(), self.get());
+        let name = t.name();
+        let id = parse_ident(&name).map_err(to_py)?;
+        let r = run(py, async move {
+            floe::txn::alter_table(&cat, &id, &changes).await
+        })?;
+        let v = json!({
+            "table": name,
+            "metadata_location": r.table.metadata_location(),
+            "format_version": r.table.metadata().format_version() as u8,
+            "changes_count": r.changes,
+            "attempts_count": r.attempts,
+        });
+        self.set(r.table);
+        to_py_json(py, &v)
+    }
+
+    /// Changes a ref or the current snapshot in one commit (the CLI's `branch`, `tag`,
+    /// `rollback` and `set-current-snapshot --json` results). `action`: `create-branch`,
+    /// `replace-branch`, `drop-branch`, `fast-forward` (branch `name` to ref `to`),
+    /// `create-tag`, `replace-tag`, `drop-tag`, `rollback-to-snapshot`,
+    /// `rollback-to-timestamp` (`timestamp_ms`), `set-current-snapshot`.
+    #[pyo3(signature = (action, name=None, snapshot_id=None, to=None, timestamp_ms=None))]
+    fn manage_ref<'py>(
+        &self,
+        py: Python<'py>,
+        action: String,
+        name: Option<String>,
+        snapshot_id: Option<i64>,
+        to: Option<String>,
+        timestamp_ms: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use floe::spec::snapshot_refs::{RefChange, Retention};
+        let need = |what: &str, v: Option<String>| {
+            v.ok_or_else(|| to_py(invalid(format!("{action} needs {what}"))))
+        };
+        let need_id = |v: Option<i64>, what: &str| {
+            v.ok_or_else(|| to_py(invalid(format!("{action} needs {what}"))))
+        };
+        let (change, reference, ref_type) = match action.as_str() {
+            "create-branch" => {
+                let n = need("a branch name", name)?;
+                (
+                    RefChange::CreateBranch {
+                        name: n.clone(),
+                        snapshot: snapshot_id,
+                        retention: Retention::default(),
+                    },
+                    n,
+                    "branch",
+                )
+            }
+            "replace-branch" => {
+                let n = need("a branch name", name)?;
+                (
+                    RefChange::ReplaceBranch {
+                        name: n.clone(),
+                        snapshot: need_id(snapshot_id, "snapshot_id=")?,
+                        retention: None,
+                    },
+                    n,
+                    "branch",
+                )
+            }
+            "drop-branch" => {
+                let n = need("a branch name", name)?;
+                (RefChange::DropBranch(n.clone()), n, "branch")
+            }
+            "fast-forward" => {
+                let n = need("a branch name", name)?;
+                (
+                    RefChange::FastForward {
+                        name: n.clone(),
+                        to: need("to= (the ref to fast-forward to)", to)?,
+                    },
+                    n,
+                    "branch",
+                )
+            }
+            "create-tag" => {
+                let n = need("a tag name", name)?;
+                (
+                    RefChange::CreateTag {
+                        name: n.clone(),
+                        snapshot: snapshot_id,
+                        retention: Retention::default(),
+                    },
+                    n,
+                    "tag",
+                )
+            }
+            "replace-tag" => {
+                let n = need("a tag name", name)?;
+                (
+                    RefChange::ReplaceTag {
+                        name: n.clone(),
+                        snapshot: need_id(snapshot_id, "snapshot_id=")?,
+                        retention: None,
+                    },
+                    n,
+                    "tag",
+                )
+            }
+            "drop-tag" => {
+                let n = need("a tag name", name)?;
+                (RefChange::DropTag(n.clone()), n, "tag")
+            }
+            "rollback-to-snapshot" => (
+                RefChange::RollbackTo(need_id(snapshot_id, "snapshot_id=")?),
+                "main".to_string(),
+                "branch",
+            ),
+            "rollback-to-timestamp" => (
+                RefChange::RollbackToTime(need_id(timestamp_ms, "a timestamp")?),
+                "main".to_string(),
+                "branch",
+            ),
+            "set-current-snapshot" => (
+                RefChange::SetCurrentSnapshot(need_id(snapshot_id, "snapshot_id=")?),
+                "main".to_string(),
+                "branch",
+            ),
+            other => return Err(to_py(invalid(format!("unknown ref action '{other}'")))),
+        };
+        let (cat, t) = (self.cat(), self.get());
+        let table = t.name();
+        let before = t.metadata().current_snapshot_id();
+        let id = parse_ident(&table).map_err(to_py)?;
+        let new = run(py, async move {
+            floe::txn::manage_refs(&cat, &id, &change).await
+        })?;
+        let at = floe::spec::refs(new.metadata())
+            .into_iter()
+            .find(|(n, _)| *n == reference)
+            .map(|(_, r)| r.snapshot_id);
+        let v = json!({
+            "table": table,
+            "ref": reference,
+            "ref_type": ref_type,
+            "snapshot_id": at,
+            "current_snapshot_id": new.metadata().current_snapshot_id(),
+            "previous_snapshot_id": before,
+        });
+        if t.branch() == "main" {
+            self.set(new);
+        } else {
+            self.reload(py)?;
+        }
+        to_py_json(py, &v)
+    }
+
+    /// The changelog between two snapshots as a `pyarrow.Table` (the CLI's `changes`):
+    /// rows with `_change_type`, `_change_ordinal` and `_commit_snapshot_id`.
+    #[pyo3(signature = (from_snapshot_id=None, to_snapshot_id=None, start_timestamp_ms=None,
+        end_timestamp_ms=None, identifier_columns=None, compute_updates=None,
+        net_changes=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn changes<'py>(
+        &self,
+        py: Python<'py>,
+        from_snapshot_id: Option<i64>,
+        to_snapshot_id: Option<i64>,
+        start_timestamp_ms: Option<i64>,
+        end_timestamp_ms: Option<i64>,
+        identifier_columns: Option<Vec<String>>,
+        compute_updates: Option<bool>,
+        net_changes: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let range = floe::scan::ChangelogRange {
+            from_snapshot_exclusive: from_snapshot_id,
+            from_timestamp_ms: start_timestamp_ms,
+            to_snapshot: to_snapshot_id,
+            to_timestamp_ms: end_timestamp_ms,
+        };
+        let mut log = floe::scan::Changelog::new(&self.get(), range).net_changes(net_changes);
+        if let Some(c) = identifier_columns {
+            log = log.identifier_columns(c);
+        }
+        if let Some(on) = compute_updates {
+            log = log.compute_updates(on);
+        }
+        let schema = log.schema().map_err(to_py)?;
+        let batches = run(py, async move { log.read().await })?;
+        to_pyarrow_table(py, schema, batches)
     }
 }
 

@@ -28,7 +28,7 @@ def warehouse(tmp_path) -> str:
 
 @pytest.fixture
 def catalog(warehouse) -> floe.Catalog:
-    return floe.load_catalog("default", warehouse=warehouse)
+    return floe.load_catalog("default", warehouse=warehouse, create=True)
 
 
 def pyiceberg_catalog(warehouse: str):

@@ -424,3 +424,85 @@ def test_pickle_reopens(catalog):
     assert t2.name == "db.t" and t2.scan().count() == 3
     c2 = pickle.loads(pickle.dumps(catalog))
     assert c2.load_table("db.t").scan().count() == 3
+
+
+def test_load_catalog_takes_the_environment_refuses_a_missing_one_and_closes(tmp_path, monkeypatch):
+    wh = str(tmp_path / "wh")
+    # A mistyped warehouse is an error, not a new empty catalog (and nothing is created).
+    with pytest.raises(floe.NotFoundError, match="create=True"):
+        floe.load_catalog("default", warehouse=wh)
+    assert not os.path.exists(wh)
+    with floe.load_catalog("default", warehouse=wh, create=True) as cat:
+        cat.create_table("db.t", schema=SCHEMA)
+    with pytest.raises(floe.InvalidInputError, match="closed"):
+        cat.load_table("db.t")
+    cat.close()  # twice is fine
+    # FLOE_WAREHOUSE / FLOE_CATALOG, as the CLI reads them.
+    monkeypatch.setenv("FLOE_WAREHOUSE", wh)
+    assert floe.load_catalog().table_exists("db.t")
+    monkeypatch.delenv("FLOE_WAREHOUSE")
+    monkeypatch.setenv("FLOE_CATALOG", f"sqlite:///{wh}/catalog.db")
+    assert floe.load_catalog(warehouse=wh).list_tables("db") == ["db.t"]
+
+
+def test_alter_sql_refs_rollback_and_changes(catalog):
+    t = catalog.create_table("db.t", schema=SCHEMA)
+    t.append(data(range(0, 5)))
+    first = t.current_snapshot_id
+    t.append(data(range(5, 10)))
+    second = t.current_snapshot_id
+    # alter: one commit, the handle sees the new schema.
+    r = t.alter("ADD COLUMNS (note string, extra int)")
+    assert r.changes_count == 2 and "note" in t.schema().names
+    t.alter("SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+    assert t.properties["write.delete.mode"] == "merge-on-read"
+    with pytest.raises(floe.FloeError, match="id"):
+        t.alter("ADD COLUMN id long")  # exists: nothing committed
+    # Catalog.sql: ALTER TABLE and DML, as `floe sql`.
+    doc = catalog.sql("ALTER TABLE db.t RENAME COLUMN note TO remark")
+    assert doc["changes_count"] == 1
+    doc = catalog.sql("DELETE FROM db.t WHERE id = 7")
+    assert doc["deleted_records_count"] == 1
+    with pytest.raises(floe.InvalidInputError, match="scan"):
+        catalog.sql("SELECT * FROM db.t")
+    t.refresh()
+    assert "remark" in t.schema().names and t.scan().count() == 9
+    # Branches and tags.
+    b = t.create_branch("audit", snapshot_id=first)
+    assert (b.ref, b.ref_type, b.snapshot_id) == ("audit", "branch", first)
+    tag = t.create_tag("v1")
+    assert tag.snapshot_id == t.current_snapshot_id
+    assert catalog.load_table("db.t.branch_audit").scan().count() == 5
+    assert t.fast_forward("audit", "main").snapshot_id == t.current_snapshot_id
+    t.remove_branch("audit")
+    t.remove_tag("v1")
+    assert t.inspect.refs().column("name").to_pylist() == ["main"]
+    # Rollback: main moves back; the handle follows it; changes between snapshots.
+    r = t.rollback_to_snapshot(second)
+    assert r.current_snapshot_id == second and t.current_snapshot_id == second
+    assert t.scan().count() == 10
+    ch = t.changes(first, second)
+    assert sorted(ch.column("id").to_pylist()) == list(range(5, 10))
+    assert set(ch.column("_change_type").to_pylist()) == {"INSERT"}
+    assert t.set_current_snapshot(first).current_snapshot_id == first
+    assert t.scan().count() == 5
+    with pytest.raises(floe.FloeError, match="123"):
+        t.rollback_to_snapshot(123)
+
+
+def test_pandas_types_are_refused_in_pandas_words(catalog):
+    pd = pytest.importorskip("pandas")
+    t = catalog.create_table("db.ts", schema="id long, ts timestamptz")
+    naive = pd.DataFrame({"id": [1], "ts": pd.to_datetime(["2024-01-01 10:00"])})
+    with pytest.raises(floe.InvalidInputError, match="tz_localize"):
+        t.append(naive)
+    naive["ts"] = naive["ts"].dt.tz_localize("UTC")
+    t.append(naive)
+    # An int column with a missing value is float64 in pandas.
+    gaps = pd.DataFrame({"id": [1, None], "ts": naive["ts"].tolist() * 2})
+    with pytest.raises(floe.InvalidInputError, match="Int64"):
+        t.append(gaps)
+    gaps["id"] = gaps["id"].astype("Int64")
+    t.append(gaps)
+    assert t.scan().count() == 3
+    assert len(t.snapshots()) == 2

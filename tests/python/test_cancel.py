@@ -82,7 +82,7 @@ NOTHING = "id % 1000 = 1001"
 @pytest.fixture(scope="module")
 def big_table(tmp_path_factory):
     wh = str(tmp_path_factory.mktemp("big") / "warehouse")
-    t = floe.load_catalog("default", warehouse=wh).create_table(
+    t = floe.load_catalog("default", warehouse=wh, create=True).create_table(
         "db.big", schema=pa.schema([("id", pa.int64()), ("v", pa.string())]))
     ids = pa.array(np.arange(ROWS_PER_FILE, dtype=np.int64))
     src = os.path.join(wh, "src")

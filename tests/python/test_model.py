@@ -47,7 +47,7 @@ def predicate(rng: random.Random):
 @pytest.mark.parametrize("seed", range(4))
 def test_random_changes_match_the_model(warehouse, seed):
     rng = random.Random(seed)
-    cat = floe.load_catalog("default", warehouse=warehouse)
+    cat = floe.load_catalog("default", warehouse=warehouse, create=True)
     mode = rng.choice(["merge-on-read", "copy-on-write"])
     t = cat.create_table(
         "db.t", schema=SCHEMA, partition_by=rng.choice([None, "bucket(3, id)", "k"]),
@@ -95,7 +95,7 @@ def test_random_changes_match_the_model(warehouse, seed):
 
 
 def test_pyiceberg_writes_then_floe_then_pyiceberg(warehouse):
-    cat = floe.load_catalog("default", warehouse=warehouse)  # creates the SQLite catalog
+    cat = floe.load_catalog("default", warehouse=warehouse, create=True)
     py = pyiceberg_catalog(warehouse)
     py.create_namespace("db")
     pt = py.create_table("db.p", schema=SCHEMA)

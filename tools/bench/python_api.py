@@ -126,7 +126,7 @@ def main() -> None:
           f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}")
     tmp = tempfile.mkdtemp(prefix="floe-pybench-")
     wh = os.path.join(tmp, "wh")
-    cat = floe.load_catalog("default", warehouse=wh)
+    cat = floe.load_catalog("default", warehouse=wh, create=True)
     py = SqlCatalog("default", uri=f"sqlite:///{wh}/catalog.db", warehouse=f"file://{wh}")
     rows = data(n)
     rows_small = data(small)

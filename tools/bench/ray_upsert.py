@@ -125,7 +125,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="floe-ray-bench-")
     try:
         wh = os.path.join(work, "wh")
-        cat = floe.load_catalog("default", warehouse=wh)
+        cat = floe.load_catalog("default", warehouse=wh, create=True)
         ids = pa.array(range(args.rows), pa.int64())
         old = [f"old{i}" for i in range(args.rows)]
         if args.engine == "aggregate":

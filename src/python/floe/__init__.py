@@ -5,7 +5,7 @@ A pyiceberg-like API over the floe Rust library (the same engine as the ``floe``
     import pyarrow as pa
     import floe
 
-    catalog = floe.load_catalog("default", warehouse="/tmp/warehouse")
+    catalog = floe.load_catalog("default", warehouse="/tmp/warehouse", create=True)
     table = catalog.create_table("db.events", schema=pa.schema([("id", pa.int64())]))
     table.append(pa.table({"id": [1, 2, 3]}))
     table.delete("id = 2")
@@ -131,6 +131,29 @@ class RowLevelResult:
     #: ``read_partitions_count``, ``spilled_bytes_count``); ``None`` when read in one pass.
     aligned: Optional[Dict[str, int]]
     elapsed_ms: int
+
+
+@dataclass(frozen=True)
+class AlterResult:
+    """What ``alter`` committed (``floe alter --json``, without the schema documents)."""
+
+    table: str
+    metadata_location: str
+    format_version: int
+    changes_count: int
+    attempts_count: int
+
+
+@dataclass(frozen=True)
+class RefResult:
+    """What a branch, tag or rollback call changed (``floe branch/tag/rollback --json``)."""
+
+    table: str
+    ref: str
+    ref_type: str
+    snapshot_id: Optional[int]
+    current_snapshot_id: Optional[int]
+    previous_snapshot_id: Optional[int]
 
 
 @dataclass(frozen=True)
@@ -379,6 +402,19 @@ ArrowData = Any
 RecordBatch, RecordBatchReader, polars DataFrame, DuckDB relation), or a pandas DataFrame."""
 
 
+def _frame_arrow_schema(data: Any) -> Optional[pa.Schema]:
+    """The Arrow schema of a pandas or polars DataFrame, without converting its rows."""
+    mod = type(data).__module__
+    try:
+        if mod.startswith("polars"):
+            return data.head(0).to_arrow().schema
+        if mod.startswith("pandas"):
+            return pa.Schema.from_pandas(data.head(0), preserve_index=False)
+    except Exception:
+        return None
+    return None
+
+
 def _arrow(data: ArrowData) -> Any:
     if hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__"):
         return data
@@ -482,25 +518,37 @@ def load_catalog(
     *,
     uri: Optional[str] = None,
     warehouse: Optional[str] = None,
-    create: bool = True,
+    create: bool = False,
     **properties: Any,
 ) -> "Catalog":
     """Opens a catalog, as the CLI's ``--catalog`` / ``--warehouse`` do.
 
     ``uri``: ``sqlite:////abs/catalog.db``, ``postgresql://user:pw@host:port/db``,
     ``rest+http://host:port`` (Iceberg REST) or ``file:///warehouse`` (Hadoop layout);
-    default: SQLite at ``<warehouse>/catalog.db``. ``name`` is the catalog name (the SQL
-    catalog's ``catalog_name`` column, as in pyiceberg). With ``create`` (default) a missing
-    SQLite catalog is created.
+    default: SQLite at ``<warehouse>/catalog.db``. Without ``uri`` / ``warehouse`` the
+    environment's ``FLOE_CATALOG`` / ``FLOE_WAREHOUSE`` are used, as the CLI uses them.
+    ``name`` is the catalog name (the SQL catalog's ``catalog_name`` column, as in
+    pyiceberg). A catalog that does not exist is an error (a mistyped path would otherwise
+    give an empty catalog) unless ``create=True``, which creates a missing SQLite catalog or
+    warehouse directory. Close it with ``close()`` or use it in a ``with`` block.
     """
     if properties:
         raise InvalidInputError(
             f"unknown catalog properties {sorted(properties)}; floe takes uri= and warehouse= "
             "(S3 settings come from AWS_* environment variables)"
         )
+    if uri is None:
+        uri = _os.environ.get("FLOE_CATALOG") or None
+    if warehouse is None:
+        warehouse = _os.environ.get("FLOE_WAREHOUSE") or None
     if warehouse and "://" not in warehouse:
         warehouse = _os.path.abspath(warehouse)  # tasks on other workers open the same one
-    return Catalog(_floe.Catalog(uri, warehouse, name, create))
+    try:
+        return Catalog(_floe.Catalog(uri, warehouse, name, create))
+    except NotFoundError as e:
+        if create:
+            raise
+        raise NotFoundError(f"{e}; pass create=True to create a new catalog there") from None
 
 
 def _load_catalog_again(uri: Optional[str], warehouse: Optional[str], name: str) -> "Catalog":
@@ -511,7 +559,24 @@ class Catalog:
     """A catalog (see :func:`load_catalog`). Picklable: it reopens from its URI/warehouse."""
 
     def __init__(self, inner: "_floe.Catalog") -> None:
-        self._inner = inner
+        self.__inner: Optional["_floe.Catalog"] = inner
+
+    @property
+    def _inner(self) -> "_floe.Catalog":
+        if self.__inner is None:
+            raise InvalidInputError("this catalog is closed; open it again with floe.load_catalog")
+        return self.__inner
+
+    def close(self) -> None:
+        """Closes the catalog: later calls on it are refused (tables loaded from it keep
+        working until they are dropped). Closing twice is fine."""
+        self.__inner = None
+
+    def __enter__(self) -> "Catalog":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close()
 
     def __reduce__(self) -> Any:
         i = self._inner
@@ -608,6 +673,14 @@ class Catalog:
         """Drops a table and deletes its files (unless ``gc.enabled=false``)."""
         return _result(DropTableResult, self._inner.drop_table(identifier, True))
 
+    def sql(self, statement: str) -> Dict[str, Any]:
+        """Runs one statement as ``floe sql`` does: ``ALTER TABLE`` (rename; columns,
+        partitioning, sort order, properties) or ``DELETE`` / ``UPDATE`` / ``MERGE INTO``
+        (a MERGE source must be a table here; ``Table.merge`` takes a DataFrame). Returns the
+        CLI's ``--json`` document. Queries are ``Table.scan``'s (or DuckDB's
+        ``iceberg_scan``)."""
+        return dict(self._inner.sql(statement))
+
 
 # ---------------------------------------------------------------------------------------
 # Table
@@ -696,13 +769,130 @@ class Table:
         """Metadata tables: ``table.inspect.snapshots()``, ``.files()``, ..."""
         return InspectTable(self)
 
+    def changes(
+        self,
+        from_snapshot_id: Optional[int] = None,
+        to_snapshot_id: Optional[int] = None,
+        *,
+        start_timestamp: Union[None, int, str, _dt.datetime] = None,
+        end_timestamp: Union[None, int, str, _dt.datetime] = None,
+        identifier_columns: Union[None, str, Sequence[str]] = None,
+        compute_updates: Optional[bool] = None,
+        net_changes: bool = False,
+    ) -> pa.Table:
+        """The changelog after ``from_snapshot_id`` (exclusive) up to ``to_snapshot_id``
+        (default: the first and the current snapshot), as ``floe changes`` and Spark's
+        ``create_changelog_view`` give it: the rows with ``_change_type`` (``INSERT``,
+        ``DELETE``, ``UPDATE_BEFORE``, ``UPDATE_AFTER``), ``_change_ordinal`` and
+        ``_commit_snapshot_id``."""
+        if isinstance(identifier_columns, str):
+            identifier_columns = [c.strip() for c in identifier_columns.split(",")]
+        return self._inner.changes(
+            from_snapshot_id,
+            to_snapshot_id,
+            _time_ms(start_timestamp),
+            _time_ms(end_timestamp),
+            None if identifier_columns is None else list(identifier_columns),
+            compute_updates,
+            net_changes,
+        )
+
+    # -- schema, refs ----------------------------------------------------------------------
+
+    def alter(self, clauses: str) -> AlterResult:
+        """Applies an ALTER TABLE clause in one commit, as ``floe alter`` does:
+        ``"ADD COLUMNS (c long, d string)"``, ``"SET TBLPROPERTIES ('k'='v')"``,
+        ``"ADD PARTITION FIELD day(ts)"``, ``"WRITE ORDERED BY id"``."""
+        return _result(AlterResult, self._inner.alter(clauses))
+
+    def _ref(self, action: str, **kw: Any) -> RefResult:
+        return _result(RefResult, self._inner.manage_ref(action, **kw))
+
+    def create_branch(self, name: str, snapshot_id: Optional[int] = None) -> RefResult:
+        """Creates branch ``name`` at a snapshot (default: the current one)."""
+        return self._ref("create-branch", name=name, snapshot_id=snapshot_id)
+
+    def replace_branch(self, name: str, snapshot_id: int) -> RefResult:
+        """Points branch ``name`` at another snapshot."""
+        return self._ref("replace-branch", name=name, snapshot_id=snapshot_id)
+
+    def remove_branch(self, name: str) -> RefResult:
+        """Removes branch ``name`` (not ``main``)."""
+        return self._ref("drop-branch", name=name)
+
+    def fast_forward(self, branch: str, to: str) -> RefResult:
+        """Moves ``branch`` to the snapshot of ref ``to``, which must descend from it."""
+        return self._ref("fast-forward", name=branch, to=to)
+
+    def create_tag(self, name: str, snapshot_id: Optional[int] = None) -> RefResult:
+        """Creates tag ``name`` at a snapshot (default: the current one)."""
+        return self._ref("create-tag", name=name, snapshot_id=snapshot_id)
+
+    def replace_tag(self, name: str, snapshot_id: int) -> RefResult:
+        """Points tag ``name`` at another snapshot."""
+        return self._ref("replace-tag", name=name, snapshot_id=snapshot_id)
+
+    def remove_tag(self, name: str) -> RefResult:
+        """Removes tag ``name``."""
+        return self._ref("drop-tag", name=name)
+
+    def rollback_to_snapshot(self, snapshot_id: int) -> RefResult:
+        """Moves ``main`` back to an ancestor of its current snapshot."""
+        return self._ref("rollback-to-snapshot", snapshot_id=snapshot_id)
+
+    def rollback_to_timestamp(self, timestamp: Union[int, str, _dt.datetime]) -> RefResult:
+        """Moves ``main`` back to its latest ancestor committed at or before ``timestamp``
+        (a datetime, an ISO string or milliseconds; a naive datetime is UTC)."""
+        return self._ref("rollback-to-timestamp", timestamp_ms=_time_ms(timestamp))
+
+    def set_current_snapshot(self, snapshot_id: int) -> RefResult:
+        """Makes any snapshot of the table the current one of ``main``."""
+        return self._ref("set-current-snapshot", snapshot_id=snapshot_id)
+
     # -- writes ----------------------------------------------------------------------------
 
     def append(
         self, df: ArrowData, *, branch: Optional[str] = None, wap_id: Optional[str] = None
     ) -> AppendResult:
         """Appends rows in one snapshot (columns matched by name, cast to the table's types)."""
-        return _result(AppendResult, self._inner.append(_arrow(df), branch, wap_id))
+        data = _arrow(df)
+        self._check_types(df, data)
+        return _result(AppendResult, self._inner.append(data, branch, wap_id))
+
+    def _check_types(self, original: Any, data: Any) -> None:
+        """Refuses what a cast would change silently, in the words of the data's library:
+        naive datetimes into a ``timestamptz`` column (as pyiceberg refuses them), floats
+        into an integer column (pandas' int columns with missing values are floats)."""
+        schema = getattr(data, "schema", None)
+        if not isinstance(schema, pa.Schema):
+            schema = _frame_arrow_schema(original)
+        if schema is None:
+            return
+        table = self.schema()
+        lib = type(original).__module__.split(".")[0]
+        for f in schema:
+            if f.name not in table.names:
+                continue
+            want = table.field(f.name).type
+            if pa.types.is_timestamp(want) and want.tz is not None and pa.types.is_timestamp(f.type) and f.type.tz is None:
+                fix = {
+                    "pandas": f"df['{f.name}'] = df['{f.name}'].dt.tz_localize('UTC')",
+                    "polars": f"df.with_columns(pl.col('{f.name}').dt.replace_time_zone('UTC'))",
+                }.get(lib, f"give timestamps with a time zone (pa.timestamp('us', tz='UTC'))")
+                raise InvalidInputError(
+                    f"column '{f.name}' holds naive datetimes (no time zone) but is timestamptz in "
+                    f"table {self.name}: say which zone they are in, e.g. {fix}"
+                )
+            if pa.types.is_integer(want) and pa.types.is_floating(f.type):
+                fix = {
+                    "pandas": f"df['{f.name}'] = df['{f.name}'].astype('Int64') (pandas' nullable "
+                    "integer dtype: an int column with missing values becomes float64)",
+                    "polars": f"df.with_columns(pl.col('{f.name}').cast(pl.Int64))",
+                }.get(lib, f"cast it to an integer type first")
+                raise InvalidInputError(
+                    f"column '{f.name}' is {f.type} in the data but {want} in table {self.name}: "
+                    f"floe does not round floats into integers; {fix}"
+                )
 
     def _dml(self, sql: str, source: Any = None, wap_id: Optional[str] = None) -> RowLevelResult:
         return _result(RowLevelResult, self._inner.execute(sql, source, wap_id))
@@ -807,10 +997,12 @@ class Table:
                 "number in that sink); without it nothing would be recorded and a re-sent batch "
                 "would apply twice; nothing was committed"
             )
+        data = _arrow(df)
+        self._check_types(df, data)
         if key:
             return _result(
                 UpsertResult,
-                self._inner.upsert(_arrow(df), sink_id, checkpoint, evolve_schema, branch, wap_id),
+                self._inner.upsert(data, sink_id, checkpoint, evolve_schema, branch, wap_id),
             )
         if not join_cols:
             raise InvalidInputError(
@@ -819,7 +1011,7 @@ class Table:
             )
         if sink_id is not None or checkpoint is not None:
             raise InvalidInputError("sink_id/checkpoint need a keyed table (primary_key=...)")
-        return self.merge(df, join_cols, branch=branch, wap_id=wap_id)
+        return self.merge(data, join_cols, branch=branch, wap_id=wap_id)
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ mod fixture_maintenance;
 mod fixtures;
 mod fuzz;
 mod ingest;
+mod input_formats;
 mod interop;
 mod json_keys;
 mod keyed;

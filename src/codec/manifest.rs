@@ -381,6 +381,13 @@ impl<'a> EntryPlan<'a> {
             let s = f.schema;
             if let Some(p) = probe {
                 if let Some(only) = p.leaves(f.kind) {
+                    if only.is_some_and(<[i32]>::is_empty) {
+                        c.skip(s)?;
+                        if let FileField::FilePath = f.kind {
+                            path = Some(String::new());
+                        }
+                        continue;
+                    }
                     match f.kind {
                         FileField::FilePath => {
                             c.skip(s)?;
@@ -475,9 +482,12 @@ impl<'a> EntryPlan<'a> {
         };
         let content = DataContentType::try_from(content)
             .map_err(|_| Stop::Bad(format!("content {content} is not 0, 1 or 2")))?;
-        let format: DataFileFormat = format
-            .parse()
-            .map_err(|_| Stop::Bad(format!("file format '{format}' is not one Iceberg knows")))?;
+        let format: DataFileFormat = match format.as_str() {
+            "PARQUET" | "parquet" => DataFileFormat::Parquet,
+            other => other.parse().map_err(|_| {
+                Stop::Bad(format!("file format '{format}' is not one Iceberg knows"))
+            })?,
+        };
         let records = u64::try_from(records)
             .map_err(|_| Stop::Bad(format!("record count {records} is negative")))?;
         let size =
@@ -571,14 +581,27 @@ impl<'a> Cursor<'a> {
 
     /// The items of an array, each decoded by `f`.
     fn array<T>(&mut self, s: &Avro, mut f: impl FnMut(&mut Self, &Avro) -> R<T>) -> R<Vec<T>> {
+        let mut out = Vec::new();
+        self.each(s, |c, items, n| {
+            out.reserve(n);
+            for _ in 0..n {
+                out.push(f(c, items)?);
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Walks the blocks of an array: `f` gets each block's item schema and item count (the
+    /// count bounded by the bytes left) and reads that many items.
+    fn each(&mut self, s: &Avro, mut f: impl FnMut(&mut Self, &Avro, usize) -> R<()>) -> R<()> {
         let Avro::Array(a) = s else {
             return Err(Stop::Unsupported);
         };
-        let mut out = Vec::new();
         loop {
             let mut n = self.zlong()?;
             if n == 0 {
-                return Ok(out);
+                return Ok(());
             }
             if n < 0 {
                 n = n
@@ -590,10 +613,7 @@ impl<'a> Cursor<'a> {
             if n as u64 > left as u64 {
                 return bad(format!("{n} items declared where {left} bytes remain"));
             }
-            out.reserve(n as usize);
-            for _ in 0..n {
-                out.push(f(self, &a.items)?);
-            }
+            f(self, &a.items, n as usize)?;
         }
     }
 
@@ -617,12 +637,22 @@ impl<'a> Cursor<'a> {
     /// A column-id map of counts (negative counts dropped, as the `iceberg` crate does), of
     /// the ids in `only` when given.
     fn counts(&mut self, s: &Avro, only: Option<&[i32]>) -> R<HashMap<i32, u64>> {
-        let pairs = self.array(s, |c, s| c.pair(s, Cursor::long_of))?;
-        Ok(pairs
-            .into_iter()
-            .filter(|(k, _)| only.is_none_or(|ids| ids.contains(k)))
-            .filter_map(|(k, v)| u64::try_from(v).ok().map(|v| (k, v)))
-            .collect())
+        let mut m = HashMap::new();
+        self.each(s, |c, items, n| {
+            if only.is_none() {
+                m.reserve(n);
+            }
+            for _ in 0..n {
+                let (k, v) = c.pair(items, Cursor::long_of)?;
+                if only.is_none_or(|ids| ids.contains(&k)) {
+                    if let Ok(v) = u64::try_from(v) {
+                        m.insert(k, v);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(m)
     }
 
     /// A column-id map of bounds, each typed by its field in `schema` (or a reserved
@@ -634,12 +664,18 @@ impl<'a> Cursor<'a> {
         schema: &Schema,
         only: Option<&[i32]>,
     ) -> R<HashMap<i32, Datum>> {
-        let pairs = self.array(s, |c, s| c.pair(s, Cursor::bytes_of))?;
-        let mut m = HashMap::with_capacity(pairs.len().min(only.map_or(usize::MAX, <[i32]>::len)));
-        for (k, v) in pairs {
-            if only.is_some_and(|ids| !ids.contains(&k)) {
-                continue;
+        let mut pairs = Vec::new();
+        self.each(s, |c, items, n| {
+            for _ in 0..n {
+                let (k, v) = c.pair(items, Cursor::bytes_of)?;
+                if only.is_none_or(|ids| ids.contains(&k)) {
+                    pairs.push((k, v));
+                }
             }
+            Ok(())
+        })?;
+        let mut m = HashMap::with_capacity(pairs.len());
+        for (k, v) in pairs {
             let field = schema
                 .field_by_id(k)
                 .or_else(|| iceberg::metadata_columns::get_metadata_field(k).ok());

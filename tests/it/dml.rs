@@ -937,3 +937,84 @@ async fn reported_counts_are_the_rows_changed() {
         }
     }
 }
+
+/// `Scan::count` answers from record counts less deleted positions (position delete files,
+/// deletion vectors) without reading data files: after random DELETEs in every merge-on-read
+/// granularity, with and without a limit and a filter, it equals the rows a scan returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_from_deleted_positions_equal_the_rows_read() {
+    use rand::{Rng, SeedableRng};
+    let (_d, cat) = fs_catalog();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xC0_47);
+    for (label, fv, granularity) in [
+        ("v2_file", FormatVersion::V2, "file"),
+        ("v2_part", FormatVersion::V2, "partition"),
+        ("v3_dv", FormatVersion::V3, "file"),
+    ] {
+        let schema = parse_schema("id long, p int").unwrap();
+        let mut c = TableCreation::new(schema.clone());
+        c.format_version = fv;
+        c.partition_spec = parse_partition_spec("p", &schema).unwrap();
+        c.properties = [
+            ("write.delete.mode", "merge-on-read"),
+            ("write.delete.granularity", granularity),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let name = format!("cnt.{label}");
+        let mut t = cat
+            .create_table(&parse_ident(&name).unwrap(), c)
+            .await
+            .unwrap();
+        for f in 0..4i64 {
+            let ids: Vec<i64> = (f * 100..f * 100 + 100).collect();
+            let ps: Vec<i32> = ids.iter().map(|i| (i % 3) as i32).collect();
+            let b = arrow::array::RecordBatch::try_from_iter([
+                (
+                    "id",
+                    std::sync::Arc::new(arrow::array::Int64Array::from(ids)) as _,
+                ),
+                (
+                    "p",
+                    std::sync::Arc::new(arrow::array::Int32Array::from(ps)) as _,
+                ),
+            ])
+            .unwrap();
+            t = append(&cat, &t, vec![Ok(b)]).await.unwrap().table;
+        }
+        for round in 0..6 {
+            let (a, m) = (rng.gen_range(2..9), rng.gen_range(0..8));
+            let sql = format!(
+                "DELETE FROM {name} WHERE id % {a} = {m} AND id > {}",
+                round * 40
+            );
+            floe::dml::execute(&cat, &sql, None).await.unwrap();
+            let t = cat.load_table(&parse_ident(&name).unwrap()).await.unwrap();
+            let read = |scan: floe::scan::Scan| async move {
+                scan.to_batches()
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|b| b.num_rows() as u64)
+                    .sum::<u64>()
+            };
+            let all = read(floe::scan::Scan::new(&t)).await;
+            let counted = floe::scan::Scan::new(&t).count().await.unwrap();
+            assert_eq!(counted, all, "{label} after {sql}");
+            let limit = rng.gen_range(1..(all as usize + 20));
+            let limited = floe::scan::Scan::new(&t)
+                .limit(limit)
+                .count()
+                .await
+                .unwrap();
+            assert_eq!(limited, all.min(limit as u64), "{label} limit {limit}");
+            let rows = read(floe::scan::Scan::new(&t).limit(limit)).await;
+            assert_eq!(rows, all.min(limit as u64), "{label} limited scan {limit}");
+            let f = floe::expr::parse_expr("p = 1").unwrap();
+            let filtered = read(floe::scan::Scan::new(&t).filter(f.clone())).await;
+            let counted = floe::scan::Scan::new(&t).filter(f).count().await.unwrap();
+            assert_eq!(counted, filtered, "{label} p = 1 after {sql}");
+        }
+    }
+}

@@ -49,6 +49,11 @@ pub fn dml(r: &crate::dml::RowLevelResult, mode: &str, started: Instant) -> Valu
             "read_partitions_count": a.target_partitions_read,
             "spilled_bytes_count": a.spilled_bytes,
         })),
+        "merged": r.merged.as_ref().map(|m| json!({
+            "updated_records_count": m.updated,
+            "deleted_records_count": m.deleted,
+            "inserted_records_count": m.inserted,
+        })),
         "elapsed_ms": ms(started),
     })
 }

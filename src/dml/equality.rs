@@ -140,5 +140,6 @@ pub async fn delete_by_key(
         added_delete_files: n,
         written_bytes,
         aligned: None,
+        merged: None,
     })
 }

@@ -17,7 +17,7 @@ use crate::expr::{cast_to, BoundExpr, Insert, MatchedAction, Merge, MergeClause,
 use crate::scan::Scan;
 use crate::spec::Struct;
 use crate::table::{parse_ident, Table};
-use crate::txn::{run_row_delta as run, RowChanger, RowLevelKind, RowLevelResult};
+use crate::txn::{run_row_delta as run, MergeCounts, RowChanger, RowLevelKind, RowLevelResult};
 
 /// Reads a MERGE source named in the statement: a Parquet file, or a table of the catalog.
 pub(super) async fn source_rows(catalog: &Catalog, src: &MergeSource) -> Result<SourceRows> {
@@ -87,6 +87,8 @@ struct MergeChanger {
     /// Aligned: the partition being read, until its first target row was checked to be in it.
     unchecked: Option<Struct>,
     table: String,
+    /// What the clauses did so far.
+    counts: MergeCounts,
 }
 
 /// Merges `source` rows into `table` as `m` says.
@@ -266,9 +268,11 @@ pub async fn merge(
         aligned,
         unchecked: None,
         table: table.name(),
+        counts: MergeCounts::default(),
     };
     let mut r = run(catalog, table, RowLevelKind::Merge, filter, &mut changer).await?;
     r.aligned = changer.aligned.map(|a| a.alignment);
+    r.merged = Some(changer.counts);
     Ok(r)
 }
 
@@ -356,7 +360,7 @@ impl MergeChanger {
     /// [`RowChanger::change`] against the source rows `set`.
     /// `unchecked`: the aligned partition being read, whose first row is checked first.
     fn change_with(
-        &self,
+        &mut self,
         set: &mut SourceSet,
         batch: &RecordBatch,
         unchecked: Option<&Struct>,
@@ -409,6 +413,7 @@ impl MergeChanger {
         let mut remaining = BooleanArray::from(vec![true; n]);
         let mut remove = BooleanArray::from(vec![false; n]);
         let mut out = Vec::new();
+        let (mut updated, mut deleted) = (0u64, 0u64);
         for c in &self.clauses {
             let (cond, act, applicable) = match c {
                 Clause::Matched(cond, act) => (cond, act, has_match.clone()),
@@ -424,6 +429,10 @@ impl MergeChanger {
             }
             remaining = and(&remaining, &not(&rows)?)?;
             remove = arrow_arith::boolean::or(&remove, &rows)?;
+            match act {
+                Action::Update(_) => updated += rows.true_count() as u64,
+                Action::Delete => deleted += rows.true_count() as u64,
+            }
             if let Action::Update(values) = act {
                 let sub = arrow_select::filter::filter_record_batch(&joined, &rows)?;
                 let mut updated = self.build(&sub, values, true)?;
@@ -437,11 +446,13 @@ impl MergeChanger {
             None => None,
             Some(first) => Some(arrow_select::concat::concat_batches(&first.schema(), &out)?),
         };
+        self.counts.updated += updated;
+        self.counts.deleted += deleted;
         Ok((remove, new))
     }
 
     /// `WHEN NOT MATCHED` rows for the source rows of `set` that no target row matched.
-    fn inserts(&self, set: &SourceSet) -> Result<Vec<RecordBatch>> {
+    fn inserts(&mut self, set: &SourceSet) -> Result<Vec<RecordBatch>> {
         let idx = set.unmatched();
         if idx.is_empty() {
             return Ok(vec![]);
@@ -461,6 +472,7 @@ impl MergeChanger {
             let sub = arrow_select::filter::filter_record_batch(&joined, &rows)?;
             out.push(self.build(&sub, values, false)?);
         }
+        self.counts.inserted += out.iter().map(|b| b.num_rows() as u64).sum::<u64>();
         Ok(out)
     }
 }

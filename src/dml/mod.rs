@@ -7,7 +7,7 @@ mod merge;
 mod merge_source;
 mod statement;
 
-pub use crate::txn::{Alignment, RowLevelResult};
+pub use crate::txn::{Alignment, MergeCounts, RowLevelResult};
 pub use equality::delete_by_key;
 pub use execute::{execute, execute_with};
 pub use merge::merge;

@@ -1087,8 +1087,9 @@ impl Scan {
         // Manifests are planned as they are decoded (a plan holds the files it keeps, not
         // the table's), in the snapshot's order. A limit with no filter and no delete
         // manifest plans them one after another and stops once its rows are certain.
+        // A row filter that does not lower to a pruning predicate still drops rows.
         let rows_wanted = match self.limit {
-            Some(n) if bound.is_none() => Some(n as u64),
+            Some(n) if bound.is_none() && self.filter.is_none() => Some(n as u64),
             _ => None,
         };
         let filter = bound.clone().map(Arc::new);

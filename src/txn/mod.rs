@@ -34,7 +34,7 @@ pub(crate) use row_delta::file_scoped_deletes;
 pub(crate) use row_delta::{
     run as run_row_delta, stage, stage_known, CommitExtras, RowChanger, RowLevelKind, Staged,
 };
-pub use row_delta::{Alignment, RowLevelResult};
+pub use row_delta::{Alignment, MergeCounts, RowLevelResult};
 pub(crate) use staged::data_files as staged_data_files;
 pub(crate) use staged::{commit_staged, discard_staged, stage_data_files};
 pub use staged::{StagedFiles, StagingJob};

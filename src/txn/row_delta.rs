@@ -154,6 +154,21 @@ pub struct RowLevelResult {
     /// A MERGE whose source was split by the table's partitions and merged one partition at
     /// a time (`None`: read in one pass).
     pub aligned: Option<Alignment>,
+    /// A MERGE: the target rows its clauses updated and deleted, and the source rows it
+    /// inserted (`None` for other statements).
+    pub merged: Option<MergeCounts>,
+}
+
+/// What a MERGE's clauses did, row by row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MergeCounts {
+    /// Target rows an `UPDATE` clause (matched or not matched by source) rewrote.
+    pub updated: u64,
+    /// Target rows a `DELETE` clause removed.
+    pub deleted: u64,
+    /// Source rows a `WHEN NOT MATCHED THEN INSERT` clause added.
+    pub inserted: u64,
 }
 
 /// How a partition-aligned MERGE went: the source split by the table's default partition
@@ -513,6 +528,7 @@ async fn stage_with(
         added_delete_files: added_deletes.len(),
         written_bytes,
         aligned: None,
+        merged: None,
     };
     let written: Vec<String> = added_data
         .iter()

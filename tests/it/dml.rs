@@ -918,12 +918,69 @@ async fn reported_counts_are_the_rows_changed() {
                     Box::new(move |r| r.1 == k),
                 ),
             };
+            if step % 4 == 1 {
+                // A MERGE: source ids half known, half new; each clause's count checked.
+                let ids: Vec<i64> = (0..rng.gen_range(1..30))
+                    .map(|_| rng.gen_range(0..next + 20))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                let vs: Vec<i64> = ids.iter().map(|_| rng.gen_range(0..10)).collect();
+                let source = arrow::array::RecordBatch::try_from_iter([
+                    (
+                        "id",
+                        std::sync::Arc::new(arrow::array::Int64Array::from(ids.clone())) as _,
+                    ),
+                    (
+                        "v",
+                        std::sync::Arc::new(arrow::array::Int64Array::from(vs.clone())) as _,
+                    ),
+                ])
+                .unwrap();
+                let sql = "MERGE INTO db.counts t USING src s ON t.id = s.id \
+                           WHEN MATCHED AND s.v < 3 THEN DELETE \
+                           WHEN MATCHED THEN UPDATE SET v = s.v \
+                           WHEN NOT MATCHED THEN INSERT (id, k, v) VALUES (s.id, 1, s.v)";
+                let r = floe::dml::execute(&cat, sql, Some(vec![source]))
+                    .await
+                    .unwrap();
+                let (mut upd, mut del, mut ins) = (0u64, 0u64, 0u64);
+                for (id, v) in ids.iter().zip(&vs) {
+                    match live.iter().position(|r| r.0 == *id) {
+                        Some(i) if *v < 3 => {
+                            live.remove(i);
+                            del += 1;
+                        }
+                        Some(i) => {
+                            live[i].2 = *v;
+                            upd += 1;
+                        }
+                        None => {
+                            live.push((*id, 1, *v));
+                            ins += 1;
+                        }
+                    }
+                }
+                let m = r.merged.expect("a MERGE reports its clauses");
+                assert_eq!(
+                    (m.updated, m.deleted, m.inserted),
+                    (upd, del, ins),
+                    "seed {seed} step {step}: MERGE counts"
+                );
+                assert_eq!(r.removed_rows, upd + del, "seed {seed} step {step}");
+                next = next.max(ids.last().map_or(0, |i| i + 1));
+                t = r.table;
+                let n = floe::scan::Scan::new(&t).count().await.unwrap() as usize;
+                assert_eq!(n, live.len(), "seed {seed} step {step}: {sql}");
+                continue;
+            }
             let r = floe::dml::execute(&cat, &sql, None).await.unwrap();
             let want = live.iter().filter(|r| matches(r)).count();
             assert_eq!(
                 r.removed_rows as usize, want,
                 "seed {seed} step {step}: {sql} reported the wrong count"
             );
+            assert!(r.merged.is_none());
             if sql.starts_with("DELETE") {
                 live.retain(|r| !matches(r));
             } else {
@@ -1015,6 +1072,15 @@ async fn counts_from_deleted_positions_equal_the_rows_read() {
             let filtered = read(floe::scan::Scan::new(&t).filter(f.clone())).await;
             let counted = floe::scan::Scan::new(&t).filter(f).count().await.unwrap();
             assert_eq!(counted, filtered, "{label} p = 1 after {sql}");
+            // A filter no pruning predicate expresses still drops rows under a limit.
+            let even = floe::expr::parse_expr("id % 2 = 0").unwrap();
+            let all_even = read(floe::scan::Scan::new(&t).filter(even.clone())).await;
+            let limited = read(floe::scan::Scan::new(&t).filter(even).limit(limit)).await;
+            assert_eq!(
+                limited,
+                all_even.min(limit as u64),
+                "{label} even, limit {limit}"
+            );
         }
     }
 }

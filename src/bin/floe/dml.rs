@@ -230,9 +230,13 @@ async fn run_dml(
         .next()
         .unwrap_or("")
         .to_ascii_uppercase();
-    let rows = match verb.as_str() {
-        "DELETE" => format!("{} rows deleted", r.removed_rows),
-        "UPDATE" => format!("{} rows updated", r.written_rows),
+    let rows = match (verb.as_str(), &r.merged) {
+        ("DELETE", _) => format!("{} rows deleted", r.removed_rows),
+        ("UPDATE", _) => format!("{} rows updated", r.written_rows),
+        (_, Some(m)) => format!(
+            "{} rows updated, {} deleted, {} inserted",
+            m.updated, m.deleted, m.inserted
+        ),
         _ => format!(
             "{} rows removed (updated or deleted), {} rows written (updated or inserted)",
             r.removed_rows, r.written_rows

@@ -130,6 +130,9 @@ class RowLevelResult:
     #: A MERGE merged partition by partition (``source_partitions_count``,
     #: ``read_partitions_count``, ``spilled_bytes_count``); ``None`` when read in one pass.
     aligned: Optional[Dict[str, int]]
+    #: A MERGE's clauses: ``updated_records_count``, ``deleted_records_count``,
+    #: ``inserted_records_count``; ``None`` for a DELETE or UPDATE.
+    merged: Optional[Dict[str, int]]
     elapsed_ms: int
 
 

@@ -31,6 +31,18 @@ pub fn append(table: &str, r: &crate::txn::AppendResult, started: Instant) -> Va
     })
 }
 
+/// `alter` and `sql "ALTER TABLE …"`: what the commit changed (the CLI adds the new schema,
+/// partition spec, sort order and properties).
+pub fn alter(table: &str, r: &crate::txn::AlterResult) -> Value {
+    json!({
+        "table": table,
+        "metadata_location": r.table.metadata_location(),
+        "format_version": r.table.metadata().format_version() as u8,
+        "changes_count": r.changes,
+        "attempts_count": r.attempts,
+    })
+}
+
 /// `delete`, `update`, `merge`, `sql`.
 pub fn dml(r: &crate::dml::RowLevelResult, mode: &str, started: Instant) -> Value {
     json!({

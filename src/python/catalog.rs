@@ -216,16 +216,7 @@ impl Catalog {
             let r = run(py, async move {
                 floe::txn::alter_table(&cat, &id, &changes).await
             })?;
-            return to_py_json(
-                py,
-                &serde_json::json!({
-                    "table": name,
-                    "metadata_location": r.table.metadata_location(),
-                    "format_version": r.table.metadata().format_version() as u8,
-                    "changes_count": r.changes,
-                    "attempts_count": r.attempts,
-                }),
-            );
+            return to_py_json(py, &floe::report::alter(&name, &r));
         }
         let started = std::time::Instant::now();
         let r = run(py, async move {

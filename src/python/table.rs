@@ -997,13 +997,7 @@ impl Table {
         let r = run(py, async move {
             floe::txn::alter_table(&cat, &id, &changes).await
         })?;
-        let v = json!({
-            "table": name,
-            "metadata_location": r.table.metadata_location(),
-            "format_version": r.table.metadata().format_version() as u8,
-            "changes_count": r.changes,
-            "attempts_count": r.attempts,
-        });
+        let v = report::alter(&name, &r);
         self.set(r.table);
         to_py_json(py, &v)
     }

@@ -84,17 +84,12 @@ async fn run(cli: &Cli, name: &str, changes: &[TableChange], json: bool) -> Resu
         .map(|p| format!("{}={}", p.name, p.transform))
         .collect::<Vec<_>>();
     if json {
-        print_json(&json!({
-            "table": name,
-            "metadata_location": r.table.metadata_location(),
-            "format_version": md.format_version() as u8,
-            "changes_count": r.changes,
-            "attempts_count": r.attempts,
-            "schema": schema.as_ref(),
-            "partition_spec": md.default_partition_spec().as_ref(),
-            "sort_order": md.default_sort_order().as_ref(),
-            "properties": md.properties(),
-        }));
+        let mut v = super::report::alter(name, &r);
+        v["schema"] = json!(schema.as_ref());
+        v["partition_spec"] = json!(md.default_partition_spec().as_ref());
+        v["sort_order"] = json!(md.default_sort_order().as_ref());
+        v["properties"] = json!(md.properties());
+        print_json(&v);
     } else {
         outln!(
             "altered {name}: {} change(s) in one commit; format v{}, schema {} (columns {}), partition spec {}{}, sort order {}",

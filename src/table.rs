@@ -247,19 +247,9 @@ impl Table {
         // Decoding is CPU work: on its own task, manifests planned together decode on every
         // core of the runtime (callers poll many loads at once).
         let (table, owned) = (self.clone(), mf.clone());
-        let m = match tokio::runtime::Handle::try_current() {
-            Ok(rt) if rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread => rt
-                .spawn(async move { table.decode_manifest(&owned).await })
-                .await
-                .map_err(|e| {
-                    Error::corrupt(format!(
-                        "manifest '{}' of table {}: its decoding task failed: {e}",
-                        mf.manifest_path,
-                        self.name()
-                    ))
-                })??,
-            _ => self.decode_manifest(mf).await?,
-        };
+        let m = self
+            .decode_on_runtime(mf, async move { table.decode_manifest(&owned).await })
+            .await?;
         let m = Arc::new(m);
         memo.put(&key, mf.manifest_length.max(0) as u64, m.clone());
         Ok(m)
@@ -294,6 +284,16 @@ impl Table {
             let r = table.decode_selected(&owned, &probe, &mut chooser).await;
             r.map(|kept| (kept, chooser))
         };
+        self.decode_on_runtime(mf, work).await
+    }
+
+    /// Runs the decoding of manifest `mf` on its own task of a multi-threaded runtime (so
+    /// manifests planned together decode on every core), else in place.
+    async fn decode_on_runtime<T: Send + 'static>(
+        &self,
+        mf: &ManifestFile,
+        work: impl std::future::Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
         match tokio::runtime::Handle::try_current() {
             Ok(rt) if rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread => {
                 rt.spawn(work).await.map_err(|e| {

@@ -410,6 +410,9 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) ->
     // caught up after a compaction, or built again).
     let mut by_lookup: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     let mut lines = Vec::with_capacity(changes);
+    // Every commit's document, kept beside the sink's standard error in the scratch
+    // directory (to see what a slow commit did).
+    let mut docs: Vec<String> = Vec::new();
     let (mut first_shape, mut first_wall) = (Shape::default(), 0.0);
     let mut sent = 0;
     let lookup_key = rows / 2;
@@ -431,6 +434,7 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) ->
         stdin.flush().unwrap();
         // Wait until the sink has committed every change sent.
         while let Ok(doc) = rx.recv_timeout(Duration::from_secs(600)) {
+            docs.push(doc.to_string());
             latencies.push(doc["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / 1e3);
             let how = doc["lookup"].as_str().unwrap_or("?").to_string();
             by_lookup
@@ -451,6 +455,13 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) ->
     drop(stdin);
     let out = sink.wait_with_output().unwrap();
     let _ = reader.join();
+    let tag = format!(
+        "sink-{}-{}",
+        if fv == FormatVersion::V3 { "v3" } else { "v2" },
+        if beside { "beside" } else { "in-sink" }
+    );
+    let _ = std::fs::write(wh.join(format!("../{tag}.jsonl")), docs.join("\n"));
+    let _ = std::fs::write(wh.join(format!("../{tag}.err")), &out.stderr);
     let sink_failed = u64::from(!out.status.success());
     let (passes, compactions, maint_failed, maint_rss) = match maintainer {
         Some(m) => m.stop(),
@@ -462,9 +473,10 @@ async fn sink_soak(wh: &Path, cat: &Catalog, fv: FormatVersion, beside: bool) ->
                 .iter()
                 .filter(|l| l.contains("rewrite-data-files"))
                 .count();
+            // "maintain: N commits (steps), F failed steps; key index …"
             let failed = passes
                 .iter()
-                .filter(|l| !l.ends_with(" 0 failed steps"))
+                .filter(|l| !l.contains(", 0 failed steps"))
                 .count() as u64;
             (passes.len(), compactions, failed, 0)
         }

@@ -250,6 +250,7 @@ pub fn upsert(
         "added_columns": r.added_columns,
         "attempts_count": r.attempts,
         "lookup": r.lookup,
+        "parts_count": r.parts,
         "elapsed_ms": started.elapsed().as_millis() as u64,
     })
 }

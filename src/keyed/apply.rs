@@ -41,6 +41,56 @@ impl Held {
         self.index.take().await;
         self.state = None;
     }
+
+    /// Brings a held key index to `table`'s current state when only rows moved since it was
+    /// taken (a compaction, a delete or manifest rewrite, a tombstone merge), so the next
+    /// batch finds it current; forgets it when it cannot follow. What the index did.
+    pub(super) async fn refresh(&mut self, table: &Table) -> Result<Refreshed> {
+        let Some(idx) = self.index.take().await else {
+            return Ok(Refreshed::NothingHeld);
+        };
+        if idx.is_current(table) {
+            self.index = IndexSlot::Ready(Box::new(idx));
+            return Ok(Refreshed::Current);
+        }
+        let spec = KeyedSpec::of(table.metadata(), &table.name())?;
+        let schema = table.arrow_schema()?;
+        let cols = Columns::of(&spec, &schema)?;
+        let conv = key_converter(&schema, &cols.key)?;
+        match idx.catch_up(table, &spec, &cols, &schema, &conv).await? {
+            Some(idx) => {
+                self.index = IndexSlot::Ready(Box::new(idx));
+                Ok(Refreshed::CaughtUp)
+            }
+            None => Ok(Refreshed::Dropped),
+        }
+    }
+}
+
+/// What [`super::KeyedWriter::refresh`] did with the key index it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refreshed {
+    /// No index is held (not yet built, or the table's engine folds rows instead).
+    NothingHeld,
+    /// The index already reflected the table's current state.
+    Current,
+    /// Only rows had moved since: the index followed them (the key and version columns of
+    /// the files added since were read).
+    CaughtUp,
+    /// More than rows changed since: the index was dropped and the next batch builds it.
+    Dropped,
+}
+
+impl Refreshed {
+    /// The word for it in reports: `none`, `current`, `caught-up`, `dropped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refreshed::NothingHeld => "none",
+            Refreshed::Current => "current",
+            Refreshed::CaughtUp => "caught-up",
+            Refreshed::Dropped => "dropped",
+        }
+    }
 }
 
 /// The key index between batches, following the last batch on its own task: the batch's
@@ -52,6 +102,8 @@ enum IndexSlot {
     #[default]
     Empty,
     Following(tokio::task::JoinHandle<(KeyIndex, Option<Update>)>, Settle),
+    /// An index of a committed state, not following a batch.
+    Ready(Box<KeyIndex>),
 }
 
 /// The change a committed batch makes to the index.
@@ -84,6 +136,7 @@ impl IndexSlot {
     async fn take(&mut self) -> Option<KeyIndex> {
         match std::mem::take(self) {
             IndexSlot::Empty => None,
+            IndexSlot::Ready(idx) => Some(*idx),
             IndexSlot::Following(task, settle) => {
                 let (mut idx, update) = task.await.ok()?;
                 match settle {
@@ -284,7 +337,9 @@ pub(super) fn prepare(
     let mut next_row: HashMap<&str, u64> = HashMap::new();
     let mut parts = Vec::with_capacity(changes.parts.len());
     for (source, b) in &changes.parts {
-        let first = next_row.entry(source.as_str()).or_insert(1);
+        let first = next_row
+            .entry(source.as_str())
+            .or_insert_with(|| changes.first_row(source));
         let conformed = conformer
             .conform_from(b, source, *first)
             .map_err(|e| e.context(source))?;

@@ -9,6 +9,8 @@ use crate::table::Table;
 #[derive(Debug, Clone, Default)]
 pub struct ChangeBatch {
     pub(super) parts: Vec<(String, RecordBatch)>,
+    /// The number of a source's first row when it is not 1 (a batch continuing a source).
+    pub(super) first_rows: std::collections::HashMap<String, u64>,
 }
 
 impl ChangeBatch {
@@ -31,6 +33,32 @@ impl ChangeBatch {
     pub fn push(&mut self, source: impl Into<String>, rows: RecordBatch) -> &mut Self {
         self.parts.push((source.into(), rows));
         self
+    }
+
+    /// Appends rows of `source` whose first is its row `first` (when the batch does not
+    /// begin at the source's first row).
+    pub(super) fn push_from(&mut self, source: String, first: u64, rows: RecordBatch) {
+        self.first_rows.entry(source.clone()).or_insert(first);
+        self.parts.push((source, rows));
+    }
+
+    /// The number of `source`'s first row in the batch.
+    pub(super) fn first_row(&self, source: &str) -> u64 {
+        self.first_rows.get(source).copied().unwrap_or(1)
+    }
+
+    /// The parts with the number of each one's first row in its source.
+    pub(super) fn into_numbered(self) -> Vec<(String, u64, RecordBatch)> {
+        let mut next: std::collections::HashMap<String, u64> = self.first_rows;
+        self.parts
+            .into_iter()
+            .map(|(source, rows)| {
+                let first = next.entry(source.clone()).or_insert(1);
+                let at = *first;
+                *first += rows.num_rows() as u64;
+                (source, at, rows)
+            })
+            .collect()
     }
 
     /// Rows in the batch.
@@ -142,6 +170,9 @@ pub struct UpsertResult {
     /// `index-caught-up` (the index first followed rows moved by compactions since its last
     /// batch), or `index-built` (the index was built or rebuilt first).
     pub lookup: &'static str,
+    /// Commits the batch was applied in: 1, or more for a batch spilled past its limit
+    /// ([`super::upsert_spilled`]).
+    pub parts: u32,
 }
 
 impl UpsertResult {
@@ -188,6 +219,34 @@ impl UpsertResult {
             added_columns: vec![],
             attempts: 1,
             lookup: "scan",
+            parts: 1,
         }
+    }
+
+    /// Adds what the next part `r` of a spilled batch did (its keys are none of the earlier
+    /// parts').
+    pub(super) fn add_part(&mut self, r: UpsertResult) {
+        self.table = r.table;
+        self.snapshot_id = r.snapshot_id.or(self.snapshot_id);
+        self.committed_checkpoint = r.committed_checkpoint;
+        self.input_rows += r.input_rows;
+        self.keys += r.keys;
+        self.inserted += r.inserted;
+        self.updated += r.updated;
+        self.deleted += r.deleted;
+        self.deleted_absent += r.deleted_absent;
+        self.ignored += r.ignored;
+        self.tombstone_records += r.tombstone_records;
+        self.added_data_files += r.added_data_files;
+        self.added_delete_files += r.added_delete_files;
+        self.written_bytes += r.written_bytes;
+        for c in r.added_columns {
+            if !self.added_columns.contains(&c) {
+                self.added_columns.push(c);
+            }
+        }
+        self.attempts = self.attempts.max(r.attempts);
+        self.lookup = r.lookup;
+        self.parts += 1;
     }
 }

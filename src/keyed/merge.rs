@@ -104,7 +104,9 @@ fn partials(table: &Table, changes: &ChangeBatch, options: &UpsertOptions) -> Re
     let mut next_row: std::collections::HashMap<&str, u64> = Default::default();
     let mut partials = Vec::with_capacity(stripped.parts.len());
     for ((source, b), taken) in stripped.parts.iter().zip(&inputs) {
-        let first = next_row.entry(source.as_str()).or_insert(1);
+        let first = next_row
+            .entry(source.as_str())
+            .or_insert_with(|| stripped.first_row(source));
         let first_row = *first;
         *first += b.num_rows() as u64;
         let conformed = conformer

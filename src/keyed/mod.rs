@@ -38,6 +38,7 @@ mod merge;
 mod readback;
 mod shards;
 mod sketch;
+mod spill;
 mod staged;
 mod state;
 mod tombstones;
@@ -63,7 +64,9 @@ use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::spec::TableIdent;
 
+pub use apply::Refreshed;
 use apply::{apply_with_retries, Held};
+pub use spill::{upsert_spilled, SpillingBatch};
 
 /// Applies one batch of changes to the keyed table `ident` (see the module docs for the
 /// rules). Bad input (a null key or version, a bad delete flag, an unknown column) is
@@ -181,6 +184,25 @@ impl KeyedWriter {
             Some(&mut *held),
         )
         .await
+    }
+
+    /// Brings the key index this writer holds to the table's current state, when only rows
+    /// moved since its last batch (a compaction, a delete or manifest rewrite, a tombstone
+    /// merge: [`crate::maintenance::maintain`] in the same process), so that the next batch's
+    /// commit does not pay for it. Anything else committed since drops the index (the next
+    /// batch builds it again).
+    ///
+    /// ```no_run
+    /// # async fn f(catalog: floe::Catalog, table: floe::Table) -> floe::Result<()> {
+    /// let writer = floe::keyed::KeyedWriter::new(&catalog, table.ident().clone());
+    /// floe::maintenance::maintain(&catalog, &table, &Default::default()).await?;
+    /// writer.refresh().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn refresh(&self) -> Result<Refreshed> {
+        let mut held = self.held.lock().await;
+        let table = self.catalog.load_table(&self.ident).await?;
+        held.refresh(&table).await
     }
 
     /// The checkpoint committed for this writer's sink.

@@ -204,14 +204,15 @@ async fn discard_locations(table: &Table, locations: &[String]) {
 
 /// Hashes a row's key, cast to the table's key column types, to its shard: the same key
 /// goes to the same shard in every task and process (FNV-1a over Arrow's row encoding).
-struct KeyHasher {
+#[derive(Debug)]
+pub(super) struct KeyHasher {
     /// The key columns and their types in the table.
     key: Vec<(String, arrow_schema::DataType)>,
     conv: RowConverter,
 }
 
 impl KeyHasher {
-    fn of(table: &Table, spec: &KeyedSpec) -> Result<Self> {
+    pub(super) fn of(table: &Table, spec: &KeyedSpec) -> Result<Self> {
         let schema = table.arrow_schema()?;
         let key = spec
             .key
@@ -228,7 +229,12 @@ impl KeyHasher {
     }
 
     /// The shard of each row of `batch` (`source` names it in errors).
-    fn shards(&self, batch: &RecordBatch, shards: usize, source: &str) -> Result<Vec<u32>> {
+    pub(super) fn shards(
+        &self,
+        batch: &RecordBatch,
+        shards: usize,
+        source: &str,
+    ) -> Result<Vec<u32>> {
         let cols = self
             .key
             .iter()

@@ -544,7 +544,7 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
     let keys = 300u64;
     let opts = floe::keyed::UpsertOptions::default();
     let mut compacted: std::collections::HashSet<&str> = Default::default();
-    let mut caught_up = 0usize;
+    let (mut caught_up, mut refreshed) = (0usize, 0usize);
     for batch_no in 0..25 {
         let mut changes = Vec::new();
         for _ in 0..120 {
@@ -629,6 +629,16 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
                     compacted.insert(name);
                 }
             }
+            // db.idx2's writer follows the compaction between batches (as `floe sink
+            // --maintain` does), so its next batch finds the index current.
+            let r = writers[2].refresh().await.unwrap();
+            let want = if compacted.remove("db.idx2") {
+                refreshed += 1;
+                floe::keyed::Refreshed::CaughtUp
+            } else {
+                floe::keyed::Refreshed::Current
+            };
+            assert_eq!(r, want, "batch {batch_no}");
         }
         // Every fifth batch another writer changes db.idx3 and db.idx2 behind the writers'
         // backs: their indexes must notice and rebuild.
@@ -657,6 +667,9 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
                 .await
                 .unwrap();
             }
+            // More than rows moved: a refresh drops the index (the next batch builds it).
+            let r = writers[2].refresh().await.unwrap();
+            assert_eq!(r, floe::keyed::Refreshed::Dropped, "batch {batch_no}");
         }
         let expected = model.live();
         for (name, _, _, _) in tables {
@@ -668,7 +681,11 @@ async fn key_index_and_one_shot_upserts_agree_with_the_model_on_random_batches()
         }
     }
     // The writers followed compactions without rebuilding (three tables, several times).
-    assert!(caught_up >= 6, "{caught_up} batches followed a compaction");
+    assert!(caught_up >= 4, "{caught_up} batches followed a compaction");
+    assert!(
+        refreshed >= 2,
+        "{refreshed} refreshes followed a compaction"
+    );
 }
 
 /// A long-lived [`floe::keyed::KeyedWriter`] committing back to back with `maintain` looping
@@ -848,4 +865,284 @@ async fn a_key_index_weighs_tombstones_of_keys_another_engine_wrote() {
     let t = cat.load_table(&ident).await.unwrap();
     let stones = floe::keyed::tombstones(&t, false).await.unwrap();
     assert_eq!(stones.count, 0, "{stones:?}");
+}
+
+/// A batch past its row limit is spilled by key and applied in parts, one commit each, the
+/// checkpoint with the last: on random batches (updates, deletes, late replays, ties, keys
+/// repeated across the input's pieces) the table equals the model and a table that took the
+/// same changes in one commit; applying it again changes nothing (what makes re-sending a
+/// batch whose later part failed safe); bad input late in the batch commits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spilled_upsert_applies_in_parts_like_one_commit() {
+    let d = tempfile::tempdir().unwrap();
+    let cat = floe::Catalog::open(None, d.path().join("wh").to_str(), None).unwrap();
+    for (name, fv) in [("db.split3", "3"), ("db.split2", "2"), ("db.whole", "3")] {
+        let c = floe::TableCreation::new(floe::spec::parse_schema(DDL).unwrap())
+            .with_primary_key(&["user_id".to_string()])
+            .with_format_version(if fv == "3" {
+                floe::spec::FormatVersion::V3
+            } else {
+                floe::spec::FormatVersion::V2
+            })
+            .with_property("floe.merge.version-column", "ver")
+            .with_property("floe.merge.delete-column", "is_deleted");
+        cat.create_table(&floe::table::parse_ident(name).unwrap(), c)
+            .await
+            .unwrap();
+    }
+    let spill = d.path().join("spill");
+    std::fs::create_dir_all(&spill).unwrap();
+    let mut model = Model::default();
+    let mut rng = Rng(0x05b1_17ed);
+    let mut ver = 100i64;
+    for round in 0..4u64 {
+        let n = 900 + rng.below(900) as usize;
+        let changes: Vec<_> = (0..n)
+            .map(|_| {
+                let kind = rng.below(100);
+                let v = if kind < 10 {
+                    ver - 1 - rng.below(30) as i64 // a late replay
+                } else if kind < 15 {
+                    ver // a tie
+                } else {
+                    ver += 1;
+                    ver
+                };
+                let k = rng.below(700) as i64;
+                (
+                    k,
+                    format!("r{round}-{}", rng.below(50)),
+                    v,
+                    (rng.below(8) == 0) as i32,
+                )
+            })
+            .collect();
+        model.apply(&changes);
+        let limit = 150 + rng.below(250) as usize;
+        for name in ["db.split3", "db.split2"] {
+            let ident = floe::table::parse_ident(name).unwrap();
+            let t = cat.load_table(&ident).await.unwrap();
+            let opts = floe::keyed::UpsertOptions::default().with_checkpoint("s", round as i64);
+            let mut b = floe::keyed::SpillingBatch::new(&t, &opts, limit, &spill).unwrap();
+            // Pieces of random sizes, some from the same source (numbered on).
+            let mut at = 0;
+            while at < n {
+                let len = (1 + rng.below(200) as usize).min(n - at);
+                let source = format!("f{}", rng.below(3));
+                b.push(source, change_batch(&changes[at..at + len]))
+                    .unwrap();
+                at += len;
+            }
+            assert!(b.spilled(), "{n} changes past {limit}");
+            let r = floe::keyed::upsert_spilled(&cat, &ident, b).await.unwrap();
+            assert_eq!(r.input_rows, n as u64, "{name} round {round}");
+            assert!(r.parts > 1, "{name} round {round}: {} parts", r.parts);
+            assert_eq!(r.committed_checkpoint, Some(round as i64));
+            assert_eq!(
+                live_rows(&cat, name).await,
+                model.live(),
+                "{name} round {round}"
+            );
+            // Sent again with its checkpoint: nothing is done.
+            let mut again =
+                floe::keyed::SpillingBatch::new(&r.table, &opts, limit, &spill).unwrap();
+            again.push("f0", change_batch(&changes)).unwrap();
+            let r2 = floe::keyed::upsert_spilled(&cat, &ident, again)
+                .await
+                .unwrap();
+            assert!(r2.already_committed && r2.snapshot_id.is_none());
+        }
+        // The same changes in one commit.
+        let ident = floe::table::parse_ident("db.whole").unwrap();
+        let whole = floe::keyed::ChangeBatch::from_batches([change_batch(&changes)]);
+        let opts = floe::keyed::UpsertOptions::default();
+        let r = floe::keyed::upsert(&cat, &ident, &whole, &opts)
+            .await
+            .unwrap();
+        assert_eq!(r.parts, 1);
+        assert_eq!(live_rows(&cat, "db.whole").await, model.live());
+    }
+    // Applied twice (no checkpoint): the second application leaves the same rows.
+    let ident = floe::table::parse_ident("db.split3").unwrap();
+    let t = cat.load_table(&ident).await.unwrap();
+    let last: Vec<_> = (0..600)
+        .map(|i| {
+            (
+                i % 450,
+                format!("again{i}"),
+                ver + 1 + i / 3,
+                (i % 11 == 0) as i32,
+            )
+        })
+        .collect();
+    model.apply(&last);
+    for _ in 0..2 {
+        let opts = floe::keyed::UpsertOptions::default();
+        let mut b = floe::keyed::SpillingBatch::new(&t, &opts, 100, &spill).unwrap();
+        b.push("last.csv", change_batch(&last)).unwrap();
+        floe::keyed::upsert_spilled(&cat, &ident, b).await.unwrap();
+        assert_eq!(live_rows(&cat, "db.split3").await, model.live());
+    }
+    // A null key in the third piece, row 57 of source 'bad.csv' (numbered on from its first
+    // piece): refused before any part commits.
+    let t = cat.load_table(&ident).await.unwrap();
+    let before = t.current_snapshot().map(|s| s.snapshot_id());
+    let opts = floe::keyed::UpsertOptions::default();
+    let mut b = floe::keyed::SpillingBatch::new(&t, &opts, 50, &spill).unwrap();
+    b.push("bad.csv", change_batch(&last[..40])).unwrap();
+    b.push("other.csv", change_batch(&last[40..140])).unwrap();
+    let mut bad = change_batch(&last[140..160]);
+    let keys: arrow_array::Int64Array = (0..20).map(|i| (i != 16).then_some(i)).collect();
+    let fields: Vec<arrow_schema::Field> = bad
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    bad = arrow_array::RecordBatch::try_new(
+        std::sync::Arc::new(arrow_schema::Schema::new(fields)),
+        std::iter::once(std::sync::Arc::new(keys) as arrow_array::ArrayRef)
+            .chain(bad.columns()[1..].iter().cloned())
+            .collect(),
+    )
+    .unwrap();
+    let err = b.push("bad.csv", bad).unwrap_err().to_string();
+    assert!(
+        err.contains("row 57 of bad.csv") && err.contains("user_id"),
+        "{err}"
+    );
+    drop(b);
+    let t = cat.load_table(&ident).await.unwrap();
+    assert_eq!(t.current_snapshot().map(|s| s.snapshot_id()), before);
+    // Spill directories are removed with their batch.
+    assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0);
+    // An engine that folds rows does not split a batch.
+    let c = floe::TableCreation::new(floe::spec::parse_schema("k long not null, n long").unwrap())
+        .with_primary_key(&["k".to_string()])
+        .with_property("floe.merge-engine", "sum")
+        .with_property("floe.aggregate.n", "sum");
+    let sum = floe::table::parse_ident("db.sums").unwrap();
+    let t = cat.create_table(&sum, c).await.unwrap();
+    let mut b = floe::keyed::SpillingBatch::new(&t, &opts, 10, &spill).unwrap();
+    let rows = arrow_array::RecordBatch::try_from_iter([
+        (
+            "k",
+            std::sync::Arc::new(arrow_array::Int64Array::from_iter_values(0..20)) as _,
+        ),
+        (
+            "n",
+            std::sync::Arc::new(arrow_array::Int64Array::from_iter_values(0..20)) as _,
+        ),
+    ])
+    .unwrap();
+    let err = b.push("sums.csv", rows).unwrap_err().to_string();
+    assert!(err.contains("merge engine 'sum'"), "{err}");
+}
+
+/// `floe upsert --max-rows-per-commit`: random change files past the limit are applied in
+/// several commits, the checkpoint with the last; the table equals the model, and DuckDB and
+/// pyiceberg read the same rows; the checkpoint re-sent does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upsert_past_max_rows_per_commit_commits_parts_readers_agree() {
+    let d = tempfile::tempdir().unwrap();
+    let wh = d.path().join("wh");
+    create(&wh, "db.big", &["--format-version", "3"]);
+    let spill = d.path().join("spill");
+    let mut model = Model::default();
+    let mut rng = Rng(0xb16b_a7c4);
+    let mut files = Vec::new();
+    let mut ver = 0i64;
+    for f in 0..3 {
+        let changes: Vec<_> = (0..700)
+            .map(|_| {
+                ver += 1;
+                let v = if rng.below(10) == 0 { ver - 40 } else { ver };
+                let k = rng.below(900) as i64;
+                (
+                    k,
+                    format!("f{f}-{}", rng.below(99)),
+                    v,
+                    (rng.below(9) == 0) as i32,
+                )
+            })
+            .collect();
+        model.apply(&changes);
+        files.push(batch(d.path(), &format!("c{f}.csv"), changes));
+    }
+    let mut args = vec!["upsert", "db.big"];
+    args.extend(files.iter().map(String::as_str));
+    let spill_s = spill.to_string_lossy().into_owned();
+    args.extend([
+        "--max-rows-per-commit",
+        "250",
+        "--spill-dir",
+        &spill_s,
+        "--sink-id",
+        "big",
+        "--checkpoint",
+        "7",
+    ]);
+    let r = json(&wh, &args);
+    assert_eq!(r["input_records_count"], 2100, "{r}");
+    assert!(r["parts_count"].as_u64().unwrap() >= 8, "{r}");
+    assert_eq!(r["committed_checkpoint"], 7, "{r}");
+    assert_eq!(live(&wh, "db.big"), model.live());
+    assert_eq!(
+        std::fs::read_dir(&spill).unwrap().count(),
+        0,
+        "spill left behind"
+    );
+    let again = json(&wh, &args);
+    assert_eq!(again["already_committed"], true, "{again}");
+    // Under the limit: one commit, as before.
+    let small = batch(d.path(), "small.csv", [(1, "one".to_string(), ver + 1, 0)]);
+    model.apply(&[(1, "one".to_string(), ver + 1, 0)]);
+    let r = json(&wh, &["upsert", "db.big", &small]);
+    assert_eq!(r["parts_count"], 1, "{r}");
+    let Some(py) = peers_python() else { return };
+    let cat = floe::Catalog::open(None, wh.to_str(), None).unwrap();
+    let t = cat
+        .load_table(&floe::table::parse_ident("db.big").unwrap())
+        .await
+        .unwrap();
+    let live = model.live();
+    let expected = arrow_array::RecordBatch::try_from_iter([
+        (
+            "user_id",
+            std::sync::Arc::new(arrow_array::Int64Array::from_iter_values(
+                live.iter().map(|r| r.0),
+            )) as arrow_array::ArrayRef,
+        ),
+        (
+            "plan",
+            std::sync::Arc::new(arrow_array::StringArray::from_iter_values(
+                live.iter().map(|r| r.1.clone()),
+            )) as _,
+        ),
+        (
+            "ver",
+            std::sync::Arc::new(arrow_array::Int64Array::from_iter_values(
+                live.iter().map(|r| r.2),
+            )) as _,
+        ),
+        (
+            "is_deleted",
+            std::sync::Arc::new(arrow_array::Int32Array::from(vec![0; live.len()])) as _,
+        ),
+    ])
+    .unwrap();
+    let path = d.path().join("expected.parquet");
+    write_parquet(&path, &[expected]);
+    peer_check(
+        &py,
+        d.path(),
+        &[Check {
+            name: "upsert-in-parts".into(),
+            metadata: t.metadata_location().to_string(),
+            snapshot_id: None,
+            expected: path.to_string_lossy().into_owned(),
+            engines: Some(vec!["duckdb".into(), "pyiceberg".into()]),
+            refuse: None,
+        }],
+    );
 }

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use floe::keyed::{ChangeBatch, UpsertOptions};
+use floe::keyed::UpsertOptions;
 use floe::table::parse_ident;
 use floe::{Error, ErrorKind, Result};
 
@@ -22,7 +22,8 @@ pub enum ChangeFormat {
     DebeziumJson,
 }
 
-/// Apply change files (upserts and deletes by primary key) to a keyed table in one commit.
+/// Apply change files (upserts and deletes by primary key) to a keyed table in one commit
+/// (a batch past --max-rows-per-commit: in several, see there).
 #[derive(clap::Args, Debug)]
 pub struct UpsertArgs {
     /// Table name.
@@ -65,10 +66,25 @@ pub struct UpsertArgs {
     /// Stage the commit for write-audit-publish with this WAP id (see `append --wap-id`).
     #[arg(long, conflicts_with = "branch")]
     pub wap_id: Option<String>,
+    /// Memory bound: past this many changes the batch is spilled to --spill-dir by key and
+    /// applied in parts of at most this many, one commit each, the checkpoint with the last
+    /// (a failed part leaves the earlier ones committed: send the batch again). Held in
+    /// memory, a change takes about 200-400 bytes. Default 5000000 for the replace engine;
+    /// the engines that fold rows apply a batch in one commit and refuse more than this
+    /// when it is given.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_rows_per_commit: Option<u64>,
+    /// Where a batch past --max-rows-per-commit is spilled (default: the system's temporary
+    /// directory, or FLOE_SPILL_DIR); it needs about the input's size, uncompressed.
+    #[arg(long)]
+    pub spill_dir: Option<std::path::PathBuf>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
 }
+
+/// The changes a replace-engine upsert holds in memory before it spills and splits.
+pub const DEFAULT_MAX_ROWS_PER_COMMIT: u64 = 5_000_000;
 
 fn format_of(path: &str, given: Option<ChangeFormat>) -> Result<ChangeFormat> {
     if let Some(f) = given {
@@ -169,19 +185,6 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
         }
         None => None,
     };
-    let mut changes = ChangeBatch::new();
-    for f in &a.files {
-        let source = format!("'{f}'");
-        let mut first_row = 1u64;
-        for b in read_changes(f, a.format, &table, &schema, &a.csv)? {
-            let b = match &op {
-                Some(op) => op.apply(&b, &source, first_row)?,
-                None => b,
-            };
-            first_row += b.num_rows() as u64;
-            changes.push(source.clone(), b);
-        }
-    }
     let mut options = UpsertOptions::default().with_evolve_schema(a.evolve_schema);
     if let Some(s) = &a.sink_id {
         options.sink_id = Some(s.clone());
@@ -196,10 +199,36 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
     if let Some(w) = &a.wap_id {
         options = options.with_wap_id(w.clone());
     }
+    let replace = floe::spec::keyed::KeyedSpec::of(table.metadata(), &table.name())
+        .is_ok_and(|s| s.engine == floe::spec::keyed::MergeEngine::Replace);
+    let limit = match a.max_rows_per_commit {
+        Some(n) => n,
+        None if replace => DEFAULT_MAX_ROWS_PER_COMMIT,
+        None => u64::MAX,
+    };
+    let spill_dir = a
+        .spill_dir
+        .clone()
+        .or_else(|| std::env::var_os("FLOE_SPILL_DIR").map(Into::into))
+        .unwrap_or_else(std::env::temp_dir);
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut changes = floe::keyed::SpillingBatch::new(&table, &options, limit, &spill_dir)?;
+    for f in &a.files {
+        let source = format!("'{f}'");
+        let mut first_row = 1u64;
+        for b in read_changes(f, a.format, &table, &schema, &a.csv)? {
+            let b = match &op {
+                Some(op) => op.apply(&b, &source, first_row)?,
+                None => b,
+            };
+            first_row += b.num_rows() as u64;
+            changes.push(source.clone(), b)?;
+        }
+    }
     let ident = table.ident().clone();
     let started = Instant::now();
     let r = progress_bar::run(&format!("upserting into {}", a.name), a.json, |_| {
-        floe::keyed::upsert(&cat, &ident, &changes, &options)
+        floe::keyed::upsert_spilled(&cat, &ident, changes)
     })
     .await
     .map_err(|e| {
@@ -255,6 +284,13 @@ pub async fn upsert(cli: &Cli, a: &UpsertArgs) -> Result<()> {
         },
         secs
     );
+    if r.parts > 1 {
+        outln!(
+            "applied in {} commits of at most about {} changes (--max-rows-per-commit)",
+            r.parts,
+            limit
+        );
+    }
     if !r.added_columns.is_empty() {
         outln!("added columns: {}", r.added_columns.join(", "));
     }

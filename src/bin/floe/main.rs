@@ -165,7 +165,7 @@ enum Cmd {
     /// snapshot off main's history (fast-forward, or re-applied as Iceberg Java does).
     Cherrypick(refs::CherrypickArgs),
     /// Apply change files (upserts and deletes by primary key, with versions) to a keyed table
-    /// in one commit.
+    /// in one commit (past --max-rows-per-commit changes: in parts, one commit each).
     Upsert(keyed::UpsertArgs),
     /// Run a keyed table's CDC sink as a service: records from standard input or files
     /// arriving in a directory, committed in batches, exactly once across restarts.

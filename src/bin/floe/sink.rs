@@ -94,6 +94,8 @@ struct Sink<'a> {
     dead: u64,
     started: Instant,
     last_maintain: Instant,
+    /// A maintenance pass ran since the last commit.
+    maintained: bool,
 }
 
 /// `floe sink`.
@@ -126,6 +128,7 @@ pub async fn sink(cli: &Cli, a: &SinkArgs) -> Result<()> {
         dead: 0,
         started: Instant::now(),
         last_maintain: Instant::now(),
+        maintained: false,
     };
     eprintln!(
         "sink {} → {}: reading {}; committed checkpoint {}",
@@ -402,6 +405,7 @@ impl Sink<'_> {
         files: Option<&[String]>,
     ) -> Result<UpsertResult> {
         let started = Instant::now();
+        let after_maintain = std::mem::take(&mut self.maintained);
         let r = self.writer.apply(rows, checkpoint).await.map_err(|e| {
             e.context(format!(
                 "sink {}: the batch was not committed (checkpoint {} stays)",
@@ -427,6 +431,9 @@ impl Sink<'_> {
             );
             if let Some(o) = v.as_object_mut() {
                 o.insert("lag_ms".into(), lag_ms.into());
+                if after_maintain {
+                    o.insert("after_maintain".into(), true.into());
+                }
                 if let Some(f) = files {
                     o.insert("files".into(), f.into());
                 }
@@ -452,19 +459,30 @@ impl Sink<'_> {
         }
         if self.a.maintain && self.last_maintain.elapsed() >= self.a.maintain_interval {
             self.last_maintain = Instant::now();
+            self.maintained = true;
             let t = self.cat.load_table(self.table.ident()).await?;
             match floe::maintenance::maintain(&self.cat, &t, &Default::default()).await {
-                Ok(m) => eprintln!(
-                    "maintain: {} commits ({}), {} failed steps",
-                    m.commits,
-                    m.steps
-                        .iter()
-                        .filter(|s| s.action == "done")
-                        .map(|s| s.step)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    m.failed_steps
-                ),
+                Ok(m) => {
+                    // The pass moved rows: the key index follows them now, between
+                    // commits, rather than in the next batch's commit.
+                    let at = Instant::now();
+                    let index = match self.writer.refresh().await {
+                        Ok(r) => r.as_str().to_string(),
+                        Err(e) => format!("dropped ({e})"),
+                    };
+                    eprintln!(
+                        "maintain: {} commits ({}), {} failed steps; key index {index} in {} ms",
+                        m.commits,
+                        m.steps
+                            .iter()
+                            .filter(|s| s.action == "done")
+                            .map(|s| s.step)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        m.failed_steps,
+                        at.elapsed().as_millis()
+                    )
+                }
                 Err(e) => eprintln!("maintain skipped: {e}"),
             }
         }

@@ -1297,4 +1297,12 @@ impl Sink {
         let writer = self.writer.clone();
         run(py, async move { writer.committed_checkpoint().await })
     }
+
+    /// Brings the sink's key index up to the table after maintenance in this process
+    /// (`Table.maintain()`), so the next commit does not pay for it: `"caught-up"`,
+    /// `"current"`, `"dropped"` (rebuilt by the next commit) or `"none"`.
+    fn refresh(&self, py: Python<'_>) -> PyResult<&'static str> {
+        let writer = self.writer.clone();
+        run(py, async move { writer.refresh().await.map(|r| r.as_str()) })
+    }
 }

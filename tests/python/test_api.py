@@ -314,6 +314,17 @@ def test_sink_writes_commits_and_resumes(catalog):
             raise RuntimeError("the pipeline failed")
     got = sorted((r["id"], r["v"]) for r in t.refresh().scan().to_arrow().to_pylist())
     assert got == [(1, "v1"), (2, "v1"), (4, "v4")]
+    # After a compaction in this process the sink's key index follows the moved rows.
+    s4 = t.sink("cdc")
+    s4.write(batch([6], 6))
+    s4.commit(checkpoint=6)
+    assert s4.refresh() == "current"
+    t.refresh().rewrite_data_files(options={"rewrite-all": "true"})
+    assert s4.refresh() == "caught-up"
+    s4.write(batch([2], 7))
+    assert s4.commit(checkpoint=7).lookup == "index"
+    got = sorted((r["id"], r["v"]) for r in t.refresh().scan().to_arrow().to_pylist())
+    assert got == [(1, "v1"), (2, "v7"), (4, "v4"), (6, "v6")]
     with pytest.raises(floe.InvalidInputError):
         t.sink().commit(checkpoint=3)
     with pytest.raises(floe.FloeError):

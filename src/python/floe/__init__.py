@@ -183,6 +183,7 @@ class UpsertResult:
     added_columns: List[str]
     attempts_count: int
     lookup: str
+    parts_count: int
     elapsed_ms: int
 
     @property
@@ -309,6 +310,12 @@ class Sink:
     def discard(self) -> int:
         """Drops the buffered rows (nothing of them is committed); returns how many."""
         return self._inner.discard()
+
+    def refresh(self) -> str:
+        """Brings the sink's key index up to the table after ``Table.maintain()`` in this
+        process, so the next commit does not pay for the compaction: ``"caught-up"``,
+        ``"current"``, ``"dropped"`` (the next commit rebuilds it) or ``"none"``."""
+        return self._inner.refresh()
 
     def close(self, checkpoint: Optional[int] = None) -> Optional[UpsertResult]:
         """Commits the rows still buffered (if any)."""

@@ -12,6 +12,7 @@ mod narrow;
 mod prune;
 mod row_groups;
 mod sql;
+mod strict;
 mod to_iceberg;
 
 pub use ast::{BinaryOp, ColumnRef, Expr, Func, Literal};
@@ -30,6 +31,7 @@ pub use sql::{
     parse_assignments, parse_expr, parse_statement, Insert, MatchedAction, Merge, MergeClause,
     MergeSource, Statement, MAX_EXPR_DEPTH,
 };
+pub(crate) use strict::all_rows_match;
 pub(crate) use to_iceberg::to_iceberg_predicate;
 
 use crate::error::{Error, Result};

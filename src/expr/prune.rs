@@ -53,7 +53,7 @@ fn project(p: &BoundPredicate, spec: &PartitionSpec) -> Result<Predicate> {
     })
 }
 
-fn lit_cmp(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> Option<Ordering> {
+pub(super) fn lit_cmp(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> Option<Ordering> {
     match (a, b) {
         (PrimitiveLiteral::Int(x), PrimitiveLiteral::Long(y)) => (*x as i64).partial_cmp(y),
         (PrimitiveLiteral::Long(x), PrimitiveLiteral::Int(y)) => x.partial_cmp(&(*y as i64)),

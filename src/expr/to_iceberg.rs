@@ -200,7 +200,7 @@ fn vals_len(list: &[Expr]) -> usize {
         .count()
 }
 
-fn column(c: &ColumnRef, s: &Schema) -> Option<(Reference, PrimitiveType)> {
+pub(super) fn column(c: &ColumnRef, s: &Schema) -> Option<(Reference, PrimitiveType)> {
     if c.qualifier.is_some() {
         return None;
     }
@@ -214,7 +214,7 @@ fn column(c: &ColumnRef, s: &Schema) -> Option<(Reference, PrimitiveType)> {
 }
 
 /// The literal as a value of the column type, only when that conversion is exact.
-fn datum(l: &Literal, ty: &PrimitiveType) -> Option<Datum> {
+pub(super) fn datum(l: &Literal, ty: &PrimitiveType) -> Option<Datum> {
     use PrimitiveType as P;
     match (l, ty) {
         (Literal::Int(i), _) => datum_for(RawLit::Num(&i.to_string()), ty).ok(),

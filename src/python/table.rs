@@ -1303,6 +1303,9 @@ impl Sink {
     /// `"current"`, `"dropped"` (rebuilt by the next commit) or `"none"`.
     fn refresh(&self, py: Python<'_>) -> PyResult<&'static str> {
         let writer = self.writer.clone();
-        run(py, async move { writer.refresh().await.map(|r| r.as_str()) })
+        run(
+            py,
+            async move { writer.refresh().await.map(|r| r.as_str()) },
+        )
     }
 }

@@ -1501,8 +1501,10 @@ impl Scan {
         self.to_stream().await?.try_collect().await
     }
 
-    /// Counts matching rows (from metadata alone when there is no filter and no deletes),
-    /// at most [`Self::limit`]'s.
+    /// Counts matching rows, at most [`Self::limit`]'s. Without a filter and deletes, from
+    /// the manifests alone; a file whose deletes are positions counts its rows less them, and
+    /// with a filter so does a file whose column metrics prove that every row matches (a
+    /// strict metrics evaluation); only the other files are read.
     pub async fn count(&self) -> Result<u64> {
         let most = self.limit.map_or(u64::MAX, |n| n as u64);
         if self.filter.is_none() && self.prune.is_none() {
@@ -1537,7 +1539,36 @@ impl Scan {
                 }
                 plan.subset(&read)
             }
-            Some(_) => scan.plan().await?,
+            // A file whose metrics prove that every row matches counts as above; the others
+            // are read with the filter.
+            Some(ref filter) => {
+                let plan = scan.plan().await?;
+                let mut read = Vec::new();
+                for (i, f) in plan.files.iter().enumerate() {
+                    let rows = f.file.record_count();
+                    let deleted = match plan.deletes.get(i).and_then(Option::as_ref) {
+                        None => Some(0),
+                        Some(d) if d.equality.is_empty() => Some(
+                            d.positions
+                                .as_ref()
+                                .map_or(0, |p| p.range_cardinality(..rows)),
+                        ),
+                        Some(_) => None,
+                    };
+                    match deleted {
+                        Some(gone)
+                            if crate::expr::all_rows_match(filter, &plan.schema, &f.file) =>
+                        {
+                            n += rows - gone.min(rows);
+                        }
+                        _ => read.push(i),
+                    }
+                }
+                if read.is_empty() || n >= most {
+                    return Ok(n.min(most));
+                }
+                plan.subset(&read)
+            }
         };
         let mut s = scan.read(plan)?;
         while let Some(b) = s.next().await {

@@ -249,7 +249,7 @@ fn rows_of(json_lines: &str, columns: &[usize]) -> Vec<Row> {
 }
 
 /// Runs DuckDB queries (`sql` → the rows as JSON lines, `out`) in the peers' Python.
-fn duckdb_rows(py: &Path, work: &Path, queries: &[(String, String)]) {
+pub(crate) fn duckdb_rows(py: &Path, work: &Path, queries: &[(String, String)]) {
     let spec = work.join("duckdb-queries.json");
     let q: Vec<Value> = queries
         .iter()

@@ -1,9 +1,9 @@
 //! CSV reading options, named as DuckDB's `read_csv` names them: `--delim`, `--header`,
-//! `--nullstr`, `--quote`, `--escape`, `--timestampformat`.
+//! `--nullstr`, `--quote`, `--escape`, `--dateformat`, `--timestampformat`.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, TimestampMicrosecondArray};
+use arrow::array::{Array, ArrayRef, Date32Array, RecordBatch, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, FieldRef};
 use floe::{Error, ErrorKind, Result};
 
@@ -31,6 +31,10 @@ pub struct CsvArgs {
     /// e.g. '%d/%m/%Y %H:%M:%S'; a timestamptz value without an offset is UTC.
     #[arg(long)]
     pub timestampformat: Option<String>,
+    /// CSV: the format of date columns in strftime codes (DuckDB's `dateformat`), e.g.
+    /// '%d/%m/%Y'.
+    #[arg(long)]
+    pub dateformat: Option<String>,
 }
 
 fn one_byte(s: &str) -> std::result::Result<u8, String> {
@@ -67,24 +71,72 @@ impl CsvArgs {
         Ok(builder)
     }
 
-    /// A timestamp column read as text when `--timestampformat` is given.
+    /// A timestamp column read as text when `--timestampformat` is given, a date column
+    /// when `--dateformat` is.
     pub fn reads_as_text(&self, t: &DataType) -> bool {
-        self.timestampformat.is_some() && matches!(t, DataType::Timestamp(..))
+        match t {
+            DataType::Timestamp(..) => self.timestampformat.is_some(),
+            DataType::Date32 => self.dateformat.is_some(),
+            _ => false,
+        }
     }
 
-    /// `b` with the text columns `fields` (timestamps in the table) parsed by
-    /// `--timestampformat`; the batch's first row is on line `first_line` of the file.
-    pub fn timestamps_from_text(
+    /// `b` with the text columns `fields` (timestamps and dates in the table) parsed by
+    /// `--timestampformat` and `--dateformat`; the batch's first row is on line `first_line`
+    /// of the file.
+    pub fn temporals_from_text(
         &self,
         b: &RecordBatch,
         fields: &[FieldRef],
         path: &str,
         first_line: u64,
     ) -> Result<RecordBatch> {
-        let Some(fmt) = &self.timestampformat else {
+        if fields.is_empty() {
             return Ok(b.clone());
+        }
+        let mismatch = |target: &arrow::datatypes::Field,
+                        r: usize,
+                        v: &str,
+                        flag: &str,
+                        fmt: &str,
+                        e: chrono::ParseError| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{path}: in column '{}' on line {} of the file: '{v}' does not match \
+                     --{flag} '{fmt}' ({e})",
+                    target.name(),
+                    first_line + r as u64
+                ),
+            )
         };
         crate::text_columns::decode_text_columns(b, fields, path, |target, text| {
+            if target.data_type() == &DataType::Date32 {
+                let fmt = self.dateformat.as_deref().unwrap_or("%Y-%m-%d");
+                let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+                let parse = |r: usize| -> Result<i32> {
+                    let v = text.value(r).trim();
+                    let d = chrono::NaiveDate::parse_from_str(v, fmt)
+                        .map_err(|e| mismatch(target, r, v, "dateformat", fmt, e))?;
+                    i32::try_from((d - epoch).num_days()).map_err(|_| {
+                        Error::new(
+                            ErrorKind::InvalidInput,
+                            format!(
+                                "{path}: date '{v}' on line {} is out of range",
+                                first_line + r as u64
+                            ),
+                        )
+                    })
+                };
+                let days = (0..text.len())
+                    .map(|r| (!text.is_null(r)).then(|| parse(r)).transpose())
+                    .collect::<Result<Vec<Option<i32>>>>()?;
+                return Ok(Arc::new(Date32Array::from(days)) as ArrayRef);
+            }
+            let fmt = self
+                .timestampformat
+                .as_deref()
+                .unwrap_or("%Y-%m-%dT%H:%M:%S%.f");
             let tz = match target.data_type() {
                 DataType::Timestamp(_, tz) => tz.clone(),
                 _ => None,
@@ -97,17 +149,7 @@ impl CsvArgs {
                         chrono::NaiveDateTime::parse_from_str(v, fmt)
                             .map(|d| d.and_utc().timestamp_micros())
                     })
-                    .map_err(|e| {
-                        Error::new(
-                            ErrorKind::InvalidInput,
-                            format!(
-                                "{path}: in column '{}' on line {} of the file: '{v}' does not \
-                                 match --timestampformat '{fmt}' ({e})",
-                                target.name(),
-                                first_line + r as u64
-                            ),
-                        )
-                    })
+                    .map_err(|e| mismatch(target, r, v, "timestampformat", fmt, e))
             };
             let micros = (0..text.len())
                 .map(|r| (!text.is_null(r)).then(|| parse(r)).transpose())

@@ -271,7 +271,7 @@ pub fn read_raw_as(
                     binaries.push(Arc::new(f.as_ref().clone()));
                     Field::new(name, DataType::Utf8, true)
                 }
-                // Timestamps in the user's format are parsed from text.
+                // Timestamps and dates in the user's format are parsed from text.
                 t if csv.reads_as_text(t) => {
                     stamps.push(Arc::new(f.as_ref().clone()));
                     Field::new(name, DataType::Utf8, true)
@@ -310,7 +310,7 @@ pub fn read_raw_as(
             // The file's line of the batch's first row.
             let line = first + u64::from(options.has_header());
             let b = crate::csv_bytes::bytes_from_text(&b, &binaries, &p, line)?;
-            let b = options.timestamps_from_text(&b, &stamps, &p, line)?;
+            let b = options.temporals_from_text(&b, &stamps, &p, line)?;
             if nested.is_empty() {
                 Ok(b)
             } else {

@@ -14,6 +14,7 @@ mod changes;
 mod csv_bytes;
 mod csv_nested;
 mod csv_options;
+mod csv_out;
 mod dml;
 mod ingest;
 mod input;

@@ -89,7 +89,7 @@ pub struct BatchWriter {
 }
 
 enum Open {
-    Csv(arrow::csv::Writer<Box<dyn Write + Send>>),
+    Csv(crate::csv_out::CsvOut),
     Json(arrow::json::Writer<Box<dyn Write + Send>, arrow::json::writer::LineDelimited>),
     Parquet(parquet::arrow::ArrowWriter<Box<dyn Write + Send>>),
 }
@@ -189,11 +189,7 @@ impl BatchWriter {
         if self.open.is_none() {
             let sink = self.sink()?;
             self.open = Some(match self.format {
-                Format::Csv => Open::Csv(
-                    arrow::csv::WriterBuilder::new()
-                        .with_header(true)
-                        .build(sink),
-                ),
+                Format::Csv => Open::Csv(crate::csv_out::CsvOut::new(sink)),
                 Format::Json => Open::Json(
                     // Every column in every row, NULL as null.
                     arrow::json::WriterBuilder::new()
@@ -212,9 +208,7 @@ impl BatchWriter {
             });
         }
         match self.open.as_mut() {
-            Some(Open::Csv(w)) => w
-                .write(&crate::csv_nested::to_json_text(b)?)
-                .map_err(io_err),
+            Some(Open::Csv(w)) => w.write(&crate::csv_nested::to_json_text(b)?),
             Some(Open::Json(w)) => w.write(b).map_err(io_err),
             Some(Open::Parquet(w)) => w.write(b).map_err(io_err),
             None => Ok(()),
@@ -249,7 +243,7 @@ impl BatchWriter {
             self.write_inner(&RecordBatch::new_empty(self.schema.clone()))?;
         }
         match self.open.take() {
-            Some(Open::Csv(w)) => w.into_inner().flush().map_err(io_err)?,
+            Some(Open::Csv(w)) => w.finish()?,
             Some(Open::Json(mut w)) => {
                 w.finish().map_err(io_err)?;
                 w.into_inner().flush().map_err(io_err)?

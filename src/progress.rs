@@ -83,9 +83,16 @@ impl Progress {
         self.0.bytes_total.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Counts one planned input file of `bytes` bytes as read.
+    /// Counts one planned input file as read, with the `bytes` of it not yet counted by
+    /// [`Progress::add_bytes_read`].
     pub fn add_file_done(&self, bytes: u64) {
         self.0.files_done.fetch_add(1, Ordering::Relaxed);
+        self.0.bytes_done.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts `bytes` of a planned input file as read (the rest with
+    /// [`Progress::add_file_done`] when it ends).
+    pub fn add_bytes_read(&self, bytes: u64) {
         self.0.bytes_done.fetch_add(bytes, Ordering::Relaxed);
     }
 

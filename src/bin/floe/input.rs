@@ -42,23 +42,36 @@ pub fn counted(
         .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
         .collect();
     progress.add_planned(sizes.len() as u64, sizes.iter().sum());
+    let positions: Vec<Option<crate::input_position::Position>> = files
+        .iter()
+        .map(|f| crate::input_position::take(f))
+        .collect();
     readers
         .into_iter()
         .zip(sizes)
-        .flat_map(move |(reader, size)| {
+        .zip(positions)
+        .flat_map(move |((reader, size), position)| {
             let p = progress.clone();
             let mut reader = reader.fuse();
             let mut done = false;
+            // Bytes of this file counted so far, rows read from it.
+            let (mut counted, mut rows) = (0u64, 0u64);
             std::iter::from_fn(move || match reader.next() {
                 Some(b) => {
                     if let Ok(b) = &b {
                         p.add_rows_read(b.num_rows() as u64);
+                        rows += b.num_rows() as u64;
+                        if let Some(pos) = &position {
+                            let now = pos.bytes_done(size, rows).max(counted);
+                            p.add_bytes_read(now - counted);
+                            counted = now;
+                        }
                     }
                     Some(b)
                 }
                 None => {
                     if !std::mem::replace(&mut done, true) {
-                        p.add_file_done(size);
+                        p.add_file_done(size.saturating_sub(counted));
                     }
                     None
                 }
@@ -230,7 +243,7 @@ pub fn read_raw_as(
     let file = open_input(path)?;
     if kind == InputKind::JsonLines {
         return crate::json_lines::jsonl_reader(
-            std::io::BufReader::new(file),
+            std::io::BufReader::new(crate::input_position::counting(path, file)),
             table_schema,
             path.to_string(),
         );
@@ -293,7 +306,7 @@ pub fn read_raw_as(
             .with_batch_size(65536);
         let reader = csv
             .apply(builder)?
-            .build(file)
+            .build(crate::input_position::counting(path, file))
             .map_err(|e| Error::new(floe::ErrorKind::InvalidInput, format!("{path}: {e}")))?;
         let p = path.to_string();
         let options = csv.clone();
@@ -325,6 +338,8 @@ pub fn read_raw_as(
                 format!("'{path}' is not a readable Parquet file: {e}"),
             )
         })?;
+    let rows = builder.metadata().file_metadata().num_rows();
+    crate::input_position::parquet(path, u64::try_from(rows).unwrap_or(0));
     let reader = builder
         .with_batch_size(65536)
         .build()

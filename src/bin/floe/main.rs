@@ -18,6 +18,7 @@ mod csv_out;
 mod dml;
 mod ingest;
 mod input;
+mod input_position;
 mod inspect;
 mod json_lines;
 mod keyed;

@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use floe::progress::{Progress, ProgressState};
-use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
+use indicatif::{HumanBytes, HumanCount, ProgressBar, ProgressStyle};
 
 /// Whether a bar would be drawn.
 pub fn shown(json: bool) -> bool {
@@ -17,15 +17,19 @@ pub fn shown(json: bool) -> bool {
 fn message(label: &str, s: &ProgressState) -> String {
     let mut parts = vec![label.to_string()];
     if s.files_total > 0 {
-        parts.push(format!("{}/{} files", s.files_done, s.files_total));
+        parts.push(format!(
+            "{}/{} files",
+            HumanCount(s.files_done),
+            HumanCount(s.files_total)
+        ));
     }
     if s.rows_read > 0 {
-        parts.push(format!("{} rows read", s.rows_read));
+        parts.push(format!("{} rows read", HumanCount(s.rows_read)));
     }
     if s.rows_written > 0 || s.bytes_written > 0 {
         parts.push(format!(
             "{} rows, {} written",
-            s.rows_written,
+            HumanCount(s.rows_written),
             HumanBytes(s.bytes_written)
         ));
     }
@@ -108,12 +112,12 @@ mod tests {
         assert_eq!(message("deleting", &s), "deleting");
         s.files_total = 4;
         s.files_done = 1;
-        s.rows_read = 10;
+        s.rows_read = 1_234_567;
         s.rows_written = 3;
         s.bytes_written = 2048;
         assert_eq!(
             message("deleting", &s),
-            "deleting, 1/4 files, 10 rows read, 3 rows, 2.00 KiB written"
+            "deleting, 1/4 files, 1,234,567 rows read, 3 rows, 2.00 KiB written"
         );
     }
 }

@@ -987,12 +987,15 @@ class Table:
         evolve_schema: bool = False,
         branch: Optional[str] = None,
         wap_id: Optional[str] = None,
-    ) -> Union[UpsertResult, RowLevelResult]:
+    ) -> UpsertResult:
         """Upserts rows. On a keyed table (a primary key; ``join_cols`` omitted or equal to
-        it; other ``join_cols`` are refused, since they would break the key) the changes are applied by the table's merge engine in one commit (versions,
-        delete column, ``sink_id``/``checkpoint`` exactly-once), as ``floe upsert``; on a
-        table without a primary key, ``join_cols`` are the keys of a MERGE (update matched,
-        insert the rest)."""
+        it; other ``join_cols`` are refused, since they would break the key) the changes are
+        applied by the table's merge engine in one commit (versions, delete column,
+        ``sink_id``/``checkpoint`` exactly-once), as ``floe upsert``; on a table without a
+        primary key, ``join_cols`` are the keys of a MERGE (update matched, insert the rest),
+        as pyiceberg's ``upsert``. Either way the result is an :class:`UpsertResult`
+        (``rows_updated`` / ``rows_inserted`` as pyiceberg names them; ``lookup`` is
+        ``"merge"`` for the MERGE)."""
         key = self.primary_key
         if key and join_cols is not None and sorted(c.strip() for c in join_cols) != sorted(key):
             raise InvalidInputError(
@@ -1021,7 +1024,34 @@ class Table:
             )
         if sink_id is not None or checkpoint is not None:
             raise InvalidInputError("sink_id/checkpoint need a keyed table (primary_key=...)")
-        return self.merge(data, join_cols, branch=branch, wap_id=wap_id)
+        cols = [c.strip() for c in join_cols]
+        keys = data.select(cols).group_by(cols).aggregate([]).num_rows
+        r = self.merge(data, cols, branch=branch, wap_id=wap_id)
+        clauses = r.merged or {}
+        return UpsertResult(
+            table=r.table,
+            snapshot_id=r.snapshot_id,
+            sink_id=None,
+            checkpoint=None,
+            committed_checkpoint=None,
+            already_committed=False,
+            input_records_count=data.num_rows,
+            keys_count=keys,
+            inserted_records_count=clauses.get("inserted_records_count", 0),
+            updated_records_count=clauses.get("updated_records_count", 0),
+            deleted_records_count=0,
+            deleted_absent_keys_count=0,
+            stale_records_count=0,
+            tombstone_records_count=0,
+            added_data_files_count=r.added_data_files_count,
+            added_delete_files_count=r.added_delete_files_count,
+            added_bytes_count=r.added_bytes_count,
+            added_columns=[],
+            attempts_count=1,
+            lookup="merge",
+            parts_count=1,
+            elapsed_ms=r.elapsed_ms,
+        )
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -345,6 +345,13 @@ impl Table {
         self.decode_manifest(mf).await
     }
 
+    /// Decodes one manifest by the `iceberg` crate's `load_manifest` (its inheritance of
+    /// snapshot ids and sequence numbers included), for tests that compare the decoders.
+    #[doc(hidden)]
+    pub async fn decode_manifest_by_iceberg_crate(&self, mf: &ManifestFile) -> Result<Manifest> {
+        self.decode_manifest_by_iceberg(mf).await
+    }
+
     async fn decode_manifest(&self, mf: &ManifestFile) -> Result<Manifest> {
         if mf.key_metadata.is_some() {
             return self.decode_manifest_by_iceberg(mf).await;

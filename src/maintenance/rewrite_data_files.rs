@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use iceberg::expr::{Bind, Predicate};
+use iceberg::expr::Bind;
 use iceberg::spec::Operation;
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +20,7 @@ use super::dangling::remove_dangling_deletes;
 use super::rewrite_plan::{plan_groups, removed_with_their_deletes, RewriteOptions};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::expr::FileSelection;
 use crate::scan::{PlannedFile, Scan, ScanPlan, SnapshotSelector};
 use crate::spec::{DataFile, IsolationLevel, PartitionSpec};
 use crate::storage::join;
@@ -186,7 +187,7 @@ pub struct RewritePlan {
     /// `use-starting-sequence-number`.
     pub use_starting_sequence_number: bool,
     /// The `where` filter the files were chosen by (for conflict validation).
-    pub filter: Option<Predicate>,
+    pub filter: Option<FileSelection>,
     /// The file groups.
     pub tasks: Vec<RewriteTask>,
     /// How many groups the plan has (kept when `tasks` is left out of a result).
@@ -235,7 +236,7 @@ fn ctx(table: &Table) -> impl Fn(Error) -> Error + '_ {
 /// (not one total order per file group).
 pub async fn plan_rewrite(
     table: &Table,
-    filter: Option<Predicate>,
+    filter: Option<FileSelection>,
     options: &HashMap<String, String>,
 ) -> Result<PlannedRewrite> {
     let props = table.properties()?;
@@ -323,7 +324,7 @@ pub async fn plan_rewrite(
         .snapshot(SnapshotSelector::Id(start.snapshot_id()))
         .in_current_schema();
     if let Some(f) = &filter {
-        planning = planning.prune(f.clone());
+        planning = planning.prune(f.predicate().clone());
     }
     let scan_plan = planning.plan().await?.without_row_filter();
     let groups = plan_groups(&scan_plan.files, md.default_partition_spec(), &o);
@@ -671,7 +672,8 @@ async fn commit_files(
     let mut producer = replace_producer(plan, removed, &written_files);
     let conflict_filter = match &plan.filter {
         Some(f) => Some(
-            f.clone()
+            f.predicate()
+                .clone()
                 .bind(table.metadata().current_schema().clone(), false)
                 .map_err(|e| Error::invalid(format!("rewrite filter: {}", e.message())))?,
         ),
@@ -858,7 +860,7 @@ async fn commit_carrying_deletes(
 pub async fn rewrite_data_files(
     catalog: &Catalog,
     table: &Table,
-    filter: Option<Predicate>,
+    filter: Option<FileSelection>,
     options: &HashMap<String, String>,
     progress: Option<Progress<'_>>,
 ) -> Result<RewriteResult> {

@@ -893,7 +893,7 @@ impl Scan {
 
     /// Skips the files `predicate` rules out (inclusive metrics and partition pruning) but
     /// returns every row of the files read: for callers that evaluate rows themselves.
-    pub fn prune(mut self, predicate: Predicate) -> Self {
+    pub(crate) fn prune(mut self, predicate: Predicate) -> Self {
         self.prune = Some(match self.prune.take() {
             Some(p) => p.and(predicate),
             None => predicate,

@@ -505,8 +505,9 @@ impl Storage {
         Ok(object_store::buffered::BufWriter::new(store, path))
     }
 
-    /// An `iceberg` crate `FileIO` backed by this storage.
-    pub fn file_io(&self) -> iceberg::io::FileIO {
+    /// An `iceberg` crate `FileIO` backed by this storage (for the crate's readers and
+    /// writers floe drives; not part of floe's API).
+    pub(crate) fn file_io(&self) -> iceberg::io::FileIO {
         limit_avro_allocations();
         iceberg_io::file_io(self.clone())
     }

@@ -432,7 +432,7 @@ fn cli_on_an_s3_warehouse() {
     let dir = tempfile::tempdir().unwrap();
     let wh = format!("s3://{}/cli-{}", env.bucket, uuid::Uuid::new_v4());
     let catalog = format!("sqlite:///{}", dir.path().join("catalog.db").display());
-    let (csv, _pq) = crate::common::inputs(dir.path());
+    let (csv, pq) = crate::common::inputs(dir.path());
     let run = |args: &[&str]| {
         let o = crate::common::floe_cmd()
             .env_remove("AWS_PROFILE")
@@ -471,6 +471,25 @@ fn cli_on_an_s3_warehouse() {
         run(&["scan", "db.ev", "--count", "--where", "name = 'x'"]),
         "1"
     );
+    // A MERGE source in the bucket is read through the storage (`merge` and `sql`).
+    let source = format!("{wh}/sources/in.parquet");
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(
+            floe::storage::Storage::with_s3(env.options.clone())
+                .put(&source, std::fs::read(&pq).unwrap().into()),
+        )
+        .unwrap();
+    run(&["merge", "db.ev", "--source", &source, "--on", "id"]);
+    assert_eq!(run(&["scan", "db.ev", "--count"]), "70");
+    run(&[
+        "sql",
+        &format!(
+            "MERGE INTO db.ev AS t USING '{source}' AS s ON t.id = s.id \
+             WHEN MATCHED THEN DELETE"
+        ),
+    ]);
+    assert_eq!(run(&["scan", "db.ev", "--count"]), "40");
     // An S3 warehouse without a catalog URI is refused with a clear message.
     let o = crate::common::floe_cmd()
         .envs(env.vars.iter().cloned())

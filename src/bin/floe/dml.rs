@@ -55,7 +55,8 @@ pub struct UpdateArgs {
 pub struct MergeArgs {
     /// Table name.
     pub name: String,
-    /// Source rows (.parquet or .csv).
+    /// Source rows: a local .parquet, .csv or .jsonl file, or a Parquet file in the
+    /// warehouse's object store (s3://…, read through the catalog's storage).
     #[arg(long)]
     pub source: String,
     /// Key columns, equal in target and source (e.g. "id" or "region,id").
@@ -131,8 +132,13 @@ pub async fn merge(cli: &Cli, a: &MergeArgs) -> Result<()> {
             .map(|k| format!("t.{k} = s.{k}", k = k.trim()))
             .collect::<Vec<_>>()
             .join(" AND ");
+    // A remote source (s3://…) is read by the library through the catalog's storage.
+    let using = match remote(&a.source) {
+        true => format!("'{}'", a.source.replace('\'', "''")),
+        false => "source".to_string(),
+    };
     let mut sql = format!(
-        "MERGE INTO {} AS t USING source AS s ON {keys}",
+        "MERGE INTO {} AS t USING {using} AS s ON {keys}",
         target(&a.name, &a.branch)
     );
     match a.matched.as_str() {
@@ -166,21 +172,28 @@ pub async fn merge(cli: &Cli, a: &MergeArgs) -> Result<()> {
             ))
         }
     }
-    let table = catalog(cli)?
-        .load_write_target(&target(&a.name, &a.branch))
-        .await?;
-    let rows = read_source(&table, &a.source)?;
-    run_dml(cli, &sql, Some(rows), a.wap_id.as_deref(), a.json).await
+    let rows = match remote(&a.source) {
+        true => None,
+        false => {
+            let table = catalog(cli)?
+                .load_write_target(&target(&a.name, &a.branch))
+                .await?;
+            Some(read_source(&table, &a.source)?)
+        }
+    };
+    run_dml(cli, &sql, rows, a.wap_id.as_deref(), a.json).await
 }
 
 /// `floe sql`.
 pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
     let rows = match floe::expr::parse_statement(&a.statement)? {
         floe::expr::Statement::Merge(m) => match &m.source {
-            floe::expr::MergeSource::Path(p) => {
+            floe::expr::MergeSource::Path(p) if !remote(p) => {
                 let table = catalog(cli)?.load_write_target(&m.target).await?;
                 Some(read_source(&table, p)?)
             }
+            // The library reads it through the catalog's storage (Parquet).
+            floe::expr::MergeSource::Path(_) => None,
             floe::expr::MergeSource::Table(_) => None,
         },
         _ => None,
@@ -188,8 +201,13 @@ pub async fn sql(cli: &Cli, a: &SqlArgs) -> Result<()> {
     run_dml(cli, &a.statement, rows, a.wap_id.as_deref(), a.json).await
 }
 
-/// A MERGE source file, read batch by batch as the MERGE needs it (CSV columns typed by the
-/// target's columns of that name).
+/// Whether a MERGE source is an object-store location (`s3://…`), not a local file.
+fn remote(path: &str) -> bool {
+    floe::storage::scheme(path).is_some_and(|s| s != "file")
+}
+
+/// A local MERGE source file, read batch by batch as the MERGE needs it (CSV columns typed
+/// by the target's columns of that name).
 fn read_source(table: &Table, path: &str) -> Result<floe::dml::SourceRows> {
     let schema = table.arrow_schema()?;
     Ok(floe::dml::SourceRows::new(input::read_raw(

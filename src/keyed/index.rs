@@ -351,8 +351,10 @@ impl KeyIndex {
     /// committed since only moved rows: `replace` snapshots (compaction, delete and manifest
     /// rewrites, by any engine; a replace never changes the table's rows) and tombstone
     /// merges. Reads the key and version columns of the data files added since, instead of
-    /// every live row. `None` when that does not hold, or the rows read do not match the
-    /// rows the removed files held (the caller builds the index again).
+    /// every live row — or, when those commits moved most of the index, builds it again
+    /// (a bulk load beats that many single updates). `None` when that does not hold, or the
+    /// rows read do not match the rows the removed files held (the caller builds the index
+    /// again).
     pub(super) async fn catch_up(
         mut self,
         table: &Table,
@@ -393,10 +395,18 @@ impl KeyIndex {
                 .map(|f| !live.contains(f.as_str()))
                 .collect();
             let is_gone = |file: u32| gone.get(file as usize).copied().unwrap_or(false);
-            let held = match &self.locs {
-                Locations::Long(m) => m.locs().filter(|l| is_gone(l.file)).count(),
-                Locations::Rows(m) => m.values().filter(|l| is_gone(l.file)).count(),
+            let (held, entries) = match &self.locs {
+                Locations::Long(m) => (m.locs().filter(|l| is_gone(l.file)).count(), m.len()),
+                Locations::Rows(m) => (m.values().filter(|l| is_gone(l.file)).count(), m.len()),
             };
+            // When they moved most of the index (a compaction of the whole table), one read
+            // and a bulk load are cheaper than following each row: at 1M keys ~120 ms
+            // against 350-510 ms of map updates (soak benchmark).
+            if held * 2 > entries {
+                drop(plan);
+                drop(self);
+                return Self::build(table, spec, cols, schema, conv).await.map(Some);
+            }
             plan.retain(|f| !self.file_ids.contains_key(f.file.file_path()));
             let ids = self.file_ids(table, &plan)?;
             let mut moved_rows = 0usize;

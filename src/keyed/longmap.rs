@@ -149,7 +149,6 @@ fn mix(k: i64) -> u64 {
 
 impl LongMap {
     /// Entries held.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.len
     }

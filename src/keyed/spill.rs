@@ -289,12 +289,14 @@ pub async fn upsert_spilled(
             return Ok(r);
         }
     }
-    // Runs of whole buckets of at most `max_rows` changes (a bucket past it on its own).
+    // Runs of whole buckets of at most `max_rows` changes (a bucket past it on its own);
+    // a part is cut only before a bucket with changes, so none is empty (the last one
+    // carries the checkpoint).
     let mut parts: Vec<std::ops::Range<usize>> = Vec::new();
     let mut start = 0;
     let mut rows = 0u64;
     for (b, bucket) in spill.buckets.iter().enumerate() {
-        if b > start && rows + bucket.rows > changes.max_rows as u64 {
+        if rows > 0 && bucket.rows > 0 && rows + bucket.rows > changes.max_rows as u64 {
             parts.push(start..b);
             (start, rows) = (b, 0);
         }

@@ -224,8 +224,11 @@ fn every_commands_json_uses_the_listed_keys() {
     let inbox = dir.join("inbox");
     std::fs::create_dir_all(&inbox).unwrap();
     std::fs::write(inbox.join("a.csv"), "id,v,ver,del\n3,c,1,0\n").unwrap();
+    std::fs::write(inbox.join("b.csv"), "id,v,ver,del\n4,d,1,0\n").unwrap();
     let inbox = inbox.to_string_lossy().to_string();
-    keys_of(
+    // Maintained between its commits: the second commit comes after a pass. One document
+    // per commit (keys_of walks a single document only).
+    let sunk = keys_of(
         dir,
         w,
         &[
@@ -236,9 +239,17 @@ fn every_commands_json_uses_the_listed_keys() {
             "--once",
             "--sink-id",
             "d",
+            "--max-batch-rows",
+            "1",
+            "--maintain",
+            "--maintain-interval",
+            "1ms",
         ],
         k,
     );
+    for l in sunk.lines().filter(|l| !l.trim().is_empty()) {
+        walk(&serde_json::from_str(l).unwrap(), k);
+    }
     keys_of(dir, w, &["tables"], k);
     keys_of(dir, w, &["describe", "db.t"], k);
 

@@ -983,6 +983,19 @@ async fn a_spilled_upsert_applies_in_parts_like_one_commit() {
         floe::keyed::upsert_spilled(&cat, &ident, b).await.unwrap();
         assert_eq!(live_rows(&cat, "db.split3").await, model.live());
     }
+    // One key repeated past the limit: one bucket holds every change, one part applies it
+    // and records the checkpoint (no empty part takes it).
+    let t = cat.load_table(&ident).await.unwrap();
+    let one_key: Vec<_> = (0..300)
+        .map(|i| (5, format!("same{i}"), ver + 1000 + i, 0))
+        .collect();
+    model.apply(&one_key);
+    let opts = floe::keyed::UpsertOptions::default().with_checkpoint("one", 1);
+    let mut b = floe::keyed::SpillingBatch::new(&t, &opts, 50, &spill).unwrap();
+    b.push("one.csv", change_batch(&one_key)).unwrap();
+    let r = floe::keyed::upsert_spilled(&cat, &ident, b).await.unwrap();
+    assert_eq!((r.parts, r.committed_checkpoint), (1, Some(1)));
+    assert_eq!(live_rows(&cat, "db.split3").await, model.live());
     // A null key in the third piece, row 57 of source 'bad.csv' (numbered on from its first
     // piece): refused before any part commits.
     let t = cat.load_table(&ident).await.unwrap();

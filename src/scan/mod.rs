@@ -1514,62 +1514,36 @@ impl Scan {
         }
         let scan = self.clone().select(Vec::<String>::new());
         let mut n = 0u64;
-        let plan = match self.filter {
-            // A file's rows are its record count less its deleted positions below it (a
-            // position past the file's end deletes nothing); only files with equality
-            // deletes are read.
-            None => {
-                let plan = scan.plan().await?;
-                let mut read = Vec::new();
-                for (i, f) in plan.files.iter().enumerate() {
-                    let rows = f.file.record_count();
-                    match plan.deletes.get(i).and_then(Option::as_ref) {
-                        Some(d) if d.equality.is_empty() => {
-                            let gone = d
-                                .positions
-                                .as_ref()
-                                .map_or(0, |p| p.range_cardinality(..rows));
-                            n += rows - gone.min(rows);
-                        }
-                        _ => read.push(i),
-                    }
-                }
-                if read.is_empty() || n >= most {
-                    return Ok(n.min(most));
-                }
-                plan.subset(&read)
+        // A file whose deletes are positions only counts its record count less the deleted
+        // positions below it (a position past the file's end deletes nothing), when there is
+        // no filter or its column metrics prove that every row matches; the other files are
+        // read (with the filter).
+        let plan = scan.plan().await?;
+        let mut read = Vec::new();
+        for (i, f) in plan.files.iter().enumerate() {
+            let rows = f.file.record_count();
+            let deleted = match plan.deletes.get(i).and_then(Option::as_ref) {
+                None => Some(0),
+                Some(d) if d.equality.is_empty() => Some(
+                    d.positions
+                        .as_ref()
+                        .map_or(0, |p| p.range_cardinality(..rows)),
+                ),
+                Some(_) => None,
+            };
+            let proven = self
+                .filter
+                .as_ref()
+                .is_none_or(|filter| crate::expr::all_rows_match(filter, &plan.schema, &f.file));
+            match deleted {
+                Some(gone) if proven => n += rows - gone.min(rows),
+                _ => read.push(i),
             }
-            // A file whose metrics prove that every row matches counts as above; the others
-            // are read with the filter.
-            Some(ref filter) => {
-                let plan = scan.plan().await?;
-                let mut read = Vec::new();
-                for (i, f) in plan.files.iter().enumerate() {
-                    let rows = f.file.record_count();
-                    let deleted = match plan.deletes.get(i).and_then(Option::as_ref) {
-                        None => Some(0),
-                        Some(d) if d.equality.is_empty() => Some(
-                            d.positions
-                                .as_ref()
-                                .map_or(0, |p| p.range_cardinality(..rows)),
-                        ),
-                        Some(_) => None,
-                    };
-                    match deleted {
-                        Some(gone)
-                            if crate::expr::all_rows_match(filter, &plan.schema, &f.file) =>
-                        {
-                            n += rows - gone.min(rows);
-                        }
-                        _ => read.push(i),
-                    }
-                }
-                if read.is_empty() || n >= most {
-                    return Ok(n.min(most));
-                }
-                plan.subset(&read)
-            }
-        };
+        }
+        if read.is_empty() || n >= most {
+            return Ok(n.min(most));
+        }
+        let plan = plan.subset(&read);
         let mut s = scan.read(plan)?;
         while let Some(b) = s.next().await {
             n += b?.num_rows() as u64;
